@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Usage: ci/bootstrap.sh [COMMAND ARGS...]
+# Makes (or refreshes) the virtual environment .venv from requirements.lock (hashed), installs
+# the sam3d package into it, then runs COMMAND inside it, e.g. `ci/bootstrap.sh nox -s build`.
+# Works where the system Python refuses global installs (PEP 668). Needs python3 >= 3.11 with
+# venv (Debian: python3-venv), which it installs with apt-get when run as root.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+py=${PYTHON:-python3}
+
+if ! "$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "bootstrap: installing python3 and python3-venv with apt-get"
+        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv
+    else
+        echo "bootstrap: need Python >= 3.11 with venv; install the Debian packages python3 python3-venv" >&2
+        exit 2
+    fi
+fi
+
+stamp="$venv/.requirements.sha256"
+want=$(cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "bootstrap: creating $venv from requirements.lock"
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --only-binary=:all: \
+        -r "$root/requirements.lock"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
+    echo "$want" > "$stamp"
+fi
+
+export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
+cd "$root"
+[ $# -eq 0 ] || exec "$@"

@@ -1,0 +1,54 @@
+import os
+
+from conan import ConanFile
+from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
+from conan.tools.files import copy
+
+required_conan_version = ">=2.5"
+
+
+class Sam3dCoreConan(ConanFile):
+    """The SAM3D batched-transfer core: a C API over GGML's backend API (native/)."""
+
+    name = "sam3d-core"
+    version = "0.1.0"
+    description = "Batched GGML tensor transfers through one bounded, reusable pinned host buffer"
+    license = "MIT"
+    package_type = "static-library"
+    settings = "os", "arch", "compiler", "build_type"
+    options = {"vulkan": [True, False], "fPIC": [True, False]}
+    default_options = {"vulkan": False, "fPIC": True}
+    exports_sources = "native/*", "cmake/*", "LICENSE"
+
+    def layout(self):
+        cmake_layout(self, src_folder="native")
+
+    def requirements(self):
+        # The variant's profile sets ggml/*:vulkan to the same value as this package's option.
+        self.requires("ggml/0.20.2", transitive_headers=True)
+
+    def generate(self):
+        tc = CMakeToolchain(self)
+        tc.cache_variables["SAM3D_VULKAN"] = bool(self.options.vulkan)
+        tc.cache_variables["CMAKE_EXPORT_COMPILE_COMMANDS"] = True
+        tc.cache_variables["BUILD_TESTING"] = not self.conf.get("tools.build:skip_test", check_type=bool)
+        tc.generate()
+        CMakeDeps(self).generate()
+
+    def build(self):
+        cmake = CMake(self)
+        cmake.configure()
+        cmake.build()
+
+    def package(self):
+        copy(self, "LICENSE", self.source_folder + "/..", os.path.join(self.package_folder, "licenses"))
+        CMake(self).install()
+
+    def package_info(self):
+        self.cpp_info.set_property("cmake_file_name", "sam3d-core")
+        self.cpp_info.set_property("cmake_target_name", "sam3d::core")
+        self.cpp_info.libs = ["sam3d_core"]
+        self.cpp_info.requires = ["ggml::ggml-base", "ggml::ggml-cpu"] + (
+            ["ggml::ggml-vulkan"] if self.options.vulkan else [])
+        if self.options.vulkan:
+            self.cpp_info.defines = ["SAM3D_VULKAN=1"]

@@ -1,0 +1,513 @@
+// The SAM3D batched-transfer core (see include/sam3d/transfer.h for the contract).
+#include "sam3d/transfer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+thread_local std::string g_last_error;
+
+sam3d_status fail(sam3d_status status, std::string message) {
+    g_last_error = std::string(sam3d_status_name(status)) + ": " + message;
+    return status;
+}
+
+uint64_t now_ns() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
+
+// The seam with every NULL entry replaced by GGML's own function.
+struct Ggml {
+    decltype(sam3d_ggml_seam::tensor_set) tensor_set;
+    decltype(sam3d_ggml_seam::tensor_get) tensor_get;
+    decltype(sam3d_ggml_seam::tensor_set_async) tensor_set_async;
+    decltype(sam3d_ggml_seam::tensor_get_async) tensor_get_async;
+    decltype(sam3d_ggml_seam::graph_compute) graph_compute;
+    decltype(sam3d_ggml_seam::graph_compute_async) graph_compute_async;
+    decltype(sam3d_ggml_seam::synchronize) synchronize;
+    decltype(sam3d_ggml_seam::dev_get_props) dev_get_props;
+    decltype(sam3d_ggml_seam::dev_host_buffer_type) dev_host_buffer_type;
+    decltype(sam3d_ggml_seam::buft_get_device) buft_get_device;
+    decltype(sam3d_ggml_seam::buft_alloc_buffer) buft_alloc_buffer;
+
+    explicit Ggml(const sam3d_ggml_seam * s) {
+        sam3d_ggml_seam z{};
+        if (s == nullptr) {
+            s = &z;
+        }
+        tensor_set = s->tensor_set ? s->tensor_set : ggml_backend_tensor_set;
+        tensor_get = s->tensor_get ? s->tensor_get : ggml_backend_tensor_get;
+        tensor_set_async = s->tensor_set_async ? s->tensor_set_async : ggml_backend_tensor_set_async;
+        tensor_get_async = s->tensor_get_async ? s->tensor_get_async : ggml_backend_tensor_get_async;
+        graph_compute = s->graph_compute ? s->graph_compute : ggml_backend_graph_compute;
+        graph_compute_async = s->graph_compute_async ? s->graph_compute_async : ggml_backend_graph_compute_async;
+        synchronize = s->synchronize ? s->synchronize : ggml_backend_synchronize;
+        dev_get_props = s->dev_get_props ? s->dev_get_props : ggml_backend_dev_get_props;
+        dev_host_buffer_type = s->dev_host_buffer_type ? s->dev_host_buffer_type : ggml_backend_dev_host_buffer_type;
+        buft_get_device = s->buft_get_device ? s->buft_get_device : ggml_backend_buft_get_device;
+        buft_alloc_buffer = s->buft_alloc_buffer ? s->buft_alloc_buffer : ggml_backend_buft_alloc_buffer;
+    }
+};
+
+// A byte range for the overlap checks: `key` groups ranges that can overlap (a buffer for
+// device bytes, nullptr for host memory), `index` names the descriptor in messages.
+struct Range {
+    const void * key;
+    uintptr_t begin;
+    uintptr_t end;
+    size_t index;
+};
+
+}  // namespace
+
+struct sam3d_session {
+    ggml_backend_t backend = nullptr;
+    ggml_backend_dev_t dev = nullptr;
+    Ggml ggml;
+    bool batching = false;
+    bool perf_logger = false;
+    bool drain_before_compute = true;
+    sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
+    ggml_backend_buffer_type_t host_buft = nullptr;
+    size_t alignment = 0;
+    ggml_backend_buffer_t staging = nullptr;
+    std::mutex mutex;
+    sam3d_counters counters{};
+    std::vector<Range> ranges;     // validation scratch, reused across calls
+    std::vector<size_t> offsets;   // staging offsets of this call, reused across calls
+
+    explicit sam3d_session(const sam3d_ggml_seam * seam) : ggml(seam) {}
+    ~sam3d_session() {
+        if (staging != nullptr) {
+            ggml_backend_buffer_free(staging);
+        }
+    }
+};
+
+namespace {
+
+std::string where(const char * array, size_t i, const char * field) {
+    return std::string(array) + "[" + std::to_string(i) + "]." + field;
+}
+
+// Rule 1 for one descriptor; `array` is "uploads" or "downloads".
+sam3d_status check_descriptor(const sam3d_session & s, const char * array, size_t i,
+                              const ggml_tensor * t, const void * host, size_t offset, size_t size) {
+    if (t == nullptr) {
+        return fail(SAM3D_ERR_NULL_TENSOR, where(array, i, "tensor") + " is NULL");
+    }
+    if (host == nullptr) {
+        return fail(SAM3D_ERR_NULL_POINTER, where(array, i, std::strcmp(array, "uploads") == 0 ? "src" : "dst") +
+                                                " is NULL (tensor '" + t->name + "')");
+    }
+    if (t->buffer == nullptr || t->data == nullptr) {
+        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, where(array, i, "tensor") + " ('" + t->name +
+                                                      "') is not allocated in a backend buffer");
+    }
+    if (!ggml_backend_supports_buft(s.backend, ggml_backend_buffer_get_type(t->buffer))) {
+        return fail(SAM3D_ERR_FOREIGN_TENSOR, where(array, i, "tensor") + " ('" + t->name + "') lives in a " +
+                                                  ggml_backend_buffer_name(t->buffer) + " buffer, which backend " +
+                                                  ggml_backend_name(s.backend) + " cannot use");
+    }
+    if (!ggml_is_contiguous(t)) {
+        return fail(SAM3D_ERR_NOT_CONTIGUOUS, where(array, i, "tensor") + " ('" + t->name + "') is not contiguous");
+    }
+    const size_t nbytes = ggml_nbytes(t);
+    if (size == 0 || offset > nbytes || size > nbytes - offset) {
+        return fail(SAM3D_ERR_EXTENT, where(array, i, size == 0 ? "size" : "offset") + ": [" + std::to_string(offset) +
+                                          ", " + std::to_string(offset) + "+" + std::to_string(size) +
+                                          ") is not inside the " + std::to_string(nbytes) + " bytes of tensor '" +
+                                          t->name + "'");
+    }
+    return SAM3D_OK;
+}
+
+// Sorts `r` and reports the first overlapping pair with the same key.
+bool find_overlap(std::vector<Range> & r, size_t * a, size_t * b) {
+    std::sort(r.begin(), r.end(), [](const Range & x, const Range & y) {
+        return x.key != y.key ? std::less<const void *>()(x.key, y.key) : x.begin < y.begin;
+    });
+    for (size_t k = 1; k < r.size(); ++k) {
+        if (r[k].key == r[k - 1].key && r[k].begin < r[k - 1].end) {
+            *a = std::min(r[k - 1].index, r[k].index);
+            *b = std::max(r[k - 1].index, r[k].index);
+            return true;
+        }
+    }
+    return false;
+}
+
+sam3d_status validate(sam3d_session & s, const sam3d_call & c) {
+    if ((c.n_uploads > 0 && c.uploads == nullptr) || (c.n_downloads > 0 && c.downloads == nullptr)) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, c.uploads == nullptr && c.n_uploads > 0
+                                                    ? "call.uploads is NULL with n_uploads > 0"
+                                                    : "call.downloads is NULL with n_downloads > 0");
+    }
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        const sam3d_upload & u = c.uploads[i];
+        if (sam3d_status st = check_descriptor(s, "uploads", i, u.tensor, u.src, u.offset, u.size)) {
+            return st;
+        }
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        const sam3d_download & d = c.downloads[i];
+        if (sam3d_status st = check_descriptor(s, "downloads", i, d.tensor, d.dst, d.offset, d.size)) {
+            return st;
+        }
+    }
+    size_t a = 0;
+    size_t b = 0;
+    s.ranges.clear();
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        const sam3d_upload & u = c.uploads[i];
+        const uintptr_t begin = reinterpret_cast<uintptr_t>(u.tensor->data) + u.offset;
+        s.ranges.push_back({u.tensor->buffer, begin, begin + u.size, i});
+    }
+    if (find_overlap(s.ranges, &a, &b)) {
+        return fail(SAM3D_ERR_OVERLAPPING_UPLOADS, "uploads[" + std::to_string(a) + "] and uploads[" +
+                                                       std::to_string(b) + "] write overlapping bytes of one buffer");
+    }
+    s.ranges.clear();
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        const sam3d_download & d = c.downloads[i];
+        const uintptr_t begin = reinterpret_cast<uintptr_t>(d.dst);
+        s.ranges.push_back({nullptr, begin, begin + d.size, i});
+    }
+    if (find_overlap(s.ranges, &a, &b)) {
+        return fail(SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads[" + std::to_string(a) + "].dst and downloads[" +
+                                                       std::to_string(b) + "].dst overlap in host memory");
+    }
+    return SAM3D_OK;
+}
+
+void count_sync(sam3d_counters & k, const sam3d_call & c) {
+    k.sync_uploads += c.n_uploads;
+    k.sync_downloads += c.n_downloads;
+}
+
+void count_bytes(sam3d_counters & k, const sam3d_call & c) {
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        k.bytes_uploaded += c.uploads[i].size;
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        k.bytes_downloaded += c.downloads[i].size;
+    }
+}
+
+// ggml_backend_tensor_set / graph_compute / tensor_get, one by one (batching off and fallbacks).
+sam3d_status run_sync(sam3d_session & s, const sam3d_call & c) {
+    const uint64_t t0 = now_ns();
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        const sam3d_upload & u = c.uploads[i];
+        s.ggml.tensor_set(u.tensor, u.src, u.offset, u.size);
+    }
+    if (c.graph != nullptr) {
+        const ggml_status st = s.ggml.graph_compute(s.backend, c.graph);
+        if (st != GGML_STATUS_SUCCESS) {
+            // ggml_backend_graph_compute has synchronized: nothing is outstanding.
+            s.counters.sync_path_ns += now_ns() - t0;
+            return fail(SAM3D_ERR_COMPUTE, std::string("graph compute returned ") + ggml_status_to_string(st));
+        }
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        const sam3d_download & d = c.downloads[i];
+        s.ggml.tensor_get(d.tensor, d.dst, d.offset, d.size);
+    }
+    s.counters.sync_path_ns += now_ns() - t0;
+    count_sync(s.counters, c);
+    return SAM3D_OK;
+}
+
+// Makes sure the staging buffer holds `need` bytes of pinned memory (rules 3 and 4).
+// Returns false when pinned memory is unavailable (allocation failed or came back as
+// ordinary CPU memory); the session then holds no staging buffer.
+bool ensure_staging(sam3d_session & s, size_t need) {
+    if (s.staging != nullptr && ggml_backend_buffer_get_size(s.staging) >= need) {
+        return true;
+    }
+    size_t want = need;
+    if (s.staging != nullptr) {
+        // Grow geometrically below the bound so a slowly growing workload reallocates rarely.
+        want = std::max(need, std::min(SAM3D_STAGING_BOUND_BYTES, 2 * ggml_backend_buffer_get_size(s.staging)));
+        ggml_backend_buffer_free(s.staging);
+        s.staging = nullptr;
+        s.counters.staging_bytes = 0;
+    }
+    ggml_backend_buffer_t buf = s.ggml.buft_alloc_buffer(s.host_buft, want);
+    if (buf == nullptr) {
+        return false;
+    }
+    // GGML's Vulkan host buffer type returns an ordinary CPU buffer when pinned allocation
+    // fails (ggml_backend_vk_host_buffer_type_alloc_buffer): its type is then not host_buft.
+    if (ggml_backend_buffer_get_type(buf) != s.host_buft ||
+        reinterpret_cast<uintptr_t>(ggml_backend_buffer_get_base(buf)) % std::max<size_t>(s.alignment, 1) != 0) {
+        ggml_backend_buffer_free(buf);
+        return false;
+    }
+    s.staging = buf;
+    s.counters.staging_bytes = want;
+    s.counters.staging_allocations += 1;
+    return true;
+}
+
+// Rule 2: stage inputs, enqueue uploads, graph and downloads, synchronize once, copy outputs.
+sam3d_status run_staged(sam3d_session & s, const sam3d_call & c) {
+    uint8_t * base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging));
+    const size_t n = c.n_uploads + c.n_downloads;
+    s.offsets.resize(n);
+    size_t at = 0;
+    for (size_t k = 0; k < n; ++k) {
+        s.offsets[k] = at;
+        at += align_up(k < c.n_uploads ? c.uploads[k].size : c.downloads[k - c.n_uploads].size, s.alignment);
+    }
+    uint64_t t = now_ns();
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        std::memcpy(base + s.offsets[i], c.uploads[i].src, c.uploads[i].size);
+    }
+    uint64_t t2 = now_ns();
+    s.counters.copy_ns += t2 - t;
+    t = t2;
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        const sam3d_upload & u = c.uploads[i];
+        s.ggml.tensor_set_async(s.backend, u.tensor, base + s.offsets[i], u.offset, u.size);
+    }
+    if (c.graph != nullptr) {
+        if (s.perf_logger && s.drain_before_compute) {
+            // Rule 7: GGML_VK_PERF_LOGGER's query-pool reset asserts that no transfer context
+            // is open (GGML_ASSERT(ctx->compute_ctx.expired())); diagnostic runs only.
+            t2 = now_ns();
+            s.counters.enqueue_ns += t2 - t;
+            s.ggml.synchronize(s.backend);
+            t = now_ns();
+            s.counters.synchronize_ns += t - t2;
+        }
+        const ggml_status st = s.ggml.graph_compute_async(s.backend, c.graph);
+        if (st != GGML_STATUS_SUCCESS) {
+            // Rule 5: complete the uploads already enqueued before the caller can free anything.
+            t2 = now_ns();
+            s.counters.enqueue_ns += t2 - t;
+            s.ggml.synchronize(s.backend);
+            s.counters.synchronize_ns += now_ns() - t2;
+            return fail(SAM3D_ERR_COMPUTE, std::string("graph compute returned ") + ggml_status_to_string(st) +
+                                               " (uploads were completed before returning)");
+        }
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        const sam3d_download & d = c.downloads[i];
+        s.ggml.tensor_get_async(s.backend, d.tensor, base + s.offsets[c.n_uploads + i], d.offset, d.size);
+    }
+    t2 = now_ns();
+    s.counters.enqueue_ns += t2 - t;
+    s.ggml.synchronize(s.backend);
+    t = now_ns();
+    s.counters.synchronize_ns += t - t2;
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        std::memcpy(c.downloads[i].dst, base + s.offsets[c.n_uploads + i], c.downloads[i].size);
+    }
+    s.counters.copy_ns += now_ns() - t;
+    s.counters.async_uploads += c.n_uploads;
+    s.counters.async_downloads += c.n_downloads;
+    s.counters.pinned_batches += 1;
+    return SAM3D_OK;
+}
+
+sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
+    if (sam3d_status st = validate(s, c)) {
+        s.counters.rejected_calls += 1;
+        return st;
+    }
+    s.counters.calls += 1;
+    sam3d_status st = SAM3D_OK;
+    if (!s.batching || c.synchronous) {
+        st = run_sync(s, c);
+    } else {
+        sam3d_fallback reason = s.static_fallback;
+        size_t need = 0;
+        if (reason == SAM3D_FALLBACK_COUNT) {
+            for (size_t i = 0; i < c.n_uploads; ++i) {
+                need += align_up(c.uploads[i].size, s.alignment);
+            }
+            for (size_t i = 0; i < c.n_downloads; ++i) {
+                need += align_up(c.downloads[i].size, s.alignment);
+            }
+            if (need > SAM3D_STAGING_BOUND_BYTES) {
+                reason = SAM3D_FALLBACK_OVERSIZED;
+            } else if (need > 0 && !ensure_staging(s, need)) {
+                reason = SAM3D_FALLBACK_PINNED_UNAVAILABLE;
+            }
+        }
+        if (reason != SAM3D_FALLBACK_COUNT) {
+            s.counters.fallbacks[reason] += 1;
+            st = run_sync(s, c);
+        } else if (need == 0) {
+            st = run_sync(s, c);  // a graph with no transfers: nothing to stage
+        } else {
+            st = run_staged(s, c);
+        }
+    }
+    if (st != SAM3D_OK) {
+        s.counters.failed_calls += 1;
+        return st;
+    }
+    count_bytes(s.counters, c);
+    return SAM3D_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+sam3d_session_options sam3d_session_default_options(void) {
+    sam3d_session_options o;
+    o.batching = SAM3D_BATCHING_FROM_ENV;
+    o.seam = nullptr;
+    return o;
+}
+
+sam3d_status sam3d_session_create(ggml_backend_t backend, const sam3d_session_options * options,
+                                  sam3d_session ** out) {
+    if (out == nullptr || backend == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, out == nullptr ? "out is NULL" : "backend is NULL");
+    }
+    *out = nullptr;
+    const sam3d_session_options opts = options ? *options : sam3d_session_default_options();
+    bool batching = false;
+    if (opts.batching == SAM3D_BATCHING_FROM_ENV) {
+        const char * env = std::getenv("SAM3D_BATCHED_TRANSFERS");
+        if (env == nullptr || std::strcmp(env, "0") == 0) {
+            batching = false;
+        } else if (std::strcmp(env, "1") == 0) {
+            batching = true;
+        } else {
+            return fail(SAM3D_ERR_BAD_ENV, std::string("SAM3D_BATCHED_TRANSFERS='") + env +
+                                               "': use 1 (on), 0 or unset (off)");
+        }
+    } else if (opts.batching == SAM3D_BATCHING_ON || opts.batching == SAM3D_BATCHING_OFF) {
+        batching = opts.batching == SAM3D_BATCHING_ON;
+    } else {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.batching is " + std::to_string(opts.batching) +
+                                                    ": use SAM3D_BATCHING_FROM_ENV, _OFF or _ON");
+    }
+    try {
+        auto * s = new sam3d_session(opts.seam);
+        s->backend = backend;
+        s->dev = ggml_backend_get_device(backend);
+        s->batching = batching;
+        const int perf = opts.seam ? opts.seam->perf_logger : -1;
+        s->perf_logger = perf < 0 ? std::getenv("GGML_VK_PERF_LOGGER") != nullptr : perf != 0;
+        s->drain_before_compute = !(opts.seam && opts.seam->drain_before_compute == 0);
+        // Rule 6: capabilities are read once, here.
+        ggml_backend_dev_props props{};
+        s->ggml.dev_get_props(s->dev, &props);
+        s->host_buft = s->ggml.dev_host_buffer_type(s->dev);
+        if (s->host_buft != nullptr) {
+            s->alignment = ggml_backend_buft_get_alignment(s->host_buft);
+        }
+        if (!props.caps.async || !props.caps.host_buffer || s->host_buft == nullptr) {
+            s->static_fallback = SAM3D_FALLBACK_NO_ASYNC_CAPS;
+        } else if (s->ggml.buft_get_device(s->host_buft) != s->dev) {
+            s->static_fallback = SAM3D_FALLBACK_FOREIGN_HOST_BUFFER;
+        }
+        s->ranges.reserve(64);
+        s->offsets.reserve(64);
+        *out = s;
+        g_last_error.clear();
+        return SAM3D_OK;
+    } catch (const std::bad_alloc &) {
+        return fail(SAM3D_ERR_OUT_OF_MEMORY, "allocating the session");
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, std::string("creating the session: ") + e.what());
+    }
+}
+
+void sam3d_session_free(sam3d_session * session) { delete session; }
+
+sam3d_status sam3d_session_run(sam3d_session * session, const sam3d_call * call) {
+    if (session == nullptr || call == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    }
+    try {
+        std::lock_guard<std::mutex> lock(session->mutex);  // rule 9
+        const sam3d_status st = run_locked(*session, *call);
+        if (st == SAM3D_OK) {
+            g_last_error.clear();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return fail(SAM3D_ERR_OUT_OF_MEMORY, "bookkeeping for the call");
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, e.what());
+    }
+}
+
+bool sam3d_session_batching(const sam3d_session * session) { return session != nullptr && session->batching; }
+
+sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session) {
+    return session ? session->static_fallback : SAM3D_FALLBACK_COUNT;
+}
+
+size_t sam3d_session_staging_alignment(const sam3d_session * session) { return session ? session->alignment : 0; }
+
+void sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {
+    if (session == nullptr || out == nullptr) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    *out = session->counters;
+}
+
+void sam3d_session_reset_counters(sam3d_session * session) {
+    if (session == nullptr) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    const uint64_t held = session->counters.staging_bytes;
+    session->counters = sam3d_counters{};
+    session->counters.staging_bytes = held;
+}
+
+const char * sam3d_last_error(void) { return g_last_error.c_str(); }
+
+const char * sam3d_status_name(sam3d_status status) {
+    switch (status) {
+        case SAM3D_OK: return "ok";
+        case SAM3D_ERR_INVALID_ARGUMENT: return "invalid_argument";
+        case SAM3D_ERR_NULL_TENSOR: return "null_tensor";
+        case SAM3D_ERR_NULL_POINTER: return "null_pointer";
+        case SAM3D_ERR_UNALLOCATED_TENSOR: return "unallocated_tensor";
+        case SAM3D_ERR_FOREIGN_TENSOR: return "foreign_tensor";
+        case SAM3D_ERR_EXTENT: return "extent";
+        case SAM3D_ERR_NOT_CONTIGUOUS: return "not_contiguous";
+        case SAM3D_ERR_OVERLAPPING_UPLOADS: return "overlapping_uploads";
+        case SAM3D_ERR_OVERLAPPING_OUTPUTS: return "overlapping_outputs";
+        case SAM3D_ERR_BAD_ENV: return "bad_env";
+        case SAM3D_ERR_COMPUTE: return "compute";
+        case SAM3D_ERR_OUT_OF_MEMORY: return "out_of_memory";
+        case SAM3D_ERR_INTERNAL: return "internal";
+    }
+    return "unknown_status";
+}
+
+const char * sam3d_fallback_name(sam3d_fallback reason) {
+    switch (reason) {
+        case SAM3D_FALLBACK_NO_ASYNC_CAPS: return "no_async_caps";
+        case SAM3D_FALLBACK_FOREIGN_HOST_BUFFER: return "foreign_host_buffer";
+        case SAM3D_FALLBACK_OVERSIZED: return "oversized";
+        case SAM3D_FALLBACK_PINNED_UNAVAILABLE: return "pinned_unavailable";
+        case SAM3D_FALLBACK_COUNT: break;
+    }
+    return "none";
+}
+
+}  // extern "C"

@@ -1,0 +1,205 @@
+// Test rig for the batched-transfer core: real GGML backends, real tensors, and the seam.
+//
+// Backends a test runs on (value-parameterized):
+//   cpu         the real CPU backend, real GGML (no async caps: batching falls back)
+//   cpu_staged  the real CPU backend with the seam forcing caps on and the CPU buffer type
+//               as staging: the staged path runs (GGML performs async set/get synchronously),
+//               so ASan and UBSan cover the staging code in cpu-asan
+//   vulkan      the real Vulkan backend, device 0 (lavapipe without a GPU), when built
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+#include "sam3d/transfer.h"
+#ifdef SAM3D_VULKAN
+#include "ggml-vulkan.h"
+#endif
+
+namespace rig {
+
+enum class Kind { Cpu, CpuStaged, Vulkan };
+
+inline const char * kind_name(Kind k) {
+    switch (k) {
+        case Kind::Cpu: return "cpu";
+        case Kind::CpuStaged: return "cpu_staged";
+        case Kind::Vulkan: return "vulkan";
+    }
+    return "?";
+}
+
+inline std::vector<Kind> kinds() {
+    std::vector<Kind> k = {Kind::Cpu, Kind::CpuStaged};
+#ifdef SAM3D_VULKAN
+    k.push_back(Kind::Vulkan);
+#endif
+    return k;
+}
+
+inline void PrintTo(Kind k, std::ostream * os) { *os << kind_name(k); }
+
+inline std::string param_name(const testing::TestParamInfo<Kind> & info) { return kind_name(info.param); }
+
+// Seam entries that switch the staged path on for the CPU backend.
+inline void cpu_props_async(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
+    ggml_backend_dev_get_props(dev, props);
+    props->caps.async = true;
+    props->caps.host_buffer = true;
+}
+inline ggml_backend_buffer_type_t cpu_host_buft(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
+// GGML's CPU buffer type has no device (ggml-backend.cpp: ".device = NULL // FIXME"); the seam
+// reports the CPU device so the staging buffer counts as the session device's.
+inline ggml_backend_dev_t cpu_buft_device(ggml_backend_buffer_type_t buft) {
+    return buft == ggml_backend_cpu_buffer_type() ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
+                                                  : ggml_backend_buft_get_device(buft);
+}
+
+inline sam3d_ggml_seam cpu_staged_seam() {
+    sam3d_ggml_seam s{};
+    s.perf_logger = -1;
+    s.drain_before_compute = -1;
+    s.dev_get_props = cpu_props_async;
+    s.dev_host_buffer_type = cpu_host_buft;
+    s.buft_get_device = cpu_buft_device;
+    return s;
+}
+
+inline sam3d_ggml_seam real_seam() {
+    sam3d_ggml_seam s{};
+    s.perf_logger = -1;
+    s.drain_before_compute = -1;
+    return s;
+}
+
+// A backend plus a no_alloc context whose tensors are allocated in one backend buffer.
+class Rig {
+   public:
+    explicit Rig(Kind kind, size_t max_tensors = 64) : kind_(kind) {
+        if (kind == Kind::Vulkan) {
+#ifdef SAM3D_VULKAN
+            if (ggml_backend_vk_get_device_count() > 0) {
+                backend_ = ggml_backend_vk_init(0);
+            }
+#endif
+        } else {
+            backend_ = ggml_backend_cpu_init();
+        }
+        ggml_init_params p = {ggml_tensor_overhead() * max_tensors + ggml_graph_overhead(), nullptr, true};
+        ctx_ = ggml_init(p);
+        seam_ = kind == Kind::CpuStaged ? cpu_staged_seam() : real_seam();
+    }
+    ~Rig() {
+        for (sam3d_session * s : sessions_) {
+            sam3d_session_free(s);
+        }
+        if (buffer_) {
+            ggml_backend_buffer_free(buffer_);
+        }
+        ggml_free(ctx_);
+        if (backend_) {
+            ggml_backend_free(backend_);
+        }
+    }
+    Rig(const Rig &) = delete;
+    Rig & operator=(const Rig &) = delete;
+
+    bool ok() const { return backend_ != nullptr; }
+    Kind kind() const { return kind_; }
+    ggml_backend_t backend() const { return backend_; }
+    ggml_context * ctx() const { return ctx_; }
+    // The seam sessions of this rig get; tests may change entries before session().
+    sam3d_ggml_seam & seam() { return seam_; }
+
+    ggml_tensor * tensor(ggml_type type, int64_t n, const char * name) {
+        ggml_tensor * t = ggml_new_tensor_1d(ctx_, type, n);
+        ggml_set_name(t, name);
+        return t;
+    }
+    ggml_tensor * bytes(int64_t n, const char * name) { return tensor(GGML_TYPE_I8, n, name); }
+    ggml_tensor * f32(int64_t n, const char * name) { return tensor(GGML_TYPE_F32, n, name); }
+
+    // Allocates every tensor created so far in one buffer of the backend's default type.
+    void alloc() {
+        buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend_);
+        ASSERT_NE(buffer_, nullptr);
+    }
+
+    sam3d_session * session(sam3d_batching batching) {
+        sam3d_session_options o = sam3d_session_default_options();
+        o.batching = batching;
+        o.seam = &seam_;
+        sam3d_session * s = nullptr;
+        const sam3d_status st = sam3d_session_create(backend_, &o, &s);
+        EXPECT_EQ(st, SAM3D_OK) << sam3d_last_error();
+        if (s) {
+            sessions_.push_back(s);
+        }
+        return s;
+    }
+
+    sam3d_counters counters(sam3d_session * s) {
+        sam3d_counters c{};
+        sam3d_session_counters(s, &c);
+        return c;
+    }
+
+   private:
+    Kind kind_;
+    ggml_backend_t backend_ = nullptr;
+    ggml_context * ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    sam3d_ggml_seam seam_{};
+    std::vector<sam3d_session *> sessions_;
+};
+
+// Deterministic bytes: pattern(seed, i) differs for neighbouring seeds and positions.
+inline std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; ++i) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        v[i] = static_cast<uint8_t>(x);
+    }
+    return v;
+}
+
+// Floats that are exact under scaling by 2 and adding (small integers).
+inline std::vector<float> ramp(size_t n, float start) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+        v[i] = start + static_cast<float>(i % 1000);
+    }
+    return v;
+}
+
+inline sam3d_upload up(ggml_tensor * t, const void * src, size_t size, size_t offset = 0) {
+    return sam3d_upload{t, src, offset, size};
+}
+inline sam3d_download down(const ggml_tensor * t, void * dst, size_t size, size_t offset = 0) {
+    return sam3d_download{t, dst, offset, size};
+}
+
+}  // namespace rig
+
+// Skips a Vulkan case only when this binary was built with Vulkan but no device exists;
+// that is a failure, not a skip, unless SAM3D_ALLOW_NO_VULKAN_DEVICE is set.
+#define RIG_REQUIRE(r)                                                                                   \
+    do {                                                                                                 \
+        if (!(r).ok()) {                                                                                 \
+            if (std::getenv("SAM3D_ALLOW_NO_VULKAN_DEVICE")) GTEST_SKIP() << "no Vulkan device";       \
+            FAIL() << "no Vulkan device: without a GPU, install mesa-vulkan-drivers and set "           \
+                      "GGML_VK_VISIBLE_DEVICES=0 (lavapipe)";                                            \
+        }                                                                                                \
+    } while (0)

@@ -1,0 +1,35 @@
+"""Nox sessions: thin wrappers over `python -m sam3d` (the logic lives in the sam3d package).
+
+Sessions run in the environment made by ci/bootstrap.sh from requirements.lock, so every
+tool is the locked one. Arguments after `--` go straight to the sam3d command, e.g.
+`nox -s build -- cpu-asan` or `nox -s bench -- --images 5 release`.
+"""
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["build"]
+
+
+def _sam3d(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "sam3d", *args, *session.posargs, external=True)
+
+
+@nox.session(tags=["build"])
+def build(session: nox.Session) -> None:
+    """Build GGML and the core in every variant (or the ones named)."""
+    _sam3d(session, "build")
+
+
+@nox.session(tags=["test"])
+def sanitize(session: nox.Session) -> None:
+    """Run `ctest -L normal` in every sanitizer variant; any sanitizer report fails."""
+    _sam3d(session, "ctest", "--sanitizers-only", "-L", "normal")
+
+
+@nox.session(tags=["test"])
+def tests(session: nox.Session) -> None:
+    """The sam3d pytest suite, then `ctest -L normal` in the release variant."""
+    session.run("python", "-m", "pytest", "tests", *session.posargs, external=True)
+    session.run("python", "-m", "sam3d", "ctest", "-L", "normal", "release", external=True)

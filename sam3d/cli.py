@@ -1,0 +1,131 @@
+"""`python -m sam3d <command>`: what the nox sessions and CI call.
+
+Each command prints progress ("[i/n] variant: step"), writes its logs under build/logs/,
+and ends with a one-line summary; the exit status is non-zero when any step failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import conan, ctest, paths, system, variants
+
+
+def _variants(names: list[str]) -> list[variants.Variant]:
+    try:
+        return variants.select(names)
+    except variants.UnknownVariant as e:
+        raise SystemExit(f"sam3d: {e}") from None
+
+
+def _prepare(vs: list[variants.Variant]) -> None:
+    system.ensure_packages(vs)
+    conan.ensure_home()
+    conan.export_recipes(log=paths.logs_dir() / "conan-export.log")
+
+
+def build_variants(vs: list[variants.Variant]) -> list[tuple[str, str]]:
+    """Builds each variant; returns (variant, failure) pairs."""
+    _prepare(vs)
+    failed = []
+    for i, v in enumerate(vs, 1):
+        log = paths.logs_dir() / f"build-{v.name}.log"
+        log.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        print(f"[{i}/{len(vs)}] {v.name}: building GGML (if missing) and the core ... (log: {log})", flush=True)
+        try:
+            conan.build(v, log=log)
+            print(f"[{i}/{len(vs)}] {v.name}: built in {time.monotonic() - t0:.1f} s", flush=True)
+        except conan.ConanError as e:
+            print(f"[{i}/{len(vs)}] {v.name}: FAILED: {e}", flush=True)
+            print(_tail(log), flush=True)
+            failed.append((v.name, str(e)))
+    return failed
+
+
+def _tail(path, n: int = 30) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in lines[-n:])
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    vs = _variants(args.variants)
+    if args.json:
+        print(json.dumps([{"name": v.name, "summary": v.summary, "build_type": v.build_type,
+                           "sanitizer": v.sanitizer, "vulkan": v.vulkan, "backends": list(v.backends),
+                           "compile_flags": list(v.compile_flags)} for v in vs], indent=1))
+    else:
+        for v in vs:
+            print(f"{v.name:14} {v.summary}")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    vs = _variants(args.variants)
+    t0 = time.monotonic()
+    failed = build_variants(vs)
+    ok = len(vs) - len(failed)
+    print(f"sam3d build: {ok}/{len(vs)} variants built in {time.monotonic() - t0:.1f} s"
+          + (f"; failed: {', '.join(n for n, _ in failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def cmd_ctest(args: argparse.Namespace) -> int:
+    """Builds the variants, then runs `ctest -L <label>` in each."""
+    vs = _variants(args.variants)
+    if args.sanitizers_only:
+        vs = [v for v in vs if v.sanitizer]
+    t0 = time.monotonic()
+    failed = dict(build_variants(vs))
+    for i, v in enumerate(vs, 1):
+        if v.name in failed:
+            continue
+        log = paths.logs_dir() / f"ctest-{args.label}-{v.name}.log"
+        print(f"[{i}/{len(vs)}] {v.name}: ctest -L {args.label} ... (log: {log})", flush=True)
+        rc = ctest.run(v, args.label, log=log)
+        summary = [line for line in log.read_text(errors="replace").splitlines() if "tests passed" in line]
+        print(f"[{i}/{len(vs)}] {v.name}: {summary[-1].strip() if summary else f'ctest exit {rc}'}", flush=True)
+        if rc != 0:
+            print(_tail(log, 40), flush=True)
+            failed[v.name] = f"ctest exit {rc}"
+    ok = len(vs) - len(failed)
+    print(f"sam3d ctest -L {args.label}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sam3d", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("variants", help="list the variants (the CI matrix reads --json)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_variants)
+
+    s = sub.add_parser("build", help="build GGML and the core in each variant (all when none named)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("ctest", help="build, then run a CTest label in each variant")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("-L", "--label", default="normal")
+    s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
+    s.set_defaults(func=cmd_ctest)
+
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except (system.SystemPrerequisiteError, system.HashMismatch, FileNotFoundError) as e:
+        print(f"sam3d: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Where things live: the checkout, its build/ and generated/ folders, and the shared cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def root() -> Path:
+    """The checkout: $SAM3D_ROOT, else the nearest folder above the cwd holding conanfile.py and
+    native/, else the folder above this package (an editable install)."""
+    env = os.environ.get("SAM3D_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "conanfile.py").is_file() and (d / "native" / "CMakeLists.txt").is_file():
+            return d
+    return Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """Shared by every clone on this machine (outside any clone): $SAM3D_CACHE, else
+    $XDG_CACHE_HOME/sam3d, else ~/.cache/sam3d."""
+    env = os.environ.get("SAM3D_CACHE")
+    if env:
+        return Path(env).resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return (base / "sam3d").resolve()
+
+
+def conan_home() -> Path:
+    """The project's own Conan home (never the user's ~/.conan2): $SAM3D_CONAN_HOME or <cache>/conan2."""
+    env = os.environ.get("SAM3D_CONAN_HOME")
+    return Path(env).resolve() if env else cache_dir() / "conan2"
+
+
+def build_dir(variant_name: str, build_type: str) -> Path:
+    """The CMake build folder of a variant, as cmake_layout lays it out with build_folder_vars."""
+    return root() / "build" / variant_name / build_type
+
+
+def diagnostics_dir() -> Path:
+    return root() / "generated" / "diagnostics"
+
+
+def tool(name: str) -> str:
+    """A tool from this Python environment's bin folder (the bootstrap venv), else from PATH."""
+    import shutil
+    import sys
+
+    here = Path(sys.executable).with_name(name)
+    if here.is_file():
+        return str(here)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found: run through ci/bootstrap.sh, which installs requirements.lock")
+    return found
+
+
+def logs_dir() -> Path:
+    return root() / "build" / "logs"

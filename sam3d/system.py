@@ -1,0 +1,183 @@
+"""System prerequisites: Debian/Ubuntu packages, and Vulkan headers new enough for GGML.
+
+Packages are checked with dpkg-query. Missing ones are installed with apt-get when running as
+root on Debian/Ubuntu; otherwise SystemPrerequisiteError names the exact packages to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import paths
+from .variants import Variant
+
+# What every variant needs: the compiler (with libasan/libubsan) and GoogleTest.
+BASE_PACKAGES = ("g++", "libgtest-dev")
+# GGML's Vulkan backend: shader compiler, loader + headers, SPIR-V headers (find_package
+# SPIRV-Headers CONFIG in ggml-vulkan's CMakeLists.txt), and Mesa's lavapipe for machines
+# without a GPU.
+VULKAN_PACKAGES = ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers")
+
+# GGML 0.20.2's Vulkan backend uses VK_EXT_layer_settings (vk::LayerSettingEXT), first in
+# Vulkan-Headers 1.3.261; Debian 12 ships 1.3.239. Debian 13's libvulkan-dev is used instead,
+# unpacked into the shared cache (the system is not changed). design.md, "Supply chain".
+VULKAN_HEADERS_MIN = (1, 3, 261)
+VULKAN_DEV_SUITE = "trixie"
+VULKAN_DEV_VERSION = "1.4.309.0-1"
+VULKAN_DEV_SHA256 = "8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a"
+
+
+class SystemPrerequisiteError(RuntimeError):
+    pass
+
+
+class HashMismatch(RuntimeError):
+    pass
+
+
+def required_packages(variants: list[Variant]) -> list[str]:
+    pkgs = list(BASE_PACKAGES)
+    if any(v.vulkan for v in variants):
+        pkgs += VULKAN_PACKAGES
+    return pkgs
+
+
+def missing_packages(packages: list[str]) -> list[str]:
+    """Packages dpkg does not report as installed."""
+    if shutil.which("dpkg-query") is None:
+        raise SystemPrerequisiteError(
+            "dpkg-query not found: this project supports Debian and Ubuntu; install the "
+            f"equivalents of: {' '.join(packages)}")
+    missing = []
+    for p in packages:
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)
+        if r.returncode != 0 or "install ok installed" not in r.stdout:
+            missing.append(p)
+    return missing
+
+
+def ensure_packages(variants: list[Variant], install: bool | None = None) -> None:
+    """Install (as root, with apt-get) or name the missing system packages."""
+    missing = missing_packages(required_packages(variants))
+    if not missing:
+        return
+    if install is None:
+        install = os.geteuid() == 0 and shutil.which("apt-get") is not None
+    if not install:
+        raise SystemPrerequisiteError(
+            f"missing system packages: {' '.join(missing)}; install them with: "
+            f"sudo apt-get install -y {' '.join(missing)}")
+    print(f"sam3d: installing system packages: {' '.join(missing)}", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+                   check=True, env=env)
+
+
+def vulkan_header_version(include_dir: Path) -> tuple[int, int, int] | None:
+    """VK_HEADER_VERSION_COMPLETE of <include_dir>/vulkan/vulkan_core.h, or None."""
+    core = include_dir / "vulkan" / "vulkan_core.h"
+    if not core.is_file():
+        return None
+    text = core.read_text(errors="replace")
+    m = re.search(r"#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION\(0, (\d+), (\d+), VK_HEADER_VERSION\)", text)
+    p = re.search(r"#define VK_HEADER_VERSION (\d+)", text)
+    if not (m and p):
+        return None
+    return int(m.group(1)), int(m.group(2)), int(p.group(1))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_sha256(path: Path, expected: str) -> None:
+    actual = sha256_file(path)
+    if actual != expected:
+        raise HashMismatch(f"{path.name}: sha256 mismatch: expected {expected}, got {actual}")
+
+
+def debian_archive_uri() -> str:
+    """The Debian archive address this machine's own apt sources use (read, never hard-coded)."""
+    candidates = [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"),
+                  *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for f in candidates:
+        if not f.is_file():
+            continue
+        text = f.read_text(errors="replace")
+        for m in re.finditer(r"^URIs:\s*(\S+)", text, re.M):
+            if m.group(1).rstrip("/").endswith("/debian"):
+                return m.group(1)
+        for m in re.finditer(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+", text, re.M):
+            if m.group(1).rstrip("/").endswith("/debian"):
+                return m.group(1)
+    raise SystemPrerequisiteError(
+        "no Debian archive found in /etc/apt/sources.list*: cannot fetch libvulkan-dev "
+        f"{VULKAN_DEV_VERSION}; install Vulkan headers >= {'.'.join(map(str, VULKAN_HEADERS_MIN))} "
+        "and set SAM3D_VULKAN_INCLUDE_DIR to their include folder")
+
+
+def vulkan_include_dir() -> Path | None:
+    """An include folder with Vulkan headers new enough for GGML, or None when the system's are.
+
+    $SAM3D_VULKAN_INCLUDE_DIR wins. Otherwise, when /usr/include's headers are too old (Debian
+    12), Debian 13's libvulkan-dev is fetched once with apt-get download (private source list
+    and package lists, the archive address read from this machine's apt sources), checked
+    against VULKAN_DEV_SHA256 and unpacked with dpkg -x into the shared cache.
+    """
+    env = os.environ.get("SAM3D_VULKAN_INCLUDE_DIR")
+    if env:
+        return Path(env)
+    sysver = vulkan_header_version(Path("/usr/include"))
+    if sysver is not None and sysver >= VULKAN_HEADERS_MIN:
+        return None
+    dest = paths.cache_dir() / "vulkan-headers" / VULKAN_DEV_VERSION
+    inc = dest / "usr" / "include"
+    if vulkan_header_version(inc) is not None:
+        return inc
+    print(f"sam3d: system Vulkan headers are {sysver}; fetching Debian {VULKAN_DEV_SUITE}'s "
+          f"libvulkan-dev {VULKAN_DEV_VERSION} into {dest}", flush=True)
+    uri = debian_archive_uri()
+    with tempfile.TemporaryDirectory(prefix="sam3d-apt-") as tmp:
+        t = Path(tmp)
+        (t / "lists" / "partial").mkdir(parents=True)
+        (t / "cache" / "archives" / "partial").mkdir(parents=True)
+        (t / "sources.list").write_text(
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {VULKAN_DEV_SUITE} main\n")
+        opts = [f"-oDir::Etc::SourceList={t}/sources.list", "-oDir::Etc::SourceParts=/dev/null",
+                f"-oDir::State::Lists={t}/lists", f"-oDir::Cache={t}/cache",
+                "-oAPT::Architecture=amd64", "-oAPT::Sandbox::User=root", "-q"]
+        subprocess.run(["apt-get", *opts, "update"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", *opts, "download", f"libvulkan-dev={VULKAN_DEV_VERSION}"],
+                       check=True, cwd=t, stdout=subprocess.DEVNULL)
+        deb = next(t.glob("libvulkan-dev_*.deb"))
+        check_sha256(deb, VULKAN_DEV_SHA256)
+        part = dest.with_name(dest.name + ".partial")
+        shutil.rmtree(part, ignore_errors=True)
+        part.mkdir(parents=True)
+        subprocess.run(["dpkg", "-x", str(deb), str(part)], check=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        part.rename(dest)
+    if vulkan_header_version(inc) is None:
+        raise SystemPrerequisiteError(f"unpacked libvulkan-dev has no vulkan_core.h under {inc}")
+    return inc
+
+
+def has_nvidia_gpu() -> bool:
+    return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None and \
+        subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def python() -> str:
+    return sys.executable

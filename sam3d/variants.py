@@ -1,0 +1,126 @@
+"""The build variants: the one list that nox sessions, Conan profiles, CI and the table read.
+
+Each variant is one Conan profile (``sam3d-<name>``), one build folder
+(``build/<name>/``) and one set of GGML binaries with its own package_id, because the
+sanitizer is the Conan setting ``compiler.sanitizer`` (see conan/settings_user.yml) and the
+Vulkan backend is the ``vulkan`` option of both the ``ggml`` and ``sam3d-core`` recipes.
+
+The variant set comes from ../shared/design.md ("Variants"): CPU ASan+UBSan+LSan,
+Vulkan UBSan, and a clean -O2 release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# compiler.sanitizer value (conan/settings_user.yml) -> the GCC -fsanitize= list.
+SANITIZER_FLAGS: dict[str, str] = {
+    "Address": "address",
+    "UndefinedBehavior": "undefined",
+    "AddressUndefinedBehavior": "address,undefined",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build variant.
+
+    name: the profile, preset and build-folder name.
+    build_type: Conan's ``build_type`` setting (CMake's CMAKE_BUILD_TYPE).
+    opt_flags: exactly the optimisation/debug flags every C and C++ file of GGML and the
+        core compiles with (they replace CMake's per-build-type defaults).
+    sanitizer: Conan's ``compiler.sanitizer`` setting, or None.
+    vulkan: whether GGML's Vulkan backend is built (the CPU backend always is).
+    """
+
+    name: str
+    summary: str
+    build_type: str
+    opt_flags: tuple[str, ...]
+    sanitizer: str | None = None
+    vulkan: bool = False
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return ("CPU", "Vulkan") if self.vulkan else ("CPU",)
+
+    @property
+    def sanitize_flags(self) -> tuple[str, ...]:
+        """-fsanitize flags for compile and link; UBSan stays recoverable (made fatal at run time)."""
+        if self.sanitizer is None:
+            return ()
+        return (f"-fsanitize={SANITIZER_FLAGS[self.sanitizer]}",)
+
+    @property
+    def config_flags(self) -> tuple[str, ...]:
+        """CMAKE_<LANG>_FLAGS_<BUILD_TYPE>: opt_flags, plus -DNDEBUG for non-Debug builds as CMake does."""
+        return self.opt_flags + (() if self.build_type == "Debug" else ("-DNDEBUG",))
+
+    @property
+    def compile_flags(self) -> tuple[str, ...]:
+        """Every flag the variant adds to each C/C++ compile line."""
+        return self.config_flags + self.sanitize_flags
+
+    @property
+    def asan(self) -> bool:
+        return self.sanitizer is not None and "Address" in self.sanitizer
+
+    @property
+    def ubsan(self) -> bool:
+        return self.sanitizer is not None and "UndefinedBehavior" in self.sanitizer
+
+    @property
+    def profile_name(self) -> str:
+        return f"sam3d-{self.name}"
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant(
+        name="cpu-asan",
+        summary="CPU backend, ASan+UBSan+LSan (GGML instrumented too), -O1 -g, frame pointers",
+        build_type="Debug",
+        opt_flags=("-O1", "-g", "-fno-omit-frame-pointer"),
+        sanitizer="AddressUndefinedBehavior",
+    ),
+    Variant(
+        name="vulkan-ubsan",
+        summary="Vulkan (+CPU) backends, UBSan (GGML instrumented too), -O2 -g",
+        build_type="RelWithDebInfo",
+        opt_flags=("-O2", "-g"),
+        sanitizer="UndefinedBehavior",
+        vulkan=True,
+    ),
+    Variant(
+        name="release",
+        summary="CPU and Vulkan backends, no instrumentation, -O2",
+        build_type="Release",
+        opt_flags=("-O2",),
+        vulkan=True,
+    ),
+)
+
+NAMES: tuple[str, ...] = tuple(v.name for v in VARIANTS)
+
+
+class UnknownVariant(ValueError):
+    pass
+
+
+def get(name: str) -> Variant:
+    """The variant called ``name``; UnknownVariant lists the valid names otherwise."""
+    for v in VARIANTS:
+        if v.name == name:
+            return v
+    raise UnknownVariant(f"unknown variant {name!r}; valid variants: {', '.join(NAMES)}")
+
+
+def select(names: list[str] | tuple[str, ...] | None) -> list[Variant]:
+    """The variants named (all when none are named), in list order; fails on the first unknown name."""
+    if not names:
+        return list(VARIANTS)
+    chosen = [get(n) for n in names]
+    return [v for v in VARIANTS if v in chosen]
+
+
+def sanitizer_variants() -> list[Variant]:
+    return [v for v in VARIANTS if v.sanitizer is not None]
