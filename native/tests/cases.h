@@ -1,0 +1,101 @@
+// Shared workloads of the normal suite: out = 2 * a + b on F32 tensors (exact for the small
+// integer inputs of rig::ramp), and guarded host buffers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rig.h"
+
+// Substring checks on messages (GoogleTest without gMock).
+#define EXPECT_CONTAINS(haystack, needle)                                                                    \
+    EXPECT_NE(std::string(haystack).find(needle), std::string::npos)                                          \
+        << "'" << std::string(haystack) << "' does not contain '" << std::string(needle) << "'"
+#define EXPECT_STARTS_WITH(haystack, prefix)                                                                 \
+    EXPECT_EQ(std::string(haystack).rfind(prefix, 0), 0u)                                                     \
+        << "'" << std::string(haystack) << "' does not start with '" << std::string(prefix) << "'"
+
+namespace cases {
+
+struct ScaleAdd {
+    int64_t n = 0;
+    ggml_tensor * a = nullptr;
+    ggml_tensor * b = nullptr;
+    ggml_tensor * out = nullptr;
+    ggml_cgraph * graph = nullptr;
+};
+
+// Builds the tensors and graph in the rig's context (call before r.alloc()).
+inline ScaleAdd scale_add(rig::Rig & r, int64_t n) {
+    ScaleAdd w;
+    w.n = n;
+    w.a = r.f32(n, "a");
+    w.b = r.f32(n, "b");
+    w.out = ggml_add(r.ctx(), ggml_scale(r.ctx(), w.a, 2.0f), w.b);
+    ggml_set_name(w.out, "out");
+    w.graph = ggml_new_graph(r.ctx());
+    ggml_build_forward_expand(w.graph, w.out);
+    return w;
+}
+
+inline std::vector<float> expected(const std::vector<float> & a, const std::vector<float> & b) {
+    std::vector<float> e(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        e[i] = 2.0f * a[i] + b[i];
+    }
+    return e;
+}
+
+// One call of the workload: upload a and b, compute, download out into dst.
+inline sam3d_status run(sam3d_session * s, const ScaleAdd & w, const float * a, const float * b, float * dst,
+                        bool synchronous = false) {
+    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
+    sam3d_upload ups[] = {rig::up(w.a, a, bytes), rig::up(w.b, b, bytes)};
+    sam3d_download downs[] = {rig::down(w.out, dst, bytes)};
+    sam3d_call c{ups, 2, w.graph, downs, 1, synchronous};
+    return sam3d_session_run(s, &c);
+}
+
+// A host buffer with `guard` bytes of a known value before and after each of its regions.
+class Guarded {
+   public:
+    static constexpr uint8_t kGuard = 0xA5;
+    static constexpr size_t kGuardBytes = 64;
+
+    explicit Guarded(const std::vector<size_t> & sizes) : sizes_(sizes) {
+        size_t at = kGuardBytes;
+        for (size_t n : sizes_) {
+            offsets_.push_back(at);
+            at += n + kGuardBytes;
+        }
+        bytes_.assign(at, kGuard);
+        for (size_t i = 0; i < sizes_.size(); ++i) {
+            std::memset(bytes_.data() + offsets_[i], 0x5A, sizes_[i]);
+        }
+    }
+    uint8_t * region(size_t i) { return bytes_.data() + offsets_[i]; }
+    size_t size(size_t i) const { return sizes_[i]; }
+    // Number of guard bytes that changed.
+    size_t guards_changed() const {
+        size_t changed = 0;
+        size_t region = 0;
+        for (size_t k = 0; k < bytes_.size(); ++k) {
+            if (region < offsets_.size() && k >= offsets_[region] && k < offsets_[region] + sizes_[region]) {
+                if (k + 1 == offsets_[region] + sizes_[region]) {
+                    ++region;
+                }
+                continue;
+            }
+            changed += bytes_[k] != kGuard;
+        }
+        return changed;
+    }
+    const std::vector<uint8_t> & all() const { return bytes_; }
+
+   private:
+    std::vector<size_t> sizes_;
+    std::vector<size_t> offsets_;
+    std::vector<uint8_t> bytes_;
+};
+
+}  // namespace cases

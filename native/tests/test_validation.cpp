@@ -1,0 +1,446 @@
+// Rule 1: malformed requests are refused before anything is submitted, with a status naming
+// the bad entry; the caller's output buffers stay byte-for-byte unchanged. Also the
+// SAM3D_BATCHED_TRANSFERS environment decision.
+#include <cstdlib>
+#include <optional>
+
+#include "cases.h"
+#include "probe.h"
+#include "rig.h"
+
+using rig::Kind;
+using rig::Rig;
+
+namespace {
+
+// Runs `c` on a fresh session of each mode and checks the rejection: the status, a message
+// that starts with the status name and names `entry`, counters that show nothing submitted,
+// no seam entry reached, and every download destination unchanged.
+void expect_rejected(Rig & r, const sam3d_call & c, sam3d_status want, const std::string & entry) {
+    for (sam3d_batching mode : {SAM3D_BATCHING_ON, SAM3D_BATCHING_OFF}) {
+        SCOPED_TRACE(mode == SAM3D_BATCHING_ON ? "batching on" : "batching off");
+        probe::reset();
+        sam3d_session * s = r.session(mode);
+        ASSERT_NE(s, nullptr);
+        std::vector<std::vector<uint8_t>> before;
+        for (size_t i = 0; i < c.n_downloads && c.downloads; ++i) {
+            const sam3d_download & d = c.downloads[i];
+            const uint8_t * p = static_cast<const uint8_t *>(d.dst);
+            before.push_back(p ? std::vector<uint8_t>(p, p + std::min<size_t>(d.size, 1 << 16)) : std::vector<uint8_t>());
+        }
+        EXPECT_EQ(sam3d_session_run(s, &c), want) << sam3d_last_error();
+        const std::string msg = sam3d_last_error();
+        EXPECT_STARTS_WITH(msg, std::string(sam3d_status_name(want)) + ":");
+        EXPECT_CONTAINS(msg, entry);
+        const sam3d_counters k = r.counters(s);
+        EXPECT_EQ(k.calls, 0u);
+        EXPECT_EQ(k.rejected_calls, 1u);
+        EXPECT_EQ(k.failed_calls, 0u);
+        EXPECT_EQ(k.async_uploads + k.sync_uploads + k.async_downloads + k.sync_downloads, 0u);
+        EXPECT_EQ(k.bytes_uploaded + k.bytes_downloaded, 0u);
+        EXPECT_EQ(k.pinned_batches, 0u);
+        for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
+            EXPECT_EQ(k.fallbacks[f], 0u);
+        }
+        EXPECT_EQ(k.staging_allocations, 0u);
+        EXPECT_TRUE(probe::events().empty()) << "a seam entry ran: " << probe::events().front().what;
+        EXPECT_EQ(probe::get().alloc_calls, 0);
+        for (size_t i = 0; i < before.size(); ++i) {
+            const uint8_t * p = static_cast<const uint8_t *>(c.downloads[i].dst);
+            if (p && !before[i].empty()) {
+                EXPECT_EQ(0, std::memcmp(p, before[i].data(), before[i].size())) << "downloads[" << i << "].dst changed";
+            }
+        }
+    }
+}
+
+// A valid request (2 uploads, graph, 2 downloads) that each test breaks in one place.
+struct Request {
+    explicit Request(Rig & r) : w(cases::scale_add(r, kN)) {
+        a = rig::ramp(kN, 1.0f);
+        b = rig::ramp(kN, 2.0f);
+        out0.assign(kN, 12345.0f);
+        out1.assign(kN, 54321.0f);
+    }
+    void alloc(Rig & r) {
+        r.alloc();
+        ups[0] = rig::up(w.a, a.data(), kN * 4);
+        ups[1] = rig::up(w.b, b.data(), kN * 4);
+        downs[0] = rig::down(w.out, out0.data(), kN * 4);
+        downs[1] = rig::down(w.out, out1.data(), 16, 8);
+    }
+    sam3d_call call() { return sam3d_call{ups, 2, w.graph, downs, 2, false}; }
+
+    static constexpr int64_t kN = 64;
+    cases::ScaleAdd w;
+    std::vector<float> a, b, out0, out1;
+    sam3d_upload ups[2];
+    sam3d_download downs[2];
+};
+
+class Validation : public testing::TestWithParam<Kind> {
+   protected:
+    void SetUp() override {
+        r_ = std::make_unique<Rig>(GetParam());
+        if (!r_->ok()) {
+            return;
+        }
+        probe::record_all(r_->seam());
+        req_ = std::make_unique<Request>(*r_);
+    }
+    Rig & r() { return *r_; }
+    Request & req() { return *req_; }
+    std::unique_ptr<Rig> r_;
+    std::unique_ptr<Request> req_;
+};
+
+}  // namespace
+
+TEST_P(Validation, ValidRequestIsAcceptedAndExact) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    sam3d_call c = req().call();
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_STREQ(sam3d_last_error(), "");
+    EXPECT_EQ(req().out0, cases::expected(req().a, req().b));
+    EXPECT_EQ(0, std::memcmp(req().out1.data(), reinterpret_cast<const uint8_t *>(req().out0.data()) + 8, 16));
+    EXPECT_EQ(req().out1[4], 54321.0f) << "bytes past downloads[1]'s 16 bytes are not written";
+    EXPECT_EQ(r().counters(s).rejected_calls, 0u);
+}
+
+TEST_P(Validation, NullUploadTensorIsRejectedNamingTheEntry) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[1].tensor = nullptr;
+    expect_rejected(r(), req().call(), SAM3D_ERR_NULL_TENSOR, "uploads[1].tensor");
+}
+
+TEST_P(Validation, NullDownloadTensorIsRejectedNamingTheEntry) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[1].tensor = nullptr;
+    expect_rejected(r(), req().call(), SAM3D_ERR_NULL_TENSOR, "downloads[1].tensor");
+}
+
+TEST_P(Validation, NullSourcePointerIsRejectedNamingTheEntry) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[1].src = nullptr;
+    expect_rejected(r(), req().call(), SAM3D_ERR_NULL_POINTER, "uploads[1].src");
+}
+
+TEST_P(Validation, NullDestinationPointerIsRejectedNamingTheEntry) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[0].dst = nullptr;
+    expect_rejected(r(), req().call(), SAM3D_ERR_NULL_POINTER, "downloads[0].dst");
+}
+
+TEST_P(Validation, UnallocatedTensorIsRejectedNamingTheEntry) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    ggml_tensor * late = r().f32(Request::kN, "late");  // created after the buffer: no data
+    req().ups[1].tensor = late;
+    expect_rejected(r(), req().call(), SAM3D_ERR_UNALLOCATED_TENSOR, "uploads[1].tensor ('late')");
+}
+
+TEST_P(Validation, ExtentPastTheEndIsRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[1].offset = 4;  // 4 + nbytes > nbytes
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[1].offset");
+}
+
+TEST_P(Validation, DownloadExtentPastTheEndIsRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[1].offset = Request::kN * 4 - 15;  // 16 bytes from nbytes - 15
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "downloads[1].offset");
+}
+
+TEST_P(Validation, ZeroSizeIsRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[1].size = 0;
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "downloads[1].size");
+}
+
+TEST_P(Validation, OffsetPlusSizeOverflowIsRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[0].offset = SIZE_MAX - 3;
+    req().ups[0].size = 8;  // offset + size wraps to 4
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].offset");
+    req().ups[0].offset = 8;
+    req().ups[0].size = SIZE_MAX - 3;  // wraps to 4
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].offset");
+}
+
+TEST_P(Validation, TransposedViewIsRejectedAsNotContiguous) {
+    RIG_REQUIRE(r());
+    ggml_tensor * m = ggml_new_tensor_2d(r().ctx(), GGML_TYPE_F32, 8, 4);
+    ggml_set_name(m, "m");
+    ggml_tensor * mt = ggml_transpose(r().ctx(), m);
+    req().alloc(r());
+    ASSERT_NE(mt->data, nullptr);
+    req().downs[1] = rig::down(mt, req().out1.data(), 16);
+    expect_rejected(r(), req().call(), SAM3D_ERR_NOT_CONTIGUOUS, "downloads[1].tensor");
+}
+
+TEST_P(Validation, PermutedViewIsRejectedAsNotContiguous) {
+    RIG_REQUIRE(r());
+    ggml_tensor * m = ggml_new_tensor_3d(r().ctx(), GGML_TYPE_F32, 4, 3, 2);
+    ggml_set_name(m, "m3");
+    ggml_tensor * mp = ggml_permute(r().ctx(), m, 0, 2, 1, 3);
+    req().alloc(r());
+    ASSERT_NE(mp->data, nullptr);
+    req().ups[0] = rig::up(mp, req().a.data(), 16);
+    expect_rejected(r(), req().call(), SAM3D_ERR_NOT_CONTIGUOUS, "uploads[0].tensor");
+}
+
+TEST_P(Validation, OverlappingOutputsAreRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[1].dst = reinterpret_cast<uint8_t *>(req().out0.data()) + 40;  // inside downloads[0]'s dst
+    expect_rejected(r(), req().call(), SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads[0].dst and downloads[1].dst");
+}
+
+TEST_P(Validation, OverlappingUploadsToOneTensorAreRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[1] = rig::up(req().w.a, req().b.data(), 32, 100);  // [100, 132) inside uploads[0]'s [0, 256)
+    expect_rejected(r(), req().call(), SAM3D_ERR_OVERLAPPING_UPLOADS, "uploads[0] and uploads[1]");
+}
+
+TEST_P(Validation, OverlappingUploadsThroughViewsOfOneBufferAreRejected) {
+    RIG_REQUIRE(r());
+    ggml_tensor * big = r().f32(64, "big");
+    ggml_tensor * v1 = ggml_view_1d(r().ctx(), big, 16, 0);
+    ggml_tensor * v2 = ggml_view_1d(r().ctx(), big, 16, 15 * sizeof(float));  // shares big[15]
+    req().alloc(r());
+    sam3d_upload ups[] = {req().ups[0], rig::up(v2, req().a.data(), 64), rig::up(v1, req().b.data(), 64)};
+    sam3d_call c{ups, 3, nullptr, req().downs, 2, false};
+    expect_rejected(r(), c, SAM3D_ERR_OVERLAPPING_UPLOADS, "uploads[1] and uploads[2]");
+}
+
+// The counterpart of the overlap rules: adjacent device ranges, and an input whose host memory
+// is also an output's destination, are valid and exact.
+TEST_P(Validation, AdjacentUploadsAndInputAliasingAnOutputAreAccepted) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    const int64_t n = Request::kN;
+    std::vector<float> io = req().b;  // b's input, then out's destination
+    sam3d_upload ups[] = {rig::up(req().w.a, req().a.data(), n * 2), rig::up(req().w.a, req().a.data() + n / 2, n * 2, n * 2),
+                          rig::up(req().w.b, io.data(), n * 4)};
+    sam3d_download downs[] = {rig::down(req().w.out, io.data(), n * 4)};
+    sam3d_call c{ups, 3, req().w.graph, downs, 1, false};
+    for (sam3d_batching mode : {SAM3D_BATCHING_ON, SAM3D_BATCHING_OFF}) {
+        io = req().b;
+        sam3d_session * s = r().session(mode);
+        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(io, cases::expected(req().a, req().b));
+    }
+}
+
+TEST_P(Validation, NullArraysWithCountsAreInvalidArguments) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    sam3d_call c = req().call();
+    c.uploads = nullptr;
+    expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.uploads");
+    c = req().call();
+    c.downloads = nullptr;
+    expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.downloads");
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    EXPECT_EQ(sam3d_session_run(s, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "call is NULL");
+    EXPECT_EQ(sam3d_session_run(nullptr, &c), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "session is NULL");
+}
+
+// The first bad entry is named, and a rejected call leaves the session ready for the next.
+TEST_P(Validation, RejectedCallLeavesTheSessionUsable) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    req().ups[1].src = nullptr;
+    req().downs[1].size = 0;
+    sam3d_call bad = req().call();
+    ASSERT_EQ(sam3d_session_run(s, &bad), SAM3D_ERR_NULL_POINTER);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[1].src");
+    req().ups[1].src = req().b.data();
+    req().downs[1].size = 16;
+    sam3d_call good = req().call();
+    ASSERT_EQ(sam3d_session_run(s, &good), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(req().out0, cases::expected(req().a, req().b));
+    const sam3d_counters k = r().counters(s);
+    EXPECT_EQ(k.rejected_calls, 1u);
+    EXPECT_EQ(k.calls, 1u);
+    EXPECT_EQ(k.bytes_uploaded, 2u * Request::kN * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Validation, testing::ValuesIn(rig::kinds()), rig::param_name);
+
+#ifdef SAM3D_VULKAN
+// A tensor in a CPU buffer given to a Vulkan session is foreign: the Vulkan backend cannot use
+// that buffer type (only possible with a non-CPU backend).
+TEST(ValidationVulkan, CpuBufferTensorGivenToVulkanSessionIsForeign) {
+    Rig r(Kind::Vulkan);
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    Request req(r);
+    req.alloc(r);
+    ggml_init_params p = {ggml_tensor_overhead() * 4, nullptr, true};
+    ggml_context * cctx = ggml_init(p);
+    ggml_tensor * host = ggml_new_tensor_1d(cctx, GGML_TYPE_F32, 64);
+    ggml_set_name(host, "cpu_tensor");
+    ggml_backend_buffer_t cbuf = ggml_backend_alloc_ctx_tensors_from_buft(cctx, ggml_backend_cpu_buffer_type());
+    ASSERT_NE(cbuf, nullptr);
+    req.downs[1] = rig::down(host, req.out1.data(), 16);
+    expect_rejected(r, req.call(), SAM3D_ERR_FOREIGN_TENSOR, "downloads[1].tensor ('cpu_tensor')");
+    ggml_backend_buffer_free(cbuf);
+    ggml_free(cctx);
+}
+#endif
+
+// ---- SAM3D_BATCHED_TRANSFERS (read once at session creation; an explicit option wins) ----
+
+namespace {
+
+// Sets or unsets an environment variable for a scope and restores the previous value.
+class EnvVar {
+   public:
+    EnvVar(const char * name, const char * value) : name_(name) {
+        if (const char * old = std::getenv(name)) {
+            old_ = old;
+        }
+        if (value) {
+            setenv(name, value, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+    ~EnvVar() {
+        if (old_) {
+            setenv(name_, old_->c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+
+   private:
+    const char * name_;
+    std::optional<std::string> old_;
+};
+
+sam3d_status create(ggml_backend_t backend, sam3d_batching mode, sam3d_session ** out) {
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = mode;
+    return sam3d_session_create(backend, &o, out);
+}
+
+}  // namespace
+
+TEST(Environment, DefaultOptionsReadBatchingFromTheEnvironment) {
+    const sam3d_session_options o = sam3d_session_default_options();
+    EXPECT_EQ(o.batching, SAM3D_BATCHING_FROM_ENV);
+    EXPECT_EQ(o.seam, nullptr);
+}
+
+TEST(Environment, BadValueIsRejectedNamingTheValue) {
+    Rig r(Kind::Cpu);
+    for (const char * bad : {"yes", "true", "2", "", " 1"}) {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", bad);
+        sam3d_session * s = reinterpret_cast<sam3d_session *>(&r);  // must be overwritten with NULL
+        EXPECT_EQ(create(r.backend(), SAM3D_BATCHING_FROM_ENV, &s), SAM3D_ERR_BAD_ENV) << "'" << bad << "'";
+        EXPECT_EQ(s, nullptr);
+        EXPECT_STARTS_WITH(sam3d_last_error(), "bad_env:");
+        EXPECT_CONTAINS(sam3d_last_error(), std::string("SAM3D_BATCHED_TRANSFERS='") + bad + "'");
+        EXPECT_EQ(create(r.backend(), SAM3D_BATCHING_FROM_ENV, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    }
+}
+
+TEST(Environment, OneTurnsBatchingOnZeroAndUnsetTurnItOff) {
+    Rig r(Kind::Cpu);
+    const std::pair<const char *, bool> cases_[] = {{"1", true}, {"0", false}, {nullptr, false}};
+    for (const auto & [value, on] : cases_) {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", value);
+        sam3d_session * s = nullptr;
+        ASSERT_EQ(create(r.backend(), SAM3D_BATCHING_FROM_ENV, &s), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(sam3d_session_batching(s), on) << (value ? value : "(unset)");
+        sam3d_session_free(s);
+    }
+}
+
+TEST(Environment, ExplicitOptionWinsOverTheEnvironment) {
+    Rig r(Kind::Cpu);
+    sam3d_session * s = nullptr;
+    {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", "1");
+        ASSERT_EQ(create(r.backend(), SAM3D_BATCHING_OFF, &s), SAM3D_OK);
+        EXPECT_FALSE(sam3d_session_batching(s));
+        sam3d_session_free(s);
+    }
+    {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", "0");
+        ASSERT_EQ(create(r.backend(), SAM3D_BATCHING_ON, &s), SAM3D_OK);
+        EXPECT_TRUE(sam3d_session_batching(s));
+        sam3d_session_free(s);
+    }
+    {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", "yes");  // not even read
+        ASSERT_EQ(create(r.backend(), SAM3D_BATCHING_ON, &s), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_batching(s));
+        sam3d_session_free(s);
+        ASSERT_EQ(create(r.backend(), SAM3D_BATCHING_OFF, &s), SAM3D_OK) << sam3d_last_error();
+        EXPECT_FALSE(sam3d_session_batching(s));
+        sam3d_session_free(s);
+    }
+}
+
+TEST(Environment, ValueIsReadOnceAtSessionCreation) {
+    Rig r(Kind::CpuStaged);
+    cases::ScaleAdd w = cases::scale_add(r, 32);
+    r.alloc();
+    sam3d_session * s = nullptr;
+    {
+        EnvVar env("SAM3D_BATCHED_TRANSFERS", "1");
+        sam3d_session_options o = sam3d_session_default_options();
+        o.seam = &r.seam();
+        ASSERT_EQ(sam3d_session_create(r.backend(), &o, &s), SAM3D_OK);
+    }
+    EnvVar env("SAM3D_BATCHED_TRANSFERS", "yes");  // changed after creation: no effect
+    EXPECT_TRUE(sam3d_session_batching(s));
+    const std::vector<float> a = rig::ramp(32, 1.0f), b = rig::ramp(32, 2.0f);
+    std::vector<float> dst(32);
+    ASSERT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
+    sam3d_counters k{};
+    sam3d_session_counters(s, &k);
+    EXPECT_EQ(k.pinned_batches, 1u);
+    sam3d_session_free(s);
+}
+
+TEST(Environment, UnknownBatchingOptionIsAnInvalidArgument) {
+    Rig r(Kind::Cpu);
+    sam3d_session * s = nullptr;
+    // -2 is inside the enum's value range (so no UB) but is not one of its named values.
+    EXPECT_EQ(create(r.backend(), static_cast<sam3d_batching>(-2), &s), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(s, nullptr);
+    EXPECT_CONTAINS(sam3d_last_error(), "options.batching is -2");
+    EXPECT_EQ(sam3d_session_create(nullptr, nullptr, &s), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "backend is NULL");
+}
+
+TEST(Names, StatusAndFallbackNamesAreStable) {
+    EXPECT_STREQ(sam3d_status_name(SAM3D_OK), "ok");
+    EXPECT_STREQ(sam3d_status_name(SAM3D_ERR_NULL_TENSOR), "null_tensor");
+    EXPECT_STREQ(sam3d_status_name(SAM3D_ERR_OVERLAPPING_OUTPUTS), "overlapping_outputs");
+    EXPECT_STREQ(sam3d_status_name(SAM3D_ERR_BAD_ENV), "bad_env");
+    EXPECT_STREQ(sam3d_status_name(SAM3D_ERR_COMPUTE), "compute");
+    EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_NO_ASYNC_CAPS), "no_async_caps");
+    EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_FOREIGN_HOST_BUFFER), "foreign_host_buffer");
+    EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_OVERSIZED), "oversized");
+    EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_PINNED_UNAVAILABLE), "pinned_unavailable");
+    EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_COUNT), "none");
+}
