@@ -121,8 +121,10 @@ typedef struct sam3d_counters {
 // The seam: GGML entry points and capability decisions the core goes through. Tests replace
 // entries to inject faults (compute failure, pinned allocation failure or CPU memory, a host
 // buffer of another device, a call that blocks) or to drive the staged path on the CPU
-// backend. Every NULL entry and negative flag means GGML's own behaviour; a zeroed struct is
-// the real GGML. The seam is copied at session creation.
+// backend. Every NULL entry and negative flag means GGML's own behaviour. A zeroed struct is
+// NOT quite the real GGML: its flags at 0 mean "perf logger unset" and "no drain"; set both
+// flags to -1 (or pass options.seam = NULL) for GGML's own behaviour. The seam is copied at
+// session creation.
 typedef struct sam3d_ggml_seam {
     void (*tensor_set)(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
     void (*tensor_get)(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
