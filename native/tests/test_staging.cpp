@@ -273,3 +273,40 @@ TEST(Capabilities, AreReadOncePerSessionNotPerCall) {
     EXPECT_EQ(probe::get().props_calls, 2) << "a second session reads them once more";
     EXPECT_EQ(probe::get().host_buft_calls, 2);
 }
+
+// Rule 7's variable is read at session creation when the seam's perf_logger flag is -1 (GGML's
+// behaviour); a flag at 0 (a zeroed seam) means "unset" whatever the environment says.
+TEST(SeamPerfLoggerFlag, VariableIsReadAtSessionCreationWhenTheFlagIsNegative) {
+    const char * old = std::getenv("GGML_VK_PERF_LOGGER");
+    const std::string saved = old ? old : "";
+    Rig r(Kind::CpuStaged);
+    probe::record_all(r.seam());
+    cases::ScaleAdd w = cases::scale_add(r, 64);
+    r.alloc();
+    setenv("GGML_VK_PERF_LOGGER", "1", 1);
+    r.seam().perf_logger = -1;
+    sam3d_session * from_env = r.session(SAM3D_BATCHING_ON);
+    r.seam().perf_logger = 0;
+    sam3d_session * zero_flag = r.session(SAM3D_BATCHING_ON);
+    unsetenv("GGML_VK_PERF_LOGGER");
+    r.seam().perf_logger = -1;
+    sam3d_session * unset = r.session(SAM3D_BATCHING_ON);
+    if (old) {
+        setenv("GGML_VK_PERF_LOGGER", saved.c_str(), 1);
+    }
+    const std::vector<float> a = rig::ramp(64, 1.0f), b = rig::ramp(64, 2.0f);
+    std::vector<float> dst(64);
+    const std::vector<std::string> drained = {"set_async", "set_async", "synchronize", "compute_async", "get_async",
+                                              "synchronize"};
+    const std::vector<std::string> once = {"set_async", "set_async", "compute_async", "get_async", "synchronize"};
+    probe::reset();
+    ASSERT_EQ(cases::run(from_env, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(probe::names(), drained) << "variable set at creation, read although unset since";
+    probe::reset();
+    ASSERT_EQ(cases::run(zero_flag, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(probe::names(), once);
+    probe::reset();
+    ASSERT_EQ(cases::run(unset, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(probe::names(), once);
+    EXPECT_EQ(dst, cases::expected(a, b));
+}
