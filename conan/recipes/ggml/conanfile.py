@@ -34,7 +34,9 @@ class GgmlConan(ConanFile):
         spec = f"{data['pypi_name']}=={data['pypi_version']}"
         dl = os.path.join(self.source_folder, "_sdist")
         # pip resolves the name through the machine's configured index; no address is written here.
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        # --no-binary names this package only, so the build requirements pip installs for its
+        # metadata step stay wheels (":all:" would compile CMake from source).
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", data["pypi_name"],
                "--disable-pip-version-check", "-q", "-d", dl, spec]
         self.output.info(f"fetching {spec} (sdist) with pip")
         result = subprocess.run(cmd, capture_output=True, text=True)
