@@ -30,6 +30,20 @@ def sanitize(session: nox.Session) -> None:
 
 @nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
-    """The sam3d pytest suite, then `ctest -L normal` in the release variant."""
+    """Build every variant, run the sam3d pytest suite, then `ctest -L normal` in release."""
+    session.run("python", "-m", "sam3d", "build", external=True)
     session.run("python", "-m", "pytest", "tests", *session.posargs, external=True)
     session.run("python", "-m", "sam3d", "ctest", "-L", "normal", "release", external=True)
+
+
+@nox.session(tags=["bench"])
+def bench(session: nox.Session) -> None:
+    """Build, then run the transfer benchmark in every variant and backend that can run here;
+    writes one table and generated/diagnostics/<run-name>/ (e.g. `-- --images 5 release`)."""
+    _sam3d(session, "bench")
+
+
+@nox.session(tags=["bench"])
+def report(session: nox.Session) -> None:
+    """Render result files or evidence folders into the one table (`python -m sam3d report`)."""
+    _sam3d(session, "report")

@@ -1,0 +1,87 @@
+"""The variant list and the Conan profiles generated from it."""
+
+import subprocess
+import sys
+
+import pytest
+
+from sam3d import conan, variants
+
+
+def test_required_variants_and_their_flags():
+    assert variants.NAMES[:3] == ("cpu-asan", "vulkan-ubsan", "release")
+    asan = variants.get("cpu-asan")
+    assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
+    assert (asan.asan, asan.ubsan, asan.vulkan) == (True, True, False)
+    ub = variants.get("vulkan-ubsan")
+    assert ub.compile_flags == ("-O2", "-g", "-DNDEBUG", "-fsanitize=undefined")
+    assert (ub.asan, ub.ubsan, ub.vulkan) == (False, True, True)
+    rel = variants.get("release")
+    assert rel.compile_flags == ("-O2", "-DNDEBUG")
+    assert (rel.sanitizer, rel.vulkan, rel.backends) == (None, True, ("CPU", "Vulkan"))
+
+
+def test_names_are_unique_and_profiles_distinct():
+    assert len(set(variants.NAMES)) == len(variants.NAMES)
+    texts = {conan.profile_text(v, "12") for v in variants.VARIANTS}
+    assert len(texts) == len(variants.VARIANTS)
+
+
+def test_unknown_variant_lists_valid_names():
+    with pytest.raises(variants.UnknownVariant) as e:
+        variants.select(["release", "cpu-tsan"])
+    assert "'cpu-tsan'" in str(e.value)
+    for name in variants.NAMES:
+        assert name in str(e.value)
+
+
+def test_select_keeps_list_order():
+    assert [v.name for v in variants.select(["release", "cpu-asan"])] == ["cpu-asan", "release"]
+    assert variants.select([]) == list(variants.VARIANTS)
+
+
+def test_cli_unknown_variant_fails_at_once():
+    r = subprocess.run([sys.executable, "-m", "sam3d", "build", "no-such-variant"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "unknown variant 'no-such-variant'" in r.stderr + r.stdout
+    assert "cpu-asan, vulkan-ubsan, release" in r.stderr + r.stdout
+
+
+def _profile_dict(text):
+    """[section] key=value lines of a Conan profile, as {section: {key: value}}."""
+    out, section = {}, None
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            out[section] = {}
+        else:
+            k, _, v = line.partition("=")
+            out[section][k] = v
+    return out
+
+
+@pytest.mark.parametrize("name", variants.NAMES)
+def test_profile_carries_the_variant(name):
+    v = variants.get(name)
+    p = _profile_dict(conan.profile_text(v, "12", None))
+    s, o, c = p["settings"], p["options"], p["conf"]
+    assert s["build_type"] == v.build_type
+    assert s.get("compiler.sanitizer") == v.sanitizer
+    assert o["ggml/*:vulkan"] == str(v.vulkan)
+    assert o["sam3d-core/*:vulkan"] == str(v.vulkan)
+    flags = eval(c["tools.cmake.cmaketoolchain:extra_variables"])  # a Python literal, as Conan reads it
+    key = f"CMAKE_CXX_FLAGS_{v.build_type.upper()}"
+    assert flags[key]["value"] == " ".join(v.config_flags)
+    assert flags[key]["force"] is True
+    assert eval(c["tools.build:cxxflags"]) == list(v.sanitize_flags)
+    assert eval(c["tools.build:exelinkflags"]) == list(v.sanitize_flags)
+    assert c["tools.cmake.cmake_layout:build_folder_vars"] == f"['const.{v.name}']"
+
+
+def test_vulkan_include_dir_only_in_vulkan_profiles(tmp_path):
+    for v in variants.VARIANTS:
+        text = conan.profile_text(v, "12", tmp_path)
+        assert (f"user.sam3d:vulkan_include_dir={tmp_path}" in text) == v.vulkan
