@@ -1,0 +1,259 @@
+"""The CI matrix and the completeness check of .github/workflows/variants.yml.
+
+The matrix is generated from the variant list as `python -m sam3d variants --json` prints it:
+one job per variant and container, so adding a variant to sam3d/variants.py adds its jobs
+with no other edit. Each job's results travel as the artifact ``results-<variant>-<os>``,
+whose evidence folder is ``ci-<variant>-<os>`` (the bench run name); the final job downloads
+every ``results-*`` artifact into one folder and checks here that each expected job left an
+accepted result file before the merged table counts as complete.
+
+    python -m sam3d.ci matrix [VARIANTS_JSON|-]        # the matrix, one line of JSON
+    python -m sam3d.ci evidence-dirs FOLDER            # folders holding result files
+    python -m sam3d.ci check FOLDER [--job NAME=RESULT ...] [--gpu true|false]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from .results import SCHEMA
+
+# os slug (used in job, artifact and run names) -> the container image the job runs in.
+CONTAINERS: dict[str, str] = {
+    "debian12": "debian:12",
+    "debian13": "debian:13",
+}
+
+ARTIFACT_PREFIX = "results-"
+RUN_PREFIX = "ci-"
+GPU_ARTIFACT = ARTIFACT_PREFIX + "gpu"
+# GitHub job results (needs.<job>.result) that count as passed.
+PASSED = "success"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One matrix job whose result file the merge needs."""
+
+    variant: str
+    os: str
+
+    @property
+    def run_name(self) -> str:
+        return f"{RUN_PREFIX}{self.variant}-{self.os}"
+
+    @property
+    def artifact(self) -> str:
+        return f"{ARTIFACT_PREFIX}{self.variant}-{self.os}"
+
+
+def _name(v: object) -> str:
+    if isinstance(v, str):
+        return v
+    return v["name"] if isinstance(v, Mapping) else v.name  # type: ignore[index,attr-defined]
+
+
+def variant_records() -> list[dict]:
+    """The variant list exactly as `python -m sam3d variants --json` prints it."""
+    from . import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(["variants", "--json"])
+    if rc != 0:
+        raise RuntimeError(f"`python -m sam3d variants --json` exited {rc}")
+    return json.loads(out.getvalue())
+
+
+def matrix(records: Sequence[Mapping] | None = None,
+           containers: Mapping[str, str] = CONTAINERS) -> dict:
+    """The GitHub Actions matrix ({"include": [...]}) for the variant records, one entry per
+    variant and container, in variant-list order."""
+    if records is None:
+        records = variant_records()
+    include = []
+    for r in records:
+        for os_slug, image in containers.items():
+            e = Expected(r["name"], os_slug)
+            include.append({
+                "variant": r["name"],
+                "os": os_slug,
+                "container": image,
+                "sanitizer": r.get("sanitizer"),
+                "sanitize": bool(r.get("sanitizer")),
+                "vulkan": bool(r.get("vulkan")),
+                "run_name": e.run_name,
+                "artifact": e.artifact,
+            })
+    if not include:
+        raise ValueError("the variant list is empty: no CI jobs to run")
+    return {"include": include}
+
+
+def expected_results(variants: Iterable | None = None,
+                     containers: Iterable[str] = CONTAINERS) -> list[Expected]:
+    """The (variant, os) results the merge must find: variants are Variant objects, records of
+    `variants --json`, or names (all of sam3d.variants.VARIANTS when None)."""
+    if variants is None:
+        from . import variants as _v
+
+        variants = _v.VARIANTS
+    oses = list(containers)
+    return [Expected(_name(v), o) for v in variants for o in oses]
+
+
+def result_files(folder: Path) -> list[Path]:
+    """Every JSON file under folder that is a bench result (schema sam3d-bench-result/1)."""
+    found = []
+    for p in sorted(Path(folder).rglob("*.json")):
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+            found.append(p)
+    return found
+
+
+def evidence_dirs(folder: Path) -> list[Path]:
+    """The folders that directly hold result files (what `python -m sam3d report` merges)."""
+    return sorted({p.parent for p in result_files(folder)})
+
+
+def _owner(path: Path, expected: Sequence[Expected]) -> Expected | None:
+    parts = set(Path(path).parts)
+    for e in expected:
+        if e.run_name in parts or e.artifact in parts:
+            return e
+    return None
+
+
+def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | None = None,
+                   require_gpu: bool = False) -> list[str]:
+    """Problems that make the merged table incomplete; empty when complete.
+
+    files: the result files found (see result_files). A result belongs to the expected job
+    whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
+    its path. Each expected job needs at least one result of its own variant, and every
+    result must have status "ok" (a failed run keeps its file, marked as not accepted).
+    With require_gpu, at least one accepted result must lie under the results-gpu artifact.
+    """
+    if expected is None:
+        expected = expected_results()
+    problems: list[str] = []
+    found: dict[Expected, int] = {e: 0 for e in expected}
+    gpu_ok = 0
+    for f in files:
+        f = Path(f)
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            problems.append(f"{f}: unreadable result file ({e})")
+            continue
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            problems.append(f"{f}: not a {SCHEMA} result file")
+            continue
+        ok = data.get("status") == "ok"
+        if not ok:
+            problems.append(f"{f}: variant {data.get('variant')!r} status {data.get('status')!r}"
+                            f" ({data.get('reason') or 'no reason given'})")
+        if GPU_ARTIFACT in f.parts:
+            gpu_ok += ok
+            continue
+        owner = _owner(f, expected)
+        if owner is None:
+            continue  # a result no matrix job stands for (e.g. a local run): merged, not required
+        if data.get("variant") != owner.variant:
+            problems.append(f"{f}: in {owner.run_name} but for variant {data.get('variant')!r}")
+            continue
+        found[owner] += ok
+    for e, n in found.items():
+        if n == 0:
+            problems.append(f"missing result: {e.variant} on {e.os} (no accepted result in "
+                            f"artifact {e.artifact})")
+    if require_gpu and gpu_ok == 0:
+        problems.append(f"missing result: the GPU job (no accepted result in artifact {GPU_ARTIFACT})")
+    return problems
+
+
+def check_jobs(results: Mapping[str, str], optional: Iterable[str] = ()) -> list[str]:
+    """Problems among GitHub job results (needs.<job>.result): every job must be 'success';
+    an optional one may also be 'skipped'."""
+    optional = set(optional)
+    problems = []
+    for job, result in results.items():
+        if result == PASSED or (job in optional and result == "skipped"):
+            continue
+        problems.append(f"job {job}: {result or 'no result'}")
+    return problems
+
+
+def _parse_jobs(pairs: list[str]) -> dict[str, str]:
+    jobs = {}
+    for p in pairs:
+        name, sep, result = p.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"sam3d.ci: --job wants NAME=RESULT, got {p!r}")
+        jobs[name] = result
+    return jobs
+
+
+def _truthy(s: str) -> bool:
+    return s.strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sam3d.ci", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("matrix", help="print the job matrix as one line of JSON")
+    s.add_argument("variants_json", nargs="?", help="output of `python -m sam3d variants --json` "
+                   "('-' for stdin; read from the variant list when left out)")
+
+    s = sub.add_parser("evidence-dirs", help="print the folders under FOLDER that hold result files")
+    s.add_argument("folder", type=Path)
+
+    s = sub.add_parser("check", help="fail unless every expected job left an accepted result")
+    s.add_argument("folder", type=Path, help="where the results-* artifacts were downloaded")
+    s.add_argument("--job", action="append", default=[], metavar="NAME=RESULT",
+                   help="a needed job's result; anything but success fails")
+    s.add_argument("--gpu", default="false", help="whether the GPU job was enabled (true/false)")
+
+    args = p.parse_args(argv)
+    if args.command == "matrix":
+        if args.variants_json is None:
+            records = None
+        elif args.variants_json == "-":
+            records = json.load(sys.stdin)
+        else:
+            records = json.loads(Path(args.variants_json).read_text())
+        print(json.dumps(matrix(records), separators=(",", ":")))
+        return 0
+    if args.command == "evidence-dirs":
+        for d in evidence_dirs(args.folder):
+            print(d)
+        return 0
+    # check
+    gpu = _truthy(args.gpu)
+    jobs = _parse_jobs(args.job)
+    files = result_files(args.folder)
+    problems = check_jobs(jobs, optional=() if gpu else ("gpu", "bundle"))
+    problems += check_complete(files, require_gpu=gpu)
+    expected = expected_results()
+    print(f"sam3d.ci check: {len(files)} result files for {len(expected)} expected jobs"
+          + (" + the GPU job" if gpu else ""))
+    for line in problems:
+        print(f"  FAIL {line}")
+    print("sam3d.ci check: " + ("complete" if not problems else f"INCOMPLETE ({len(problems)} problems)"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
