@@ -1,0 +1,217 @@
+"""The GitHub Actions pipeline: actionlint on the workflow, the matrix generated from the variant
+list, and the completeness check of the merge job (sam3d/ci.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sam3d import ci, results, variants
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "variants.yml"
+ACTIONLINT_CONFIG = ROOT / "ci" / "actionlint.yaml"
+
+
+def _actionlint() -> str:
+    here = Path(sys.executable).with_name("actionlint")
+    found = str(here) if here.is_file() else shutil.which("actionlint")
+    assert found, "actionlint not installed: it comes with requirements.lock (ci/bootstrap.sh)"
+    return found
+
+
+def test_workflow_passes_actionlint():
+    r = subprocess.run([_actionlint(), "-config-file", str(ACTIONLINT_CONFIG), "-no-color", str(WORKFLOW)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout + r.stderr) == (0, "")
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    """The lint test above can fail: a bad expression is found."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text(WORKFLOW.read_text().replace("needs.matrix.outputs.matrix", "needs.matrix.outputs.matirx", 1))
+    r = subprocess.run([_actionlint(), "-config-file", str(ACTIONLINT_CONFIG), "-no-color", str(bad)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "matirx" in r.stdout
+
+
+def _expected_pairs(vs) -> list[tuple[str, str]]:
+    return [(v.name, o) for v in vs for o in ci.CONTAINERS]
+
+
+def test_matrix_from_the_cli_has_one_entry_per_variant_and_container(tmp_path):
+    """The two commands the workflow's matrix job runs, as it runs them."""
+    out = subprocess.run([sys.executable, "-m", "sam3d", "variants", "--json"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    (tmp_path / "variants.json").write_text(out)
+    line = subprocess.run([sys.executable, "-m", "sam3d.ci", "matrix", str(tmp_path / "variants.json")],
+                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert line.count("\n") == 1, "GITHUB_OUTPUT needs the matrix on one line"
+    m = json.loads(line)
+    assert [(e["variant"], e["os"]) for e in m["include"]] == _expected_pairs(variants.VARIANTS)
+    by_name = {v.name: v for v in variants.VARIANTS}
+    for e in m["include"]:
+        v = by_name[e["variant"]]
+        assert e["container"] == ci.CONTAINERS[e["os"]]
+        assert e["sanitize"] is (v.sanitizer is not None) and e["sanitizer"] == v.sanitizer
+        assert e["run_name"] == f"ci-{v.name}-{e['os']}" and e["artifact"] == f"results-{v.name}-{e['os']}"
+    assert {e["container"] for e in m["include"]} == {"debian:12", "debian:13"}
+    assert [e["variant"] for e in m["include"] if e["sanitize"]] == \
+        [v.name for v in variants.sanitizer_variants() for _ in ci.CONTAINERS]
+
+
+def test_adding_a_variant_changes_the_matrix_with_no_other_edit(monkeypatch):
+    before = ci.matrix()
+    extra = variants.Variant(name="cpu-asan-o2", summary="CPU backend, ASan, -O2", build_type="Debug",
+                             opt_flags=("-O2", "-g"), sanitizer="Address")
+    monkeypatch.setattr(variants, "VARIANTS", variants.VARIANTS + (extra,))
+    after = ci.matrix()  # through `python -m sam3d variants --json`, as the workflow does
+    new = [e for e in after["include"] if e not in before["include"]]
+    assert len(after["include"]) == len(before["include"]) + len(ci.CONTAINERS)
+    assert [(e["variant"], e["os"], e["sanitize"]) for e in new] == \
+        [("cpu-asan-o2", o, True) for o in ci.CONTAINERS]
+    assert _pairs(ci.expected_results()) == {(v.name, o) for v in variants.VARIANTS
+                                                      for o in ci.CONTAINERS}
+    assert ("cpu-asan-o2", "debian13") in _pairs(ci.expected_results())
+    # ... and the workflow names no variant, so nothing else needs the edit.
+    text = WORKFLOW.read_text()
+    named = [v.name for v in variants.VARIANTS if v.name in text]
+    assert not named, f"{WORKFLOW.name} names variants {named}: the matrix must come from the variant list"
+
+
+def _pairs(es) -> set[tuple[str, str]]:
+    return {(e.variant, e.os) for e in es}
+
+
+def test_workflow_wiring():
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    jobs = wf["jobs"]
+    assert jobs["variant"]["strategy"]["matrix"] == "${{ fromJSON(needs.matrix.outputs.matrix) }}"
+    assert jobs["variant"]["container"]["image"] == "${{ matrix.container }}"
+    steps = jobs["variant"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    assert any("ci/bootstrap.sh nox -s build -- " in r for r in runs)
+    assert any("ci/bootstrap.sh nox -s bench -- --name " in r for r in runs)
+    sanitize = next(s for s in steps if "nox -s sanitize" in s.get("run", ""))
+    assert sanitize["if"] == "matrix.sanitize"
+    keys = " ".join(s["with"]["key"] for s in steps if s.get("uses", "").startswith("actions/cache@"))
+    for f in ("requirements.lock", "sam3d/variants.py", "conan/**", "conanfile.py"):
+        assert f"'{f}'" in keys
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
+                  and s["with"]["name"] == "${{ matrix.artifact }}")
+    assert upload["with"]["path"].rstrip("/") == "generated/diagnostics"
+    # The GPU job never holds up a default run, and the merge job runs even when a job failed.
+    assert "self-hosted" in jobs["gpu"]["runs-on"] and "inputs.gpu" in jobs["gpu"]["if"]
+    assert jobs["merge"]["if"] == "${{ always() }}"
+    assert set(jobs["merge"]["needs"]) == {"matrix", "variant", "bundle", "gpu"}
+
+
+# --- completeness check --------------------------------------------------------------------
+
+def _result(variant: str, status: str = "ok") -> dict:
+    return {"schema": results.SCHEMA, "variant": variant, "status": status,
+            "reason": None if status == "ok" else "build failed: exit 1"}
+
+
+def _lay_out(root: Path, expected: list[ci.Expected], skip=(), failed=()) -> None:
+    """Folders as download-artifact lays out the results-* artifacts."""
+    for e in expected:
+        if (e.variant, e.os) in skip:
+            continue
+        status = "failed" if (e.variant, e.os) in failed else "ok"
+        d = root / e.artifact / e.run_name
+        d.mkdir(parents=True)
+        for backend in ("CPU", "Vulkan"):
+            (d / f"{e.variant}-{backend}.json").write_text(json.dumps(_result(e.variant, status)))
+        (d / "logs").mkdir()
+        (d / "logs" / "compile_commands.json").write_text("[]")  # not a result file
+
+
+def test_expected_results_one_per_variant_and_container():
+    es = ci.expected_results()
+    assert [(e.variant, e.os) for e in es] == _expected_pairs(variants.VARIANTS)
+    assert ci.expected_results(["a"], ["debian12"]) == [ci.Expected("a", "debian12")]
+    assert ci.expected_results([{"name": "a"}], ["x"])[0].run_name == "ci-a-x"
+
+
+def test_check_complete_passes_when_every_job_delivered(tmp_path):
+    es = ci.expected_results()
+    _lay_out(tmp_path, es)
+    files = ci.result_files(tmp_path)
+    assert len(files) == 2 * len(es)
+    assert ci.check_complete(files, es) == []
+    assert ci.evidence_dirs(tmp_path) == sorted(tmp_path / e.artifact / e.run_name for e in es)
+
+
+def test_check_complete_names_a_missing_variant(tmp_path):
+    es = ci.expected_results()
+    gone = (es[-1].variant, es[-1].os)
+    _lay_out(tmp_path, es, skip=[gone])
+    problems = ci.check_complete(ci.result_files(tmp_path), es)
+    assert problems == [f"missing result: {gone[0]} on {gone[1]} (no accepted result in artifact "
+                        f"results-{gone[0]}-{gone[1]})"]
+
+
+def test_check_complete_rejects_failed_and_misplaced_results(tmp_path):
+    es = ci.expected_results()
+    bad = (es[0].variant, es[0].os)
+    _lay_out(tmp_path, es, failed=[bad])
+    problems = ci.check_complete(ci.result_files(tmp_path), es)
+    assert any("status 'failed'" in p and "build failed" in p for p in problems)
+    assert any(p.startswith(f"missing result: {bad[0]} on {bad[1]}") for p in problems)
+
+    other = tmp_path / "other"
+    d = other / es[1].artifact / es[1].run_name
+    d.mkdir(parents=True)
+    (d / "x.json").write_text(json.dumps(_result("not-" + es[1].variant)))
+    problems = ci.check_complete(ci.result_files(other), [es[1]])
+    assert any("but for variant" in p for p in problems)
+    assert any(p.startswith("missing result") for p in problems)
+
+
+def test_check_complete_with_no_results_lists_every_job():
+    es = ci.expected_results()
+    assert len(ci.check_complete([], es)) == len(es)
+
+
+def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path):
+    es = ci.expected_results()
+    _lay_out(tmp_path, es)
+    files = ci.result_files(tmp_path)
+    assert ci.check_complete(files, es, require_gpu=False) == []
+    assert ci.check_complete(files, es, require_gpu=True) == [
+        "missing result: the GPU job (no accepted result in artifact results-gpu)"]
+    (tmp_path / "results-gpu").mkdir()
+    (tmp_path / "results-gpu" / "release-Vulkan.json").write_text(json.dumps(_result("release")))
+    assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == []
+
+
+def test_check_jobs():
+    assert ci.check_jobs({"variant": "success", "gpu": "skipped"}, optional=["gpu"]) == []
+    assert ci.check_jobs({"variant": "failure"}) == ["job variant: failure"]
+    assert ci.check_jobs({"gpu": "skipped"}) == ["job gpu: skipped"]
+    assert ci.check_jobs({"variant": ""}) == ["job variant: no result"]
+
+
+def test_check_cli_exit_status(tmp_path, capsys):
+    es = ci.expected_results()
+    _lay_out(tmp_path, es)
+    ok_jobs = ["--job", "matrix=success", "--job", "variant=success", "--job", "bundle=skipped",
+               "--job", "gpu=skipped"]
+    assert ci.main(["check", str(tmp_path), "--gpu", "false", *ok_jobs]) == 0
+    assert "complete" in capsys.readouterr().out
+    # A failed job fails the check even when its results are there.
+    assert ci.main(["check", str(tmp_path), "--job", "variant=failure"]) == 1
+    assert "FAIL job variant: failure" in capsys.readouterr().out
+    # With the GPU job enabled, a skipped GPU job and missing GPU results fail.
+    assert ci.main(["check", str(tmp_path), "--gpu", "true", *ok_jobs]) == 1
+    out = capsys.readouterr().out
+    assert "job gpu: skipped" in out and "the GPU job" in out
+    with pytest.raises(SystemExit):
+        ci.main(["check", str(tmp_path), "--job", "variant"])
