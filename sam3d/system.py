@@ -18,8 +18,9 @@ from pathlib import Path
 from . import paths
 from .variants import Variant
 
-# What every variant needs: the compiler (with libasan/libubsan) and GoogleTest.
-BASE_PACKAGES = ("g++", "libgtest-dev")
+# What every variant needs: the compiler (with libasan/libubsan), GoogleTest, and for the
+# benchmark driver (native/bench) a JSON parser and SHA-256 from OpenSSL's libcrypto.
+BASE_PACKAGES = ("g++", "libgtest-dev", "nlohmann-json3-dev", "libssl-dev")
 # GGML's Vulkan backend: shader compiler, loader + headers, SPIR-V headers (find_package
 # SPIRV-Headers CONFIG in ggml-vulkan's CMakeLists.txt), and Mesa's lavapipe for machines
 # without a GPU.
