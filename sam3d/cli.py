@@ -100,6 +100,33 @@ def cmd_ctest(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Builds the variants, runs the benchmark driver on every backend each has, writes the results
+    and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/bench.py)."""
+    from . import bench, profile
+
+    vs = _variants(args.variants)
+    try:
+        return bench.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build)
+    except (bench.BenchError, profile.ProfileError) as e:
+        print(f"sam3d bench: {e}", file=sys.stderr)
+        return 2
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
+    return n
+
+
+def _non_negative(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be >= 0")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sam3d", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -118,6 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("-L", "--label", default="normal")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
     s.set_defaults(func=cmd_ctest)
+
+    s = sub.add_parser("bench", help="build, then run the transfer benchmark in each variant and backend; "
+                                     "writes generated/diagnostics/<run-name>/")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("--name", help="run name, the evidence folder's name (default: bench-<UTC time>)")
+    s.add_argument("--images", type=_positive, default=20, help="timed images per batching mode (default 20)")
+    s.add_argument("--warmups", type=_non_negative, default=5, help="warm-up images per batching mode (default 5)")
+    s.add_argument("--no-build", action="store_true", help="measure the drivers already built")
+    s.set_defaults(func=cmd_bench)
 
     args = p.parse_args(argv)
     try:

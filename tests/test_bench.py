@@ -1,0 +1,169 @@
+"""The benchmark runner: its environment flag policy and how driver output becomes a result file."""
+
+import copy
+import json
+
+import pytest
+
+from sam3d import bench, profile, results, variants
+
+RELEASE = variants.get("release")
+CPU_ASAN = variants.get("cpu-asan")
+
+
+# ---------------------------------------------------------------- environment flag policy
+@pytest.mark.parametrize("inherited", ["0", "2", "yes", "", "1"])
+def test_inherited_flag_is_replaced_by_1(inherited):
+    env = bench.driver_env(RELEASE, {"PATH": "/usr/bin", "SAM3D_BATCHED_TRANSFERS": inherited})
+    assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
+    assert env["PATH"] == "/usr/bin"
+
+
+def test_flag_is_set_when_not_inherited_and_sanitizer_env_kept():
+    env = bench.driver_env(CPU_ASAN, {"PATH": "/usr/bin"})
+    assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
+    assert "halt_on_error=1" in env["ASAN_OPTIONS"] and "halt_on_error=1" in env["UBSAN_OPTIONS"]
+
+
+def test_vulkan_variant_gets_lavapipe_without_gpu(monkeypatch):
+    monkeypatch.setattr(bench.ctest.system, "has_nvidia_gpu", lambda: False)
+    env = bench.driver_env(RELEASE, {"SAM3D_BATCHED_TRANSFERS": "0"})
+    assert env["GGML_VK_VISIBLE_DEVICES"] == "0"
+    assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
+
+
+def test_base_environment_is_not_modified():
+    base = {"SAM3D_BATCHED_TRANSFERS": "0"}
+    bench.driver_env(RELEASE, base)
+    assert base == {"SAM3D_BATCHED_TRANSFERS": "0"}
+
+
+def test_backends_per_variant():
+    assert bench.backends(CPU_ASAN) == ["cpu"]
+    assert bench.backends(RELEASE) == ["cpu", "vulkan"]
+
+
+# ---------------------------------------------------------------- result wrapping
+def _counters(async_up, async_down, sync_up, sync_down, pinned, fallbacks=None):
+    fb = {k: 0 for k in results.FALLBACK_REASONS}
+    fb.update(fallbacks or {})
+    return {"async_uploads": async_up, "sync_uploads": sync_up, "async_downloads": async_down,
+            "sync_downloads": sync_down, "bytes_uploaded": profile.UPLOAD_BYTES,
+            "bytes_downloaded": profile.DOWNLOAD_BYTES, "pinned_batches": pinned, "fallbacks": fb}
+
+
+def _samples(n, sha="a" * 64, wall=10.0):
+    return [{"image": i, "wall_ms": wall + i, "enqueue_ms": 1.0, "synchronize_ms": 2.0, "copy_ms": 0.5,
+             "sync_path_ms": 3.0, "outputs_sha256": sha if i % 2 == 0 else "b" * 64} for i in range(n)]
+
+
+def _doc(vulkan=True, images=3):
+    on = _counters(199, 232, 3, 1, 82) if vulkan else _counters(0, 0, 202, 233, 0, {"no_async_caps": 82})
+    return {
+        "tool": "sam3d_bench",
+        "backend": "Vulkan" if vulkan else "CPU",
+        "device": "llvmpipe (LLVM 15.0.6, 256 bits)" if vulkan else "Intel Xeon",
+        "caps": {"async": vulkan, "host_buffer": vulkan, "buffer_from_host_ptr": False, "events": vulkan},
+        "protocol": {"warmups": 1, "images": images, "interleaved": True},
+        "profile": {"path": "p.json", "name": profile.NAME, "version": 1, "sha256": "c" * 64},
+        "rows": [{"batching": "on", "samples": _samples(images), "counters": on},
+                 {"batching": "off", "samples": _samples(images), "counters": _counters(0, 0, 202, 233, 0)}],
+        "extra": {"peak_rss_bytes": 1, "problems": [],
+                  "modes": {"on": {"static_fallback": "none" if vulkan else "no_async_caps"}}},
+    }
+
+
+COMMON = dict(prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "version": 1},
+              machine_info={"hostname": "h", "cpu": "c", "os": "o", "glibc": "2.36"}, commit="0" * 40,
+              build={"compile_flags": ["-O2", "-DNDEBUG"], "build_type": "Release", "sanitizer": None,
+                     "ggml_version": "0.20.2", "glslc": None})
+
+
+def test_wrap_fills_the_schema_and_keeps_driver_rows():
+    doc = _doc()
+    r = bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, extra={"run_name": "x"}, **COMMON)
+    assert r["schema"] == "sam3d-bench-result/1"
+    assert (r["variant"], r["backend"], r["status"], r["reason"]) == ("release", "Vulkan", "ok", None)
+    assert r["device"] == doc["device"] and r["caps"] == doc["caps"] and r["rows"] == doc["rows"]
+    assert r["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
+    assert r["profile"] == COMMON["prof"]
+    assert r["extra"]["peak_rss_bytes"] == 1 and r["extra"]["run_name"] == "x"
+    assert set(r) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
+                      "backend", "device", "caps", "protocol", "rows", "extra"}
+    if hasattr(results, "validate"):
+        results.validate(r)
+
+
+def test_failed_build_keeps_a_result_with_the_reason():
+    r = bench.wrap(CPU_ASAN, "cpu", None, status="failed", reason="build failed: conan exit 1", **COMMON)
+    assert r["status"] == "failed" and r["reason"] == "build failed: conan exit 1" and r["rows"] == []
+    if hasattr(results, "validate"):
+        results.validate(r)
+    with pytest.raises(ValueError):
+        bench.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
+
+
+def test_check_accepts_batched_vulkan_and_cpu_fallback():
+    assert bench.check(bench.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
+    assert bench.check(bench.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []
+
+
+def test_check_names_wrong_counts_bytes_and_output_mismatch():
+    doc = _doc(True)
+    doc["rows"][0]["counters"]["async_uploads"] = 198
+    doc["rows"][0]["counters"]["sync_uploads"] = 4
+    doc["rows"][1]["counters"]["bytes_downloaded"] -= 4
+    doc["rows"][0]["samples"][2]["outputs_sha256"] = "d" * 64
+    p = bench.check(bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))
+    text = "\n".join(p)
+    assert "async_uploads 198 (expected 199)" in text and "sync_uploads 4 (expected 3)" in text
+    assert "batching off: 33,193,136 bytes up / 32,403,592 down" in text
+    assert "outputs differ between batching on and off for images [2]" in text
+
+
+def test_check_cpu_without_fallback_count_fails():
+    doc = _doc(False)
+    doc["rows"][0]["counters"]["fallbacks"]["no_async_caps"] = 0
+    p = bench.check(bench.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON))
+    assert p == ["batching on per image: fallbacks.no_async_caps 0 (expected 82)"]
+
+
+def test_flags_of_keeps_build_flags_only():
+    cmd = ["/usr/bin/g++", "-DGGML_SHARED", "-I/x", "-isystem", "/y", "-O1", "-g", "-fno-omit-frame-pointer",
+           "-fsanitize=address,undefined", "-std=gnu++17", "-Wall", "-o", "a.o", "-c", "a.cpp", "-O1"]
+    assert bench.flags_of(cmd) == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                                   "-std=gnu++17"]
+
+
+def test_build_info_reads_compile_commands(tmp_path, monkeypatch):
+    folder = tmp_path / "build" / "cpu-asan" / "Debug"
+    folder.mkdir(parents=True)
+    entry = lambda f, flags: {"directory": str(folder), "file": f"/r/native/{f}",  # noqa: E731
+                              "command": f"/usr/bin/g++ {flags} -o x.o -c /r/native/{f}"}
+    (folder / "compile_commands.json").write_text(json.dumps([
+        entry("src/transfer.cpp", "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"),
+        entry("bench/sam3d_bench.cpp", "-O1 -g -fsanitize=address,undefined")]))
+    monkeypatch.setattr(bench.paths, "root", lambda: tmp_path)
+    build, extra, problems = bench.build_info(CPU_ASAN, None)
+    assert build["compile_flags"] == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+    assert (build["build_type"], build["sanitizer"], build["ggml_version"]) == ("Debug", "AddressUndefinedBehavior",
+                                                                                 "0.20.2")
+    assert problems == ["native/bench/sam3d_bench.cpp was compiled without the variant's -fno-omit-frame-pointer "
+                        "(compile_commands.json); rebuild: nox -s build -- cpu-asan"]
+
+
+def test_run_name_is_a_safe_new_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.paths, "diagnostics_dir", lambda: tmp_path)
+    assert bench.run_dir_for("bench-1") == tmp_path / "bench-1"
+    with pytest.raises(bench.BenchError, match="use letters"):
+        bench.run_dir_for("../x")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "f").write_text("")
+    with pytest.raises(bench.BenchError, match="already exists"):
+        bench.run_dir_for("used")
+
+
+def test_write_result_is_readable_json(tmp_path):
+    r = bench.wrap(RELEASE, "cpu", copy.deepcopy(_doc(False)), status="ok", reason=None, **COMMON)
+    p = bench.write_result(tmp_path / "release-cpu.json", r)
+    assert json.loads(p.read_text()) == r
