@@ -380,8 +380,9 @@ def bench(vs: list[variants.Variant], *, name: str | None = None, images: int = 
                 reason = f"{driver_path(v)} is missing after the build: see {logs / f'build-{v.name}.log'}"
         if reason is not None:
             print(f"{tag}: FAILED before running: {reason}", flush=True)
-            written.append(write_result(out, wrap(v, b, None, status="failed", reason=reason, build=build_obj,
-                                                  extra=extra, **common)))
+            r = wrap(v, b, None, status="failed", reason=reason, build=build_obj, extra=extra, **common)
+            write_result(out, r)
+            written.append(r)
             continue
         env = driver_env(v)
         print(f"{tag}: {warmups} warm-ups + {images} images per mode, batching on/off interleaved "
@@ -409,11 +410,12 @@ def bench(vs: list[variants.Variant], *, name: str | None = None, images: int = 
         status = "ok" if reason is None else "failed"
         try:
             r = wrap(v, b, doc, status=status, reason=reason, build=build_obj, extra=extra, **common)
-            written.append(write_result(out, r))
+            write_result(out, r)
         except (ValueError, KeyError) as e:  # a malformed driver document: keep the reason, drop the rows
             reason = f"{reason + '; ' if reason else ''}driver output does not fit the result schema: {e}"
             r = wrap(v, b, None, status="failed", reason=reason, build=build_obj, extra=extra, **common)
-            written.append(write_result(out, r))
+            write_result(out, r)
+        written.append(r)
         print(f"{tag}: {status} in {secs:.1f} s{': ' + reason if reason else ''}", flush=True)
         if doc is not None:
             for row in doc["rows"]:
