@@ -618,8 +618,10 @@ int bench(const Options & o) {
     const int total = o.warmups + o.images;
     for (int m = 0; m < 2; ++m) rows[m] = json{{"batching", mode_name(m)}, {"samples", json::array()}};
     for (int idx = 0; idx < total; ++idx) {
+        // Inputs alternate every image and the on/off order every two images, so each mode
+        // goes first with each input set equally often.
         const int data = idx % 2;
-        const int first = idx % 2 == 0 ? kOn : kOff;
+        const int first = (idx / 2) % 2 == 0 ? kOn : kOff;
         const bool timed = idx >= o.warmups;
         order.push_back(std::string(mode_name(first)) + "," + mode_name(1 - first));
         for (int k = 0; k < 2; ++k) {
