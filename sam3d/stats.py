@@ -1,0 +1,147 @@
+"""Benchmark statistics over per-image wall times (milliseconds).
+
+The rules come from ../shared/design.md:
+- "Reference measurements": p95 is nearest-rank, the ceil(0.95 n)-th smallest of n samples
+  (no interpolation, so it is always one of the measured values).
+- "The SAM3D transfer profile (benchmark workload)": batching on and off are measured in the
+  same binary with alternating inputs, so image i of the "on" row and image i of the "off"
+  row form a pair; the on/off speedup is median(off) / median(on), and its spread is the
+  interquartile range of the paired per-image ratios off[i] / on[i].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class StatsError(ValueError):
+    pass
+
+
+def _values(samples: Sequence[float], what: str = "samples") -> list[float]:
+    xs = [float(x) for x in samples]
+    if not xs:
+        raise StatsError(f"no {what}: statistics need at least one sample")
+    bad = [x for x in xs if not math.isfinite(x)]
+    if bad:
+        raise StatsError(f"{what} contain non-finite values {bad[:3]}; every sample must be a finite number of ms")
+    return xs
+
+
+def nearest_rank(samples: Sequence[float], percent: int) -> float:
+    """Nearest-rank percentile: the ceil(percent/100 * n)-th smallest sample (1-based rank,
+    at least 1). Computed in integers, so 95 % of n = 20 is rank 19 exactly, never 20 by
+    floating-point rounding."""
+    xs = sorted(_values(samples))
+    if not 0 < percent <= 100:
+        raise StatsError(f"percent must be in (0, 100], got {percent}")
+    rank = max(1, -(-percent * len(xs) // 100))  # ceil(percent * n / 100)
+    return xs[rank - 1]
+
+
+def median(samples: Sequence[float]) -> float:
+    """Median in ms (the mean of the two middle samples when n is even)."""
+    return float(np.median(_values(samples)))
+
+
+def p95(samples: Sequence[float]) -> float:
+    """95th percentile in ms, nearest-rank: the ceil(0.95 n)-th smallest sample (design.md,
+    "Reference measurements"). n = 1..20 gives ranks 1, 2, ..., 19, 19; n = 21 gives rank 20."""
+    return nearest_rank(samples, 95)
+
+
+def quartiles(samples: Sequence[float]) -> tuple[float, float]:
+    """(25th, 75th) percentiles with numpy's default linear interpolation
+    (numpy.percentile, method="linear": the value at position q (n - 1) of the sorted samples,
+    interpolated between neighbours)."""
+    q25, q75 = np.percentile(_values(samples), [25, 75])
+    return float(q25), float(q75)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The timing summary of one table row; all times in ms."""
+
+    n: int
+    median: float
+    p95: float
+    min: float
+    max: float
+    q25: float
+    q75: float
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    """n, median, nearest-rank p95, min, max and the linear-interpolated quartiles, in ms."""
+    xs = _values(samples)
+    q25, q75 = quartiles(xs)
+    return Summary(n=len(xs), median=median(xs), p95=p95(xs), min=min(xs), max=max(xs), q25=q25, q75=q75)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """On/off speedup: ratio = median(off wall_ms) / median(on wall_ms) (> 1 means batching on
+    is faster); iqr_low/iqr_high: the 25th/75th percentiles (numpy's default linear method) of
+    the paired per-image ratios off[i] / on[i]; n: the number of pairs."""
+
+    ratio: float
+    iqr_low: float
+    iqr_high: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.ratio:.2f}x (IQR {self.iqr_low:.2f}-{self.iqr_high:.2f})"
+
+
+def paired_ratios(off_ms: Sequence[float], on_ms: Sequence[float]) -> list[float]:
+    """off[i] / on[i] for each image i (both lists in the same image order)."""
+    off = _values(off_ms, "off samples")
+    on = _values(on_ms, "on samples")
+    if len(off) != len(on):
+        raise StatsError(f"on/off speedup needs paired samples: {len(off)} off vs {len(on)} on; "
+                         "both modes must time the same images")
+    if any(x <= 0 for x in on):
+        raise StatsError("on samples must be > 0 ms to form off/on ratios")
+    return [a / b for a, b in zip(off, on)]
+
+
+def speedup(off_ms: Sequence[float], on_ms: Sequence[float]) -> Speedup:
+    """median(off) / median(on) in wall ms, with the interquartile range (25th-75th percentile,
+    numpy's default linear method) of the per-image ratios off[i] / on[i]. The lists pair by
+    position: element i of each is the same image (design.md: on and off run in the same
+    binary with the same alternating inputs)."""
+    ratios = paired_ratios(off_ms, on_ms)
+    med_on = median(on_ms)
+    if med_on <= 0:
+        raise StatsError("median(on) must be > 0 ms")
+    lo, hi = quartiles(ratios)
+    return Speedup(ratio=median(off_ms) / med_on, iqr_low=lo, iqr_high=hi, n=len(ratios))
+
+
+def relative_half_iqr(samples: Sequence[float]) -> float:
+    """Half the interquartile range divided by the median (dimensionless): the run's own
+    relative spread, used by the comparison band (see change_band)."""
+    s = summarize(samples)
+    if s.median <= 0:
+        raise StatsError("median must be > 0 ms to express a relative spread")
+    return (s.q75 - s.q25) / 2 / s.median
+
+
+def change_band(a_ms: Sequence[float], b_ms: Sequence[float]) -> tuple[float, float, float]:
+    """(ratio, band_low, band_high) for comparing run B against run A.
+
+    ratio = median(B) / median(A). The band is 1 +/- h with h = half-IQR(A)/median(A) +
+    half-IQR(B)/median(B) (quartiles by numpy's default linear method): the ratio lies outside
+    it exactly when the two medians are further apart, relative to each, than the two runs'
+    interquartile half-widths together, i.e. roughly when the runs' interquartile ranges no
+    longer overlap. A ratio outside the band is a change beyond the runs' own spread.
+    """
+    ma, mb = median(a_ms), median(b_ms)
+    if ma <= 0:
+        raise StatsError("median(A) must be > 0 ms to form a ratio")
+    h = relative_half_iqr(a_ms) + relative_half_iqr(b_ms)
+    return mb / ma, 1.0 - h, 1.0 + h

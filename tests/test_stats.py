@@ -1,0 +1,108 @@
+"""sam3d.stats against hand-computed values."""
+
+import math
+import random
+
+import pytest
+
+from sam3d import stats
+
+
+def shuffled(xs, seed=0):
+    xs = list(xs)
+    random.Random(seed).shuffle(xs)
+    return xs
+
+
+@pytest.mark.parametrize("samples, med, p95, lo, hi", [
+    ([5.0], 5.0, 5.0, 5.0, 5.0),                              # n = 1: rank ceil(0.95) = 1
+    ([3.0, 1.0], 2.0, 3.0, 1.0, 3.0),                         # n = 2: rank ceil(1.9) = 2
+    (shuffled(range(1, 20)), 10.0, 19.0, 1.0, 19.0),          # n = 19: rank ceil(18.05) = 19
+    (shuffled(range(1, 21)), 10.5, 19.0, 1.0, 20.0),          # n = 20: rank 19, not the max
+    (shuffled(range(1, 22)), 11.0, 20.0, 1.0, 21.0),          # n = 21: rank ceil(19.95) = 20
+])
+def test_summary_hand_computed(samples, med, p95, lo, hi):
+    s = stats.summarize(samples)
+    assert (s.n, s.median, s.p95, s.min, s.max) == (len(samples), med, p95, lo, hi)
+    assert stats.median(samples) == med
+    assert stats.p95(samples) == p95
+
+
+def test_p95_is_nearest_rank_not_interpolated():
+    xs = [float(x) for x in range(1, 21)]
+    assert stats.p95(xs) == 19.0
+    assert stats.p95(xs) != pytest.approx(19.05)  # numpy's linear 95th percentile of 1..20
+
+
+def test_ties():
+    # 17 x 10.0, then 30, 30, 40: the 19th smallest is one of the tied 30s.
+    xs = shuffled([10.0] * 17 + [30.0, 30.0, 40.0])
+    s = stats.summarize(xs)
+    assert (s.median, s.p95, s.min, s.max, s.n) == (10.0, 30.0, 10.0, 40.0, 20)
+    # all equal
+    assert stats.summarize([7.5] * 5) == stats.Summary(5, 7.5, 7.5, 7.5, 7.5, 7.5, 7.5)
+    # ties at the median of an odd count
+    assert stats.median([5.0, 1.0, 5.0, 9.0, 5.0]) == 5.0
+    assert stats.p95([5.0, 1.0, 5.0, 9.0, 5.0]) == 9.0  # rank ceil(4.75) = 5
+
+
+def test_nearest_rank_other_percentiles():
+    xs = [float(x) for x in range(1, 11)]
+    assert stats.nearest_rank(xs, 50) == 5.0
+    assert stats.nearest_rank(xs, 100) == 10.0
+    assert stats.nearest_rank(xs, 1) == 1.0
+    with pytest.raises(stats.StatsError):
+        stats.nearest_rank(xs, 0)
+
+
+def test_quartiles_linear():
+    # positions 0.25*(n-1) = 0.75 and 2.25 in [1, 2, 3, 4]
+    assert stats.quartiles([4.0, 1.0, 3.0, 2.0]) == (1.75, 3.25)
+    assert stats.summarize([4.0, 1.0, 3.0, 2.0]).q25 == 1.75
+
+
+def test_empty_and_non_finite_rejected():
+    with pytest.raises(stats.StatsError, match="no samples"):
+        stats.summarize([])
+    with pytest.raises(stats.StatsError, match="non-finite"):
+        stats.median([1.0, math.nan])
+
+
+def test_speedup_constant_ratio():
+    sp = stats.speedup([10.0, 12.0, 14.0, 16.0], [5.0, 6.0, 7.0, 8.0])
+    assert (sp.ratio, sp.iqr_low, sp.iqr_high, sp.n) == (2.0, 2.0, 2.0, 4)
+    assert str(sp) == "2.00x (IQR 2.00-2.00)"
+
+
+def test_speedup_iqr_of_paired_ratios():
+    # ratios off/on = 1, 2, 3, 4 -> IQR 1.75-3.25; median(off)/median(on) = 25/10
+    sp = stats.speedup([10.0, 20.0, 30.0, 40.0], [10.0, 10.0, 10.0, 10.0])
+    assert sp.ratio == 2.5
+    assert (sp.iqr_low, sp.iqr_high) == (1.75, 3.25)
+    assert str(sp) == "2.50x (IQR 1.75-3.25)"
+
+
+def test_speedup_pairs_by_position():
+    # Same multisets, different pairing: the ratio of medians is equal, the paired IQR is not.
+    a = stats.speedup([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    b = stats.speedup([1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0])
+    assert a.ratio == b.ratio == 1.0
+    assert (a.iqr_low, a.iqr_high) == (1.0, 1.0)
+    assert (b.iqr_low, b.iqr_high) != (1.0, 1.0)
+
+
+def test_speedup_needs_equal_lengths():
+    with pytest.raises(stats.StatsError, match="paired"):
+        stats.speedup([1.0, 2.0], [1.0])
+
+
+def test_change_band():
+    a = [9.0, 10.0, 11.0, 12.0]            # median 10.5, IQR 9.75-11.25, half-IQR/median = 0.75/10.5
+    ratio, lo, hi = stats.change_band(a, [x * 1.05 for x in a])
+    h = 2 * 0.75 / 10.5
+    assert ratio == pytest.approx(1.05)
+    assert (lo, hi) == (pytest.approx(1 - h), pytest.approx(1 + h))
+    assert lo < ratio < hi
+    # no spread at all: any change lies outside
+    ratio, lo, hi = stats.change_band([10.0] * 4, [11.0] * 4)
+    assert (ratio, lo, hi) == (pytest.approx(1.1), 1.0, 1.0)
