@@ -1,0 +1,356 @@
+"""sam3d.results (load/validate/write) and sam3d.report (table, plot, evidence, compare)."""
+
+import json
+import re
+
+import pytest
+
+from sam3d import cli, report, results
+
+# Hand-made timings: off 100.0..101.9 ms, on 95.0..96.9 ms (20 images, run order shuffled).
+OFF = [100.0 + 0.1 * i for i in (3, 17, 0, 9, 12, 5, 19, 1, 14, 7, 10, 2, 16, 8, 4, 18, 11, 6, 15, 13)]
+ON = [x - 5.0 for x in OFF]
+
+
+def parse(md):
+    """(caption items, header, rows as dicts) of the first pipe table in md."""
+    lines = md.splitlines()
+    caption = {}
+    for line in lines:
+        if line.startswith("all rows: "):
+            for item in re.split(r", (?=[a-z][a-z /-]*=)", line[len("all rows: "):]):
+                k, v = item.split("=", 1)
+                caption[k] = v
+            break
+    tab = [line for line in lines if line.startswith("|")]
+    split = lambda line: [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+    header = split(tab[0])
+    return caption, header, [dict(zip(header, split(line))) for line in tab[2:]]
+
+
+def by(rows, **kw):
+    found = [r for r in rows if all(r.get(k) == v for k, v in kw.items())]
+    assert len(found) == 1, (kw, rows)
+    return found[0]
+
+
+# --- the table ----------------------------------------------------------------------------
+
+def test_single_run_layout(make_result):
+    caption, header, rows = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    # identical in every row -> caption, not columns
+    assert caption["variant"] == "release"
+    assert caption["backend"] == "CPU"
+    assert caption["n"] == "20"
+    assert caption["fallbacks"] == "none"
+    assert caption["outputs identical"] == "yes"
+    assert caption["bytes up/down"] == "33,193,136 / 32,403,596"
+    for moved in ("variant", "backend", "device", "n", "machine"):
+        assert moved not in header
+    assert header[:4] == ["batching", "median ms", "p95 ms", "min-max ms"]
+    off, on = by(rows, batching="off"), by(rows, batching="on")
+    # median of 100.0..101.9 = (100.9 + 101.0) / 2; p95 = 19th smallest = 101.8
+    assert (off["median ms"], off["p95 ms"], off["min-max ms"]) == ("100.950", "101.800", "100.000-101.900")
+    assert (on["median ms"], on["p95 ms"], on["min-max ms"]) == ("95.950", "96.800", "95.000-96.900")
+    assert (on["async up/down"], on["sync up/down"]) == ("199/232", "3/1")
+    assert (off["async up/down"], off["sync up/down"]) == ("0/0", "202/233")
+    # speedup only on the on row: 100.95 / 95.95 = 1.0521; paired ratios 1.0516..1.0526
+    assert off["speedup"] == ""
+    assert on["speedup"] == "1.05x (IQR 1.05-1.05)"
+
+
+def test_varying_columns_stay_in_table(make_result):
+    rs = [make_result(variant="release", backend="CPU", device="Test CPU", on_ms=ON, off_ms=OFF),
+          make_result(variant="release", backend="Vulkan", device="NVIDIA H200", on_ms=ON[:19], off_ms=OFF[:19],
+                      fallbacks={"oversized": 2})]
+    caption, header, rows = parse(report.render(rs))
+    assert {"backend", "device", "n", "fallbacks"} <= set(header)
+    assert "backend" not in caption and "n" not in caption
+    assert caption["variant"] == "release"
+    vk_on = by(rows, backend="Vulkan", batching="on")
+    assert vk_on["n"] == "19"
+    assert vk_on["fallbacks"] == "oversized=2"   # only nonzero reasons
+    assert by(rows, backend="CPU", batching="on")["fallbacks"] == "none"
+
+
+def test_row_order_follows_variant_list(make_result):
+    rs = [make_result(variant="release", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
+    _, _, rows = parse(report.render(rs))
+    assert [(r["variant"], r["batching"]) for r in rows] == [
+        ("cpu-asan", "off"), ("cpu-asan", "on"), ("release", "off"), ("release", "on")]
+
+
+def test_machine_column_only_for_several_hosts(make_result):
+    one = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box1", on_ms=ON, off_ms=OFF)]
+    caption, header, _ = parse(report.render(one))
+    assert "machine" not in header
+    two = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box2", on_ms=ON, off_ms=OFF)]
+    caption, header, rows = parse(report.render(two))
+    assert header[0] == "machine"
+    assert by(rows, variant="cpu-asan", batching="on")["machine"] == "box2"
+    assert by(rows, variant="release", batching="off")["machine"] == "box1"
+
+
+def test_failed_result_keeps_its_row(make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF),
+          make_result(variant="vulkan-ubsan", backend="Vulkan", status="failed", reason="ctest exit 8 | UBSan",
+                      on_ms=None, off_ms=None)]
+    md = report.render(rs)
+    _, header, rows = parse(md)
+    failed = by(rows, variant="vulkan-ubsan")
+    assert failed["median ms"] == "FAILED: ctest exit 8 | UBSan"
+    assert failed["p95 ms"] == "" and failed["batching"] == "-"
+    assert by(rows, variant="release", batching="on")["median ms"] == "95.950"
+    assert "FAILED: vulkan-ubsan Vulkan" in md
+    assert report.problems(rs) == ["vulkan-ubsan Vulkan Test CPU host-a failed: ctest exit 8 | UBSan"]
+    assert report.problems(rs[:1]) == []
+
+
+def test_on_off_mismatch_is_shown(make_result):
+    outs = [f"o{i}" for i in range(20)]
+    bad = list(outs)
+    bad[3] = "different"
+    rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
+    md = report.render(rs)
+    caption, header, rows = parse(md)
+    assert "outputs identical" in header          # never moved to the caption when it shows a mismatch
+    assert by(rows, batching="on")["outputs identical"] == "**NO**: on/off differ (1/20 images)"
+    assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on (1/20 images)" in md
+    assert report.problems(rs)
+
+
+def test_cross_variant_mismatch_marks_the_odd_one(make_result):
+    outs = [f"o{i}" for i in range(20)]
+    odd = ["x"] * 20
+    rs = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
+          make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs),
+          make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=odd)]
+    _, header, rows = parse(report.render(rs))
+    assert by(rows, variant="release", batching="on")["outputs identical"] == "yes"
+    assert by(rows, variant="vulkan-ubsan", batching="off")["outputs identical"] == "yes"
+    cell = by(rows, variant="cpu-asan", batching="on")["outputs identical"]
+    assert cell.startswith("**NO**: differs from ") and cell.endswith("(20/20 images)")
+    # a different device is different arithmetic: not compared
+    rs2 = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
+           make_result(variant="cpu-asan", device="Other CPU", on_ms=ON, off_ms=OFF, outputs=odd)]
+    caption, header, _ = parse(report.render(rs2))
+    assert caption.get("outputs identical") == "yes"
+
+
+def test_off_only_result_has_no_speedup_and_na_outputs(make_result):
+    caption, header, rows = parse(report.render([make_result(on_ms=None, off_ms=OFF)]))
+    assert "speedup" not in header and "speedup" not in caption
+    assert caption["outputs identical"] == "n/a"
+
+
+def test_bytes_differing_from_profile_are_marked(make_result):
+    md = report.render([make_result(on_ms=ON, off_ms=OFF, bytes_up=1000, bytes_down=2000)])
+    caption, _, _ = parse(md)
+    assert caption["bytes up/down"] == "1,000 / 2,000 *"
+    assert "33,193,136 uploaded and 32,403,596 downloaded; * marks rows" in md
+
+
+def test_duplicate_configuration_gets_a_run_column(make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF), make_result(on_ms=[x + 1 for x in ON], off_ms=OFF)]
+    _, header, rows = parse(report.render(rs))
+    assert "run" in header
+    assert [r["run"] for r in rows] == ["#1", "#1", "#2", "#2"]
+
+
+def test_render_refuses_nothing_and_invalid():
+    with pytest.raises(report.ReportError, match="no results"):
+        report.render([])
+    with pytest.raises(results.ResultError, match="result #1: field 'schema': missing"):
+        report.render([{"variant": "release"}])
+
+
+# --- result files ---------------------------------------------------------------------------
+
+def test_write_and_load_roundtrip(tmp_path, make_result):
+    r = make_result(on_ms=ON, off_ms=OFF)
+    p = results.write(tmp_path / "sub" / "r.json", r)
+    assert results.load(p) == r
+    assert [f.name for f in (tmp_path / "sub").iterdir()] == ["r.json"]   # no temporary left behind
+
+
+def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
+    p = results.write(tmp_path / "r.json", make_result(on_ms=ON, off_ms=OFF))
+    before = p.read_text()
+    bad = make_result(on_ms=ON, off_ms=OFF)
+    del bad["rows"][1]["samples"][4]["wall_ms"]
+    with pytest.raises(results.ResultError, match=r"r\.json: field 'rows\[1\]\.samples\[4\]\.wall_ms': missing"):
+        results.write(p, bad)
+    assert p.read_text() == before
+    assert [f.name for f in tmp_path.iterdir()] == ["r.json"]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r.pop("backend"), "field 'backend': missing"),
+    (lambda r: r.update(schema="sam3d-bench-result/2"), "field 'schema': is 'sam3d-bench-result/2'"),
+    (lambda r: r.update(status="maybe"), "field 'status': is 'maybe'"),
+    (lambda r: r["profile"].update(sha256="xyz"), "field 'profile.sha256': expected 64 lower-case hex"),
+    (lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"), "field 'rows[0].samples[2].wall_ms': expected a number"),
+    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0), "field 'rows[0].samples[2].wall_ms': must be a finite"),
+    (lambda r: r["rows"][0]["samples"].pop(), "field 'rows[0].samples': has 19 entries but protocol.images is 20"),
+    (lambda r: r["rows"][1].update(batching="off"), "field 'rows[1].batching': 'off' appears twice"),
+    (lambda r: r["rows"][1]["counters"]["fallbacks"].pop("oversized"), "field 'rows[1].counters.fallbacks.oversized': missing"),
+    (lambda r: r["rows"][1]["counters"].update(async_uploads=True), "field 'rows[1].counters.async_uploads': expected an integer"),
+    (lambda r: r.update(rows=[]), "field 'rows': is empty"),
+])
+def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
+    r = make_result(on_ms=ON, off_ms=OFF)
+    mutate(r)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(r))
+    with pytest.raises(results.ResultError) as e:
+        results.load(p)
+    assert str(p) in str(e.value)
+    assert message in str(e.value)
+
+
+def test_failed_result_needs_a_reason(tmp_path, make_result):
+    r = make_result(status="failed", reason=None, on_ms=None, off_ms=None)
+    with pytest.raises(results.ResultError, match="field 'reason'"):
+        results.validate(r, "x.json")
+    minimal = {"schema": results.SCHEMA, "variant": "release", "status": "failed", "reason": "conan install failed"}
+    assert results.validate(minimal) is minimal
+
+
+def test_load_bad_json(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text('{"schema": "sam3d-bench-result/1", "rows": [')
+    with pytest.raises(results.ResultError, match=r"t\.json: not valid JSON"):
+        results.load(p)
+    with pytest.raises(results.ResultError, match=r"t\.json: mentions sam3d-bench-result/1 but is not valid JSON"):
+        results.load_many([tmp_path])
+
+
+def test_load_many_merges_files_and_folders(tmp_path, make_result):
+    a = make_result(variant="release", on_ms=ON, off_ms=OFF)
+    b = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    c = make_result(variant="vulkan-ubsan", backend="Vulkan", on_ms=ON, off_ms=OFF)
+    results.write(tmp_path / "ci" / "job1" / "deep" / "release.json", a)
+    results.write(tmp_path / "ci" / "job2" / "cpu-asan.json", b)
+    (tmp_path / "ci" / "job2" / "compile_commands.json").write_text('[{"file": "x.c"}]')
+    (tmp_path / "ci" / "job2" / "notes.txt").write_text("not json")
+    single = results.write(tmp_path / "elsewhere" / "vk.json", c)
+    got = results.load_many([tmp_path / "ci", single, tmp_path / "ci" / "job2" / "cpu-asan.json"])
+    assert [r["variant"] for r in got] == ["release", "cpu-asan", "vulkan-ubsan"]   # duplicate path kept once
+    _, header, rows = parse(report.render(got))
+    assert {r["variant"] for r in rows} == {"release", "cpu-asan", "vulkan-ubsan"}
+    assert len(rows) == 6
+
+
+def test_load_many_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(results.ResultError, match="holds no sam3d-bench-result/1 result files"):
+        results.load_many([tmp_path / "empty"])
+    with pytest.raises(results.ResultError, match="no such file or folder"):
+        results.load_many([tmp_path / "missing"])
+
+
+# --- evidence -------------------------------------------------------------------------------
+
+def test_write_evidence_accepted(tmp_path, make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
+    (tmp_path / "run1").mkdir()
+    (tmp_path / "run1" / "NOT-ACCEPTED").write_text("stale")
+    (tmp_path / "run1" / "build.log").write_text("kept")
+    d = report.write_evidence(rs, tmp_path / "run1")
+    assert d == tmp_path / "run1"
+    assert not (d / "NOT-ACCEPTED").exists()
+    assert (d / "build.log").read_text() == "kept"
+    assert (d / "timings.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (d / "table.md").read_text()
+    assert table.startswith("# run1\n")
+    assert "NOT ACCEPTED" not in table
+    assert report.render(rs) in table
+    assert sorted(results.load_many([d / "results"]), key=lambda r: r["variant"]) == sorted(rs, key=lambda r: r["variant"])
+
+
+def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF),
+          make_result(variant="vulkan-ubsan", status="failed", reason="build failed: glslc missing",
+                      on_ms=None, off_ms=None)]
+    d = report.write_evidence(rs, tmp_path / "run2")
+    marker = (d / "NOT-ACCEPTED").read_text()
+    assert "build failed: glslc missing" in marker
+    table = (d / "table.md").read_text()
+    assert "**NOT ACCEPTED** as evidence" in table
+    assert "FAILED: build failed: glslc missing" in table
+    assert len(list((d / "results").glob("*.json"))) == 2
+    assert (d / "timings.png").is_file()
+
+
+def test_write_evidence_caller_reason(tmp_path, make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF)]
+    with pytest.raises(report.ReportError, match="needs a reason"):
+        report.write_evidence(rs, tmp_path / "r", accepted=False)
+    d = report.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
+    assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
+    # an accepted rewrite clears the marker and replaces stale result copies
+    report.write_evidence(rs, d)
+    assert not (d / "NOT-ACCEPTED").exists()
+    assert len(list((d / "results").glob("*.json"))) == 1
+
+
+# --- compare --------------------------------------------------------------------------------
+
+def test_compare_flags_a_real_change(tmp_path, make_result):
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
+    results.write(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=[x + 0.05 for x in OFF]))
+    md = report.compare(tmp_path / "a", tmp_path / "b")
+    _, header, rows = parse(md)
+    on, off = by(rows, batching="on"), by(rows, batching="off")
+    assert on["change"] == "**faster** (beyond spread)"
+    assert on["B/A"] == "0.900"
+    assert off["change"] == "within spread"       # +0.05 ms against an IQR of ~0.95 ms
+    assert "1 of 2 rows changed beyond the spread" in md
+
+
+def test_compare_one_sided_and_failed_rows(tmp_path, make_result):
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
+    results.write(tmp_path / "a" / "x.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
+    results.write(tmp_path / "b" / "r.json", make_result(status="failed", reason="timeout", on_ms=None, off_ms=None))
+    _, _, rows = parse(report.compare(tmp_path / "a", tmp_path / "b"))
+    assert by(rows, variant="cpu-asan", batching="on")["change"] == "only in A"
+    for mode in ("on", "off"):   # the failed B result stands against both of A's rows
+        row = by(rows, variant="release", batching=mode)
+        assert (row["B median ms"], row["change"]) == ("FAILED: timeout", "not comparable (failed)")
+    assert by(rows, variant="release", batching="on")["A median ms"] == "95.950"
+    assert [r for r in rows if r["batching"] == "-"] == []
+
+
+def test_compare_refuses_different_profiles(tmp_path, make_result, capsys):
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF, profile_sha="a" * 64))
+    results.write(tmp_path / "b" / "r.json", make_result(on_ms=ON, off_ms=OFF, profile_sha="b" * 64))
+    with pytest.raises(report.ProfileMismatch) as e:
+        report.compare(tmp_path / "a", tmp_path / "b")
+    assert "a" * 64 in str(e.value) and "b" * 64 in str(e.value)
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "refusing to compare runs on different profiles" in capsys.readouterr().err
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+def test_cli_report(tmp_path, make_result, capsys):
+    results.write(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
+    results.write(tmp_path / "other.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
+    rc = cli.main(["report", "--name", "merged", "--out", str(tmp_path / "diag"),
+                   str(tmp_path / "in"), str(tmp_path / "other.json")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    _, _, rows = parse(out)
+    assert {r["variant"] for r in rows} == {"release", "cpu-asan"}
+    d = tmp_path / "diag" / "merged"
+    assert (d / "table.md").is_file() and (d / "timings.png").is_file()
+    assert not (d / "NOT-ACCEPTED").exists()
+    assert f"evidence in {d}" in out
+
+
+def test_cli_report_failed_and_bad_input(tmp_path, make_result, capsys):
+    results.write(tmp_path / "in" / "f.json", make_result(status="failed", reason="boom", on_ms=None, off_ms=None))
+    assert cli.main(["report", "--name", "f", "--out", str(tmp_path), str(tmp_path / "in")]) == 1
+    assert (tmp_path / "f" / "NOT-ACCEPTED").read_text().strip().endswith("boom")
+    assert cli.main(["report", "--out", str(tmp_path), str(tmp_path / "nope")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
