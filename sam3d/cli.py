@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from . import conan, ctest, paths, system, variants
 
@@ -100,6 +101,38 @@ def cmd_ctest(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Renders result files/folders into the one table (stdout) and an evidence folder."""
+    from . import report, results
+
+    name = args.name or time.strftime("report-%Y%m%d-%H%M%S")
+    out = Path(args.out) if args.out else paths.diagnostics_dir()
+    try:
+        rs = results.load_many(args.paths)
+        print(report.render(rs), end="")
+        folder = report.write_evidence(rs, out / name)
+    except (results.ResultError, report.ReportError) as e:
+        print(f"sam3d report: {e}", file=sys.stderr)
+        return 2
+    problems = report.problems(rs)
+    print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
+          + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / report.NOT_ACCEPTED_FILE})"
+             if problems else ""))
+    return 1 if problems else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Prints the table of run B's medians against run A's."""
+    from . import report, results
+
+    try:
+        print(report.compare(args.a, args.b), end="")
+    except (results.ResultError, report.ReportError) as e:
+        print(f"sam3d compare: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Builds the variants, runs the benchmark driver on every backend each has, writes the results
     and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/bench.py)."""
@@ -145,6 +178,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("-L", "--label", default="normal")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
     s.set_defaults(func=cmd_ctest)
+
+    s = sub.add_parser("report", help="render result files/folders into one table and an evidence folder")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="result files, or folders searched recursively")
+    s.add_argument("--name", help="the evidence folder's name (default report-<date>-<time>)")
+    s.add_argument("--out", metavar="DIR", help="where the evidence folder goes (default generated/diagnostics)")
+    s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("compare", help="compare two runs' medians (B over A); refuses different profiles")
+    s.add_argument("a", metavar="A", help="folder (or file) of the baseline run")
+    s.add_argument("b", metavar="B", help="folder (or file) of the run compared with it")
+    s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("bench", help="build, then run the transfer benchmark in each variant and backend; "
                                      "writes generated/diagnostics/<run-name>/")
