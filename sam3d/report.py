@@ -201,6 +201,15 @@ def _bytes(counters: dict) -> str:
     return f"{up:,} / {down:,}{mark}"
 
 
+def _floor_ratio(result: dict, median_ms: float) -> str:
+    """The row's median over the transfer floor measured in the same run (the profile's bytes
+    as two large pinned copies; sam3d_bench's extra.transfer_floor), or "" without one."""
+    floor = (result.get("extra") or {}).get("transfer_floor")
+    if not isinstance(floor, dict) or not floor.get("median_ms"):
+        return ""
+    return f"{median_ms / floor['median_ms']:.1f}x ({_ms(floor['median_ms'])})"
+
+
 def _profile(result: dict) -> str:
     p = result.get("profile")
     return f"{p['sha256'][:12]} v{p['version']}" if isinstance(p, dict) else "-"
@@ -272,7 +281,8 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
         Column("min-max ms", "right", False), Column("n", "right"),
         Column("async up/down", "right"), Column("sync up/down", "right"),
         Column("bytes up/down", "right"), Column("fallbacks"),
-        Column("speedup", "right", False), Column("outputs identical"), Column("profile")]
+        Column("speedup", "right", False), Column("x floor", "right", False),
+        Column("outputs identical"), Column("profile")]
 
     table = []
     for w in all_rows:
@@ -290,7 +300,8 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
                 "async up/down": f"{c['async_uploads']}/{c['async_downloads']}",
                 "sync up/down": f"{c['sync_uploads']}/{c['sync_downloads']}",
                 "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
-                "speedup": str(speedups[id(w)]) if id(w) in speedups else ""})
+                "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
+                "x floor": _floor_ratio(r, s.median)})
         else:
             cells["median ms"] = f"FAILED: {r['reason']}"
         table.append(cells)
@@ -311,6 +322,10 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
                  f"and {PROFILE_BYTES_DOWNLOADED:,} downloaded"
                  + ("; * marks rows that differ from them." if any(
                      row.get("bytes up/down", "").endswith("*") for row in table) else "."))
+    if any(row.get("x floor") for row in table):
+        notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes "
+                     "as one host-to-device and one device-to-host copy from pinned memory; its median ms in "
+                     "parentheses).")
     if duplicated:
         notes.append("run: #i is the i-th result given; two results share a configuration and host.")
     for w in all_rows:

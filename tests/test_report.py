@@ -354,3 +354,21 @@ def test_cli_report_failed_and_bad_input(tmp_path, make_result, capsys):
     assert (tmp_path / "f" / "NOT-ACCEPTED").read_text().strip().endswith("boom")
     assert cli.main(["report", "--out", str(tmp_path), str(tmp_path / "nope")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_floor_column_is_the_median_over_the_same_runs_floor(make_result):
+    r = make_result(on_ms=ON, off_ms=OFF)
+    r["extra"]["transfer_floor"] = {"median_ms": 5.0}
+    caption, header, rows = parse(report.render([r, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]))
+    assert "x floor" in header
+    rel = [row for row in rows if row.get("variant") == "release"]
+    asan = [row for row in rows if row.get("variant") == "cpu-asan"]
+    # off median 100.95 / 5.0 = 20.19 -> "20.2x"; on 95.95 / 5.0 = 19.19 -> "19.2x"
+    assert by(rel, batching="off")["x floor"] == "20.2x (5.000)"
+    assert by(rel, batching="on")["x floor"] == "19.2x (5.000)"
+    assert all(row["x floor"] == "" for row in asan)
+
+
+def test_no_floor_column_without_a_floor(make_result):
+    _, header, _ = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    assert "x floor" not in header
