@@ -157,3 +157,34 @@ def build(v: Variant, log: Path | None = None) -> None:
 def create(v: Variant, log: Path | None = None) -> None:
     """`conan create` the core package for a variant (package_id per variant)."""
     run(["create", str(paths.root()), *profile_args(v), "--build=missing"], log=log)
+
+
+def _capture(args: list[str]) -> str:
+    r = subprocess.run([paths.tool("conan"), *args], capture_output=True, text=True, env=env())
+    if r.returncode != 0:
+        raise ConanError(f"`conan {' '.join(args)}` failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def ggml_packages() -> tuple[str, dict]:
+    """(latest GGML recipe revision, {package_id: info}) in the project's Conan home."""
+    data = json.loads(_capture(["list", f"{GGML_REF}#latest:*", "--format=json"]))
+    refs = data.get("Local Cache", {})
+    if not refs:
+        raise ConanError(f"{GGML_REF} is not in {paths.conan_home()}: run `nox -s build`")
+    (ref,) = refs.values()
+    ((rev, body),) = ref["revisions"].items()
+    return rev, body.get("packages", {})
+
+
+def ggml_package_folder(v: Variant) -> Path:
+    """The package folder of the variant's GGML binary (exactly one must match its settings)."""
+    rev, pkgs = ggml_packages()
+    matches = [pid for pid, p in pkgs.items()
+               if p["info"]["settings"]["build_type"] == v.build_type
+               and p["info"]["settings"].get("compiler.sanitizer") == v.sanitizer
+               and p["info"]["options"]["vulkan"] == str(v.vulkan)]
+    if len(matches) != 1:
+        raise ConanError(f"{v.name}: {len(matches)} GGML binaries match (want 1): {matches}; "
+                         f"run `nox -s build -- {v.name}`")
+    return Path(_capture(["cache", "path", f"{GGML_REF}#{rev}:{matches[0]}"]).strip())

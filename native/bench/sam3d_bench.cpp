@@ -519,6 +519,46 @@ ggml_backend_t make_backend(const Options & o) {
 #endif
 }
 
+// The transfer floor: the profile's bytes as two large copies from and to pinned host memory
+// (ggml_backend_dev_host_buffer_type), host to device then device to host, through GGML
+// directly (not the core): the least a per-image transfer can cost on this device. Null when
+// the device has no host buffer type (CPU).
+json measure_floor(ggml_backend_t backend, ggml_backend_dev_t dev, size_t up_bytes, size_t down_bytes, int warmups,
+                   int images) {
+    ggml_backend_buffer_type_t host_buft = ggml_backend_dev_host_buffer_type(dev);
+    if (host_buft == nullptr) return nullptr;
+    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(host_buft, std::max(up_bytes, down_bytes));
+    if (host == nullptr) die(1, "floor: allocating pinned host memory failed");
+    const bool pinned = ggml_backend_buffer_get_type(host) == host_buft;
+    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_bytes));
+    ggml_tensor * down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_bytes));
+    ggml_backend_buffer_t dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    if (dbuf == nullptr) die(1, "floor: allocating device tensors failed");
+    auto * mem = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
+    std::memset(mem, 0x5a, std::max(up_bytes, down_bytes));
+    std::vector<double> h2d, d2h, total;
+    for (int i = 0; i < warmups + images; ++i) {
+        const double t0 = now_ms();
+        ggml_backend_tensor_set(up, mem, 0, up_bytes);
+        const double t1 = now_ms();
+        ggml_backend_tensor_get(down, mem, 0, down_bytes);
+        const double t2 = now_ms();
+        if (i >= warmups) {
+            h2d.push_back(t1 - t0);
+            d2h.push_back(t2 - t1);
+            total.push_back(t2 - t0);
+        }
+    }
+    ggml_backend_buffer_free(dbuf);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(host);
+    return json{{"median_ms", median(total)}, {"h2d_median_ms", median(h2d)}, {"d2h_median_ms", median(d2h)},
+                {"samples_ms", total}, {"upload_bytes", up_bytes}, {"download_bytes", down_bytes},
+                {"pinned", pinned}, {"how", "two ggml_backend_tensor_set/get of the profile's bytes from pinned host memory"}};
+}
+
 // Driver overhead: the same replay loop (same call count, same sessions) with empty transfers
 // and a one-element graph per call, and with no graph at all; per image ms.
 json measure_overhead(ggml_backend_t backend, sam3d_session * sessions[2], size_t n_graphs, int warmups, int images) {
@@ -684,6 +724,8 @@ int bench(const Options & o) {
 
     std::fprintf(stderr, "sam3d_bench: measuring driver overhead (empty transfers, trivial graphs)\n");
     const json overhead = measure_overhead(backend, sessions, profile.graphs.size(), o.warmups, o.images);
+    std::fprintf(stderr, "sam3d_bench: measuring the transfer floor (two pinned copies of the profile's bytes)\n");
+    const json floor = measure_floor(backend, dev, profile.upload_bytes, profile.download_bytes, o.warmups, o.images);
 
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -703,6 +745,7 @@ int bench(const Options & o) {
          {{"driver_overhead_ms_per_image", overhead.at("trivial_graphs_off").at("median_ms")},
           {"driver_overhead", overhead},
           {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024u},
+          {"transfer_floor", floor},
           {"device_tensor_bytes", device_bytes},
           {"ggml_device", {{"name", props.name ? props.name : ""},
                            {"description", props.description ? props.description : ""},
