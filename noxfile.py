@@ -47,3 +47,17 @@ def bench(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """Render result files or evidence folders into the one table (`python -m sam3d report`)."""
     _sam3d(session, "report")
+
+
+@nox.session(tags=["device"])
+def device(session: nox.Session) -> None:
+    """On a machine with an NVIDIA GPU and the build tools: `ctest -L device` in the Vulkan
+    variants (without a GPU every case reports "skipped: no GPU")."""
+    _sam3d(session, "ctest", "-L", "device", "vulkan-ubsan", "release")
+
+
+@nox.session(tags=["device"])
+def bundle(session: nox.Session) -> None:
+    """Pack the GPU variants into build/bundle/sam3d-device.tar.gz for a GPU machine that has
+    only the driver and python3; bring its results back with `python -m sam3d device-import`."""
+    _sam3d(session, "bundle")

@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from pathlib import Path
 
 from . import conan, ctest, paths, system, variants
 
@@ -146,6 +147,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz."""
+    from . import bundle
+
+    vs = bundle.gpu_variants()
+    failed = build_variants(vs)
+    if failed:
+        print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
+        return 1
+    try:
+        tarball = bundle.make()
+    except (bundle.BundleError, conan.ConanError) as e:
+        print(f"sam3d bundle: {e}", file=sys.stderr)
+        return 1
+    print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB; "
+          f"variants {', '.join(v.name for v in vs)}); on the GPU machine: "
+          f"tar xzf {tarball.name} && python3 sam3d-device/run.py --out results", flush=True)
+    return 0
+
+
+def cmd_device_import(args: argparse.Namespace) -> int:
+    """Renders the raw files of the bundle's run.py into result files and the one table."""
+    from . import bench, bundle
+
+    try:
+        rd, _, accepted = bundle.import_results(args.raw, name=args.name)
+    except (bundle.BundleError, bench.BenchError) as e:
+        print(f"sam3d device-import: {e}", file=sys.stderr)
+        return 2
+    print(f"sam3d device-import: evidence in {rd}{'' if accepted else ' (NOT ACCEPTED)'}")
+    return 0 if accepted else 1
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -198,6 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--warmups", type=_non_negative, default=5, help="warm-up images per batching mode (default 5)")
     s.add_argument("--no-build", action="store_true", help="measure the drivers already built")
     s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
+                                      "with only a GPU driver and python3")
+    s.set_defaults(func=cmd_bundle)
+
+    s = sub.add_parser("device-import", help="wrap the bundle runner's raw files into result files and render them")
+    s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
+    s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
+    s.set_defaults(func=cmd_device_import)
 
     args = p.parse_args(argv)
     try:

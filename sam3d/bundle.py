@@ -1,0 +1,216 @@
+"""`python -m sam3d bundle` / `device-import`: GPU runs on a machine with only a driver and python3.
+
+The GPU machine has neither a package registry nor build tools, so the work is split in two:
+
+1. Here, `make()` packs the GPU-capable variants (those with Vulkan) into one relocatable
+   bundle, build/bundle/sam3d-device.tar.gz: per variant the device tests, the benchmark
+   driver, GGML's libraries and the shared libraries they need that a bare GPU host may lack
+   (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
+   build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
+   (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/bundle_run.py), which
+   needs only python3. Every ELF file's required glibc is checked against GLIBC_MAX.
+2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
+   GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
+3. Back here, `import_results()` wraps the raw driver output into result files of the schema
+   in sam3d/results.py, with the build facts from the manifest and the GPU host's machine
+   facts, and renders them with the same report step as `nox -s bench`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from . import bench, conan, paths, profile, variants
+
+BUNDLE_NAME = "sam3d-device"
+# Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
+GLIBC_MAX = (2, 39)
+# Libraries a bare GPU host has (glibc, the C++ runtime, which must not be older than the
+# NVIDIA driver's needs) and so are never shipped.
+SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*|libstdc\+\+|libgcc_s)\.so")
+
+
+class BundleError(RuntimeError):
+    pass
+
+
+def gpu_variants() -> list[variants.Variant]:
+    return [v for v in variants.VARIANTS if v.vulkan]
+
+
+def _run(cmd: list[str]) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise BundleError(f"`{' '.join(cmd)}` failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def _needed_libs(elf: Path, env: dict[str, str]) -> dict[str, Path]:
+    """{soname: resolved path} that ldd reports for an ELF file."""
+    r = subprocess.run(["ldd", str(elf)], capture_output=True, text=True, env=env)
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*(\S+) => (/\S+)", line)
+        if m:
+            out[m.group(1)] = Path(m.group(2))
+        elif "not found" in line:
+            raise BundleError(f"{elf}: {line.strip()}")
+    return out
+
+
+def glibc_required(elf: Path) -> tuple[int, int]:
+    """The highest GLIBC_x.y version an ELF file's symbols require (objdump -T)."""
+    best = (0, 0)
+    for m in re.finditer(r"GLIBC_(\d+)\.(\d+)", _run(["objdump", "-T", str(elf)])):
+        best = max(best, (int(m.group(1)), int(m.group(2))))
+    return best
+
+
+def _split_debug(elf: Path, debug_dir: Path) -> None:
+    """Moves DWARF into debug_dir/<name>.debug and links it back (gnu-debuglink)."""
+    dbg = debug_dir / (elf.name + ".debug")
+    _run(["objcopy", "--only-keep-debug", str(elf), str(dbg)])
+    _run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + str(dbg), str(elf)])
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def make(out_dir: Path | None = None) -> Path:
+    """Builds the bundle from the already-built GPU variants; returns the tarball's path."""
+    out_dir = out_dir or paths.root() / "build" / "bundle"
+    stage = out_dir / BUNDLE_NAME
+    debug = out_dir / f"{BUNDLE_NAME}-debug"
+    for d in (stage, debug):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    prof = {"sha256": profile.sha256(), "version": profile.load()["version"]}
+    shutil.copy2(profile.path(), stage / "profile.json")
+    shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
+    commit, dirty = bench.git_commit()
+    manifest: dict = {
+        "bundle": BUNDLE_NAME,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "build_machine": bench.machine(),
+        "glslc": bench.glslc_version(),
+        "glibc_max": ".".join(map(str, GLIBC_MAX)),
+        "profile": {"path": "profile.json", "sha256": prof["sha256"], "version": prof["version"]},
+        "variants": {},
+    }
+    for v in gpu_variants():
+        build = paths.build_dir(v.name, v.build_type)
+        binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
+                    "sam3d_bench": build / "bench" / "sam3d_bench"}
+        for name, src in binaries.items():
+            if not src.is_file():
+                raise BundleError(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
+        vdir = stage / v.name
+        (vdir / "bin").mkdir(parents=True)
+        (vdir / "lib").mkdir()
+        (debug / v.name).mkdir()
+        ggml_lib = conan.ggml_package_folder(v) / "lib"
+        env = dict(os.environ, LD_LIBRARY_PATH=str(ggml_lib))
+        # The closure of what the binaries need, by soname (ldd resolves transitive needs).
+        libs: dict[str, Path] = {}
+        for src in binaries.values():
+            libs.update({k: p for k, p in _needed_libs(src, env).items() if not SYSTEM_LIBS.match(k)})
+        files = []
+        for name, src in binaries.items():
+            dst = vdir / "bin" / name
+            shutil.copy2(src, dst)
+            files.append(dst)
+        for soname, src in sorted(libs.items()):
+            dst = vdir / "lib" / soname
+            shutil.copy2(src.resolve(), dst)
+            files.append(dst)
+        too_new = []
+        for f in files:
+            f.chmod(0o755)
+            _split_debug(f, debug / v.name)
+            need = glibc_required(f)
+            if need > GLIBC_MAX:
+                too_new.append(f"{f.name} needs GLIBC_{need[0]}.{need[1]}")
+        if too_new:
+            raise BundleError(f"binaries need a glibc newer than {manifest['glibc_max']} (the GPU host's): "
+                              + "; ".join(too_new) + ". Build the bundle on Debian 12.")
+        b, x, problems = bench.build_info(v, manifest["glslc"])
+        if problems:
+            raise BundleError("; ".join(problems))
+        manifest["variants"][v.name] = {
+            "build": b,
+            "extra": x,
+            "sanitizer": v.sanitizer,
+            "files": {str(f.relative_to(stage)): _sha256(f) for f in files},
+        }
+    (stage / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    tarball = out_dir / f"{BUNDLE_NAME}.tar.gz"
+    with tarfile.open(tarball, "w:gz") as t:
+        t.add(stage, arcname=BUNDLE_NAME)
+    with tarfile.open(out_dir / f"{BUNDLE_NAME}-debug.tar.gz", "w:gz") as t:
+        t.add(debug, arcname=f"{BUNDLE_NAME}-debug")
+    return tarball
+
+
+def import_results(raw_dir: Path, name: str | None = None) -> tuple[Path, list[dict], bool]:
+    """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
+    result files in generated/diagnostics/<name>/ and renders the one table.
+
+    Returns (evidence folder, results, accepted)."""
+    summary_path = raw_dir / "summary.json"
+    if not summary_path.is_file():
+        raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.py wrote (--out)")
+    summary = json.loads(summary_path.read_text())
+    manifest = summary["manifest"]
+    prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
+    name = name or f"device-{summary['machine']['hostname']}"
+    rd = bench.run_dir_for(name)
+    written, reasons, tests = [], [], []
+    for vname, vrun in summary["variants"].items():
+        v = variants.get(vname)
+        vm = manifest["variants"][vname]
+        extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
+                 "build_machine": manifest["build_machine"]}
+        raw = raw_dir / vrun["driver_output"] if vrun.get("driver_output") else None
+        doc = json.loads(raw.read_text()) if raw and raw.is_file() else None
+        status, reason = "ok", None
+        if doc is None:
+            status, reason = "failed", vrun.get("error") or "the driver wrote no output"
+        r = bench.wrap(v, "vulkan", doc, status=status, reason=reason, prof=prof, machine_info=summary["machine"],
+                       commit=manifest["git_commit"], build=vm["build"], extra=extra)
+        if status == "ok":
+            problems = bench.check(r)
+            if problems:
+                r["status"], r["reason"] = "failed", "; ".join(problems)
+        if r["status"] != "ok":
+            reasons.append(f"{vname}: {r['reason']}")
+        bench.write_result(rd / f"{vname}-vulkan.json", r)
+        written.append(r)
+        for kind, t in (vrun.get("device_tests") or {}).items():
+            tests.append(f"| {vname} | {kind} | {t['passed']} | {t['failed']} | {t['skipped']} | "
+                         f"{t['diagnostic_kernel_timestamp_total_ms'] or ''} |")
+            if t["failed"] or t["exit_code"] or not t["passed"]:
+                reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
+                               f"{t['skipped']} skipped, exit {t['exit_code']}")
+    accepted = not reasons
+    bench.report_evidence(written, rd, accepted, "; ".join(reasons) or None)
+    text = "\n".join([f"# Device tests on {summary['machine']['hostname']} ({summary['machine'].get('gpu', '')})", "",
+                      "| variant | run | passed | failed | skipped | kernel timestamps ms (diagnostic) |",
+                      "| --- | --- | --- | --- | --- | --- |", *tests, "",
+                      "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+                      "with an extra synchronization before compute, never production latency."]) + "\n"
+    (rd / "device-tests.md").write_text(text)
+    print(text, flush=True)
+    return rd, written, accepted

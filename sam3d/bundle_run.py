@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Runs the sam3d device bundle on a GPU machine: device tests and the benchmark.
+
+Usage: python3 sam3d-device/run.py --out DIR [--images N] [--warmups N] [VARIANT...]
+
+Needs only python3 (standard library) and the GPU driver: the bundle carries the binaries,
+GGML's libraries, the Vulkan loader and sanitizer runtimes. Per variant it runs
+  - the device tests (GoogleTest), once plainly and once with GGML_VK_PERF_LOGGER=1
+    (GGML's kernel timestamps: a diagnostic, never production latency),
+  - the benchmark driver on Vulkan device 0 (batching on and off, the transfer floor),
+and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
+reports (GoogleTest JSON), the driver outputs and logs. Each file stays well under 16 MiB.
+Back on the build machine: `python -m sam3d device-import DIR`.
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
+NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
+               "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
+
+
+def machine():
+    cpu = platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    os_name = platform.platform()
+    try:
+        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', Path("/etc/os-release").read_text(), re.M)
+        if m:
+            os_name = f"{m.group(1)} (Linux {platform.release()})"
+    except OSError:
+        pass
+    gpu = ""
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"hostname": socket.gethostname(), "cpu": cpu, "os": os_name,
+            "glibc": os.confstr("CS_GNU_LIBC_VERSION"), "gpu": gpu}
+
+
+def variant_env(name, sanitizer):
+    env = dict(os.environ)
+    lib = HERE / name / "lib"
+    env["LD_LIBRARY_PATH"] = str(lib) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if not any(Path(p).is_file() for p in NVIDIA_ICDS[:2]) and Path(NVIDIA_ICDS[2]).is_file():
+        env.setdefault("VK_DRIVER_FILES", NVIDIA_ICDS[2])
+    env.pop("SAM3D_BATCHED_TRANSFERS", None)
+    env.pop("GGML_VK_PERF_LOGGER", None)
+    if sanitizer and "UndefinedBehavior" in sanitizer:
+        env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    return env
+
+
+def gtest_counts(report):
+    """(passed, failed, skipped) from a GoogleTest JSON report."""
+    passed = failed = skipped = 0
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
+                skipped += 1
+            elif t.get("failures"):
+                failed += 1
+            else:
+                passed += 1
+    return passed, failed, skipped
+
+
+def run_tests(name, env, out, perf_logger):
+    tag = "device-tests-perf-logger" if perf_logger else "device-tests"
+    report = out / f"{name}-{tag}.json"
+    log = out / f"{name}-{tag}.log"
+    env = dict(env)
+    if perf_logger:
+        env["GGML_VK_PERF_LOGGER"] = "1"
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_device_tests"), f"--gtest_output=json:{report}"],
+                            env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    counts = gtest_counts(json.loads(report.read_text())) if report.is_file() else (0, 0, 0)
+    # GGML's perf logger prints per-op kernel timestamps; keep their total as a diagnostic.
+    kernel_ms = None
+    if perf_logger:
+        total = 0.0
+        for line in log.read_text(errors="replace").splitlines():
+            m = re.search(r"Total time: ([0-9.]+) (us|ms)", line)
+            if m:
+                total += float(m.group(1)) / (1000.0 if m.group(2) == "us" else 1.0)
+        kernel_ms = total or None
+    return {"exit_code": rc, "passed": counts[0], "failed": counts[1], "skipped": counts[2],
+            "seconds": round(time.monotonic() - t0, 1), "report": report.name, "log": log.name,
+            "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms}
+
+
+def run_bench(name, env, out, images, warmups):
+    env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
+    dst = out / f"{name}-vulkan.driver.json"
+    log = out / f"{name}-vulkan.driver.log"
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
+                             "--backend", "vulkan", "--device", "0", "--images", str(images),
+                             "--warmups", str(warmups), "--out", str(dst)],
+                            env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    r = {"exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
+         "driver_output": dst.name if dst.is_file() else None}
+    if rc != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(tail)
+    return r
+
+
+def main():
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--images", type=int, default=20)
+    p.add_argument("--warmups", type=int, default=5)
+    p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
+    a = p.parse_args()
+    names = a.variants or list(manifest["variants"])
+    unknown = [n for n in names if n not in manifest["variants"]]
+    if unknown:
+        sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
+    a.out.mkdir(parents=True, exist_ok=True)
+    summary = {"machine": machine(), "manifest": manifest, "variants": {}}
+    ok = True
+    for i, name in enumerate(names, 1):
+        env = variant_env(name, manifest["variants"][name]["sanitizer"])
+        v = {}
+        if not a.skip_tests:
+            for perf in (False, True):
+                print(f"[{i}/{len(names)}] {name}: device tests{' (GGML_VK_PERF_LOGGER=1)' if perf else ''}", flush=True)
+                t = run_tests(name, env, a.out, perf)
+                print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s)", flush=True)
+                v.setdefault("device_tests", {})["perf_logger" if perf else "plain"] = t
+                # On the GPU machine every case must run: all skipped means no GPU was found.
+                ok &= t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0
+        print(f"[{i}/{len(names)}] {name}: benchmark ({a.warmups} warm-ups, {a.images} images)", flush=True)
+        v.update(run_bench(name, env, a.out, a.images, a.warmups))
+        print(f"    exit {v['exit_code']} ({v['seconds']} s)", flush=True)
+        ok &= v["exit_code"] == 0
+        summary["variants"][name] = v
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"run.py: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
