@@ -37,6 +37,13 @@ GLIBC_MAX = (2, 39)
 SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*|libstdc\+\+|libgcc_s)\.so")
 
 
+# NVIDIA's Vulkan driver (libGLX_nvidia.so.0) resolves GL dispatch through libglvnd at run
+# time (not as a NEEDED entry): without libGLdispatch.so.0 vkCreateInstance fails with
+# VK_ERROR_INCOMPATIBLE_DRIVER, as seen on the H200 host. Debian packages libglvnd0, libglx0.
+GLVND_LIBS = {"libGLdispatch.so.0": "libglvnd0", "libGLX.so.0": "libglx0"}
+GLVND_DIR = Path("/usr/lib/x86_64-linux-gnu")
+
+
 class BundleError(RuntimeError):
     pass
 
@@ -127,6 +134,10 @@ def make(out_dir: Path | None = None) -> Path:
         libs: dict[str, Path] = {}
         for src in binaries.values():
             libs.update({k: p for k, p in _needed_libs(src, env).items() if not SYSTEM_LIBS.match(k)})
+        for soname, package in GLVND_LIBS.items():
+            if not (GLVND_DIR / soname).exists():
+                raise BundleError(f"{GLVND_DIR / soname} is missing: install the Debian package {package}")
+            libs[soname] = GLVND_DIR / soname
         files = []
         for name, src in binaries.items():
             dst = vdir / "bin" / name
