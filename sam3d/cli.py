@@ -11,7 +11,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from pathlib import Path
 
 from . import conan, ctest, paths, system, variants
 

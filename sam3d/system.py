@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -178,7 +177,3 @@ def vulkan_include_dir() -> Path | None:
 def has_nvidia_gpu() -> bool:
     return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None and \
         subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
-
-
-def python() -> str:
-    return sys.executable

@@ -8,8 +8,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
