@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -69,6 +72,31 @@ struct Range {
     size_t index;
 };
 
+// One call's staging (a ring region or heap slots) and completion state (queued and zero-copy
+// calls; see transfer.h).
+struct Ticket {
+    uint64_t id = 0;
+    bool ring = false;          // [begin, end) of the staging buffer is held
+    size_t begin = 0;
+    size_t end = 0;
+    std::unique_ptr<uint8_t[]> heap;  // fallback slots
+    std::vector<std::pair<uint8_t *, size_t>> slots;  // a reservation's slots
+    sam3d_fallback reason = SAM3D_FALLBACK_COUNT;     // why a reservation is not pinned (batching on)
+    ggml_backend_event_t event = nullptr;
+    bool submitted = false;     // a queued call whose completion is not reported yet
+    bool done = false;          // completion known
+    bool reported = false;      // completion reported to the caller (slots released at next reserve)
+    sam3d_status status = SAM3D_OK;
+    std::string message;
+    struct Copy {
+        void * dst;
+        const uint8_t * src;
+        size_t size;
+    };
+    std::vector<Copy> copies;   // a copying queued call's outputs, copied at the wait
+    std::vector<size_t> down_sizes;
+};
+
 }  // namespace
 
 struct sam3d_session {
@@ -86,9 +114,33 @@ struct sam3d_session {
     sam3d_counters counters{};
     std::vector<Range> ranges;     // validation scratch, reused across calls
     std::vector<size_t> offsets;   // staging offsets of this call, reused across calls
+    // Zero-copy and queued calls.
+    bool events = false;           // props.caps.events, read at creation
+    std::list<Ticket> tickets;     // submitted calls holding staging or awaiting their wait
+    std::unique_ptr<Ticket> pending;  // the current reservation
+    uint64_t next_ticket = 1;
+    size_t ring_head = 0;
+    std::vector<const uint8_t *> up_ptrs;
+    std::vector<uint8_t *> down_ptrs;
+    std::vector<ggml_backend_event_t> event_pool;  // events of released tickets, for reuse
 
     explicit sam3d_session(const sam3d_ggml_seam * seam) : ggml(seam) {}
     ~sam3d_session() {
+        bool outstanding = false;
+        for (Ticket & t : tickets) {
+            outstanding = outstanding || !t.done;
+        }
+        if (outstanding) {
+            ggml.synchronize(backend);
+        }
+        for (Ticket & t : tickets) {
+            if (t.event != nullptr) {
+                ggml_backend_event_free(t.event);
+            }
+        }
+        for (ggml_backend_event_t e : event_pool) {
+            ggml_backend_event_free(e);
+        }
         if (staging != nullptr) {
             ggml_backend_buffer_free(staging);
         }
@@ -262,8 +314,8 @@ bool ensure_staging(sam3d_session & s, size_t need) {
 }
 
 // Rule 2: stage inputs, enqueue uploads, graph and downloads, synchronize once, copy outputs.
-sam3d_status run_staged(sam3d_session & s, const sam3d_call & c) {
-    uint8_t * base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging));
+sam3d_status run_staged(sam3d_session & s, const sam3d_call & c, size_t region = 0) {
+    uint8_t * base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)) + region;
     const size_t n = c.n_uploads + c.n_downloads;
     s.offsets.resize(n);
     size_t at = 0;
@@ -322,12 +374,430 @@ sam3d_status run_staged(sam3d_session & s, const sam3d_call & c) {
     return SAM3D_OK;
 }
 
+// ---- the staging ring of zero-copy and queued calls (transfer.h)
+
+bool ring_busy(const sam3d_session & s) {
+    if (s.pending && s.pending->ring) {
+        return true;
+    }
+    for (const Ticket & t : s.tickets) {
+        if (t.ring) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Completes every submitted call with one full synchronize (no-op when none is outstanding).
+void complete_all(sam3d_session & s) {
+    bool outstanding = false;
+    for (const Ticket & t : s.tickets) {
+        outstanding = outstanding || !t.done;
+    }
+    if (!outstanding) {
+        return;
+    }
+    const uint64_t t0 = now_ns();
+    s.ggml.synchronize(s.backend);
+    s.counters.synchronize_ns += now_ns() - t0;
+    for (Ticket & t : s.tickets) {
+        t.done = true;
+    }
+}
+
+// Marks every ticket complete after a synchronize the caller made.
+void mark_all_done(sam3d_session & s) {
+    for (Ticket & t : s.tickets) {
+        t.done = true;
+    }
+}
+
+// A region of `need` bytes that overlaps no held region: first fit at the ring head, then at
+// the start, then after each held region. Held regions are released only once their
+// completion is known and reported (transfer.h), so a fit never overwrites work in flight.
+bool ring_alloc(sam3d_session & s, size_t need, size_t * at) {
+    const size_t cap = s.staging != nullptr ? ggml_backend_buffer_get_size(s.staging) : 0;
+    std::vector<std::pair<size_t, size_t>> held;
+    if (s.pending && s.pending->ring) {
+        held.emplace_back(s.pending->begin, s.pending->end);
+    }
+    for (const Ticket & t : s.tickets) {
+        if (t.ring) {
+            held.emplace_back(t.begin, t.end);
+        }
+    }
+    std::vector<size_t> candidates = {s.ring_head, 0};
+    for (const auto & h : held) {
+        candidates.push_back(h.second);
+    }
+    for (size_t c : candidates) {
+        c = align_up(c, s.alignment);
+        if (c > cap || need > cap - c) {
+            continue;
+        }
+        bool free = true;
+        for (const auto & h : held) {
+            free = free && !(c < h.second && h.first < c + need);
+        }
+        if (free) {
+            *at = c;
+            s.ring_head = c + need;
+            return true;
+        }
+    }
+    return false;
+}
+
+// The ring is the staging buffer at the bound; it is never reallocated under held regions.
+bool ensure_ring(sam3d_session & s) {
+    if (s.staging != nullptr && ggml_backend_buffer_get_size(s.staging) >= SAM3D_STAGING_BOUND_BYTES) {
+        return true;
+    }
+    if (ring_busy(s)) {
+        return s.staging != nullptr;
+    }
+    return ensure_staging(s, SAM3D_STAGING_BOUND_BYTES);
+}
+
+void release_ticket(sam3d_session & s, std::list<Ticket>::iterator it) {
+    if (it->event != nullptr) {
+        s.event_pool.push_back(it->event);
+    }
+    s.tickets.erase(it);
+}
+
+sam3d_status reserve_locked(sam3d_session & s, const sam3d_slot_request * req, size_t n, void ** slots) {
+    for (size_t i = 0; i < n; ++i) {
+        if (req[i].size == 0) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[" + std::to_string(i) + "].size is 0");
+        }
+    }
+    // Slots of calls whose completion was reported are released now (transfer.h).
+    for (auto it = s.tickets.begin(); it != s.tickets.end();) {
+        auto next = std::next(it);
+        if (it->reported) {
+            release_ticket(s, it);
+        }
+        it = next;
+    }
+    s.pending.reset();
+    auto t = std::make_unique<Ticket>();
+    size_t need = 0;
+    for (size_t i = 0; i < n; ++i) {
+        need += align_up(req[i].size, s.alignment);
+    }
+    sam3d_fallback reason = SAM3D_FALLBACK_COUNT;
+    size_t at = 0;
+    if (s.batching) {
+        reason = s.static_fallback;
+        if (reason == SAM3D_FALLBACK_COUNT && need > SAM3D_STAGING_BOUND_BYTES) {
+            reason = SAM3D_FALLBACK_OVERSIZED;
+        }
+        if (reason == SAM3D_FALLBACK_COUNT && !ensure_ring(s)) {
+            reason = SAM3D_FALLBACK_PINNED_UNAVAILABLE;
+        }
+        if (reason == SAM3D_FALLBACK_COUNT && !ring_alloc(s, need, &at)) {
+            reason = SAM3D_FALLBACK_OVERSIZED;  // the ring is full of calls not yet released
+        }
+    }
+    uint8_t * base = nullptr;
+    size_t al = s.alignment;
+    if (s.batching && reason == SAM3D_FALLBACK_COUNT) {
+        t->ring = true;
+        t->begin = at;
+        t->end = at + need;
+        base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)) + at;
+    } else {
+        al = std::max<size_t>(al, 64);
+        size_t heap = 0;
+        for (size_t i = 0; i < n; ++i) {
+            heap += align_up(req[i].size, al);
+        }
+        t->heap.reset(new uint8_t[heap + al]);
+        base = t->heap.get();
+        base += (al - reinterpret_cast<uintptr_t>(base) % al) % al;
+        t->reason = s.batching ? reason : SAM3D_FALLBACK_COUNT;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; ++i) {
+        t->slots.emplace_back(base + off, req[i].size);
+        slots[i] = base + off;
+        off += align_up(req[i].size, al);
+    }
+    s.pending = std::move(t);
+    return SAM3D_OK;
+}
+
+// Uploads, graph and downloads of a batching call from/into staging: the call's slots
+// (zero-copy) or a ring region it copies through. Queued: records the completion event and
+// returns; otherwise synchronizes once.
+sam3d_status enqueue_staged(sam3d_session & s, const sam3d_call & c, Ticket & t, bool use_slots, bool queued) {
+    s.up_ptrs.resize(c.n_uploads);
+    s.down_ptrs.resize(c.n_downloads);
+    uint64_t t1 = now_ns();
+    if (use_slots) {
+        for (size_t i = 0; i < c.n_uploads; ++i) {
+            s.up_ptrs[i] = static_cast<const uint8_t *>(c.uploads[i].src);
+        }
+        for (size_t i = 0; i < c.n_downloads; ++i) {
+            s.down_ptrs[i] = static_cast<uint8_t *>(c.downloads[i].dst);
+        }
+    } else {
+        uint8_t * base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)) + t.begin;
+        size_t at = 0;
+        for (size_t i = 0; i < c.n_uploads; ++i) {
+            std::memcpy(base + at, c.uploads[i].src, c.uploads[i].size);
+            s.up_ptrs[i] = base + at;
+            at += align_up(c.uploads[i].size, s.alignment);
+        }
+        for (size_t i = 0; i < c.n_downloads; ++i) {
+            s.down_ptrs[i] = base + at;
+            at += align_up(c.downloads[i].size, s.alignment);
+        }
+        const uint64_t t2 = now_ns();
+        s.counters.copy_ns += t2 - t1;
+        t1 = t2;
+    }
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        const sam3d_upload & u = c.uploads[i];
+        s.ggml.tensor_set_async(s.backend, u.tensor, s.up_ptrs[i], u.offset, u.size);
+    }
+    if (c.graph != nullptr) {
+        if (s.perf_logger && s.drain_before_compute) {
+            const uint64_t t2 = now_ns();
+            s.counters.enqueue_ns += t2 - t1;
+            s.ggml.synchronize(s.backend);  // rule 7
+            mark_all_done(s);
+            t1 = now_ns();
+            s.counters.synchronize_ns += t1 - t2;
+        }
+        const ggml_status st = s.ggml.graph_compute_async(s.backend, c.graph);
+        if (st != GGML_STATUS_SUCCESS) {
+            const uint64_t t2 = now_ns();
+            s.counters.enqueue_ns += t2 - t1;
+            s.ggml.synchronize(s.backend);  // rule 5: nothing of the session stays outstanding
+            mark_all_done(s);
+            t.done = true;
+            s.counters.synchronize_ns += now_ns() - t2;
+            return fail(SAM3D_ERR_COMPUTE, std::string("graph compute returned ") + ggml_status_to_string(st) +
+                                               " (the session's outstanding work was completed)");
+        }
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        const sam3d_download & d = c.downloads[i];
+        s.ggml.tensor_get_async(s.backend, d.tensor, s.down_ptrs[i], d.offset, d.size);
+    }
+    uint64_t t2 = now_ns();
+    s.counters.enqueue_ns += t2 - t1;
+    if (queued) {
+        if (s.events) {
+            if (t.event == nullptr && !s.event_pool.empty()) {
+                t.event = s.event_pool.back();
+                s.event_pool.pop_back();
+            }
+            if (t.event == nullptr) {
+                t.event = ggml_backend_event_new(s.dev);
+            }
+            if (t.event != nullptr) {
+                ggml_backend_event_record(t.event, s.backend);
+            }
+        }
+        if (!use_slots) {
+            for (size_t i = 0; i < c.n_downloads; ++i) {
+                t.copies.push_back({c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size});
+            }
+        }
+        s.counters.enqueue_ns += now_ns() - t2;
+    } else {
+        s.ggml.synchronize(s.backend);
+        mark_all_done(s);
+        t.done = true;
+        t1 = now_ns();
+        s.counters.synchronize_ns += t1 - t2;
+        if (!use_slots) {
+            for (size_t i = 0; i < c.n_downloads; ++i) {
+                std::memcpy(c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size);
+            }
+            s.counters.copy_ns += now_ns() - t1;
+        }
+    }
+    s.counters.async_uploads += c.n_uploads;
+    s.counters.async_downloads += c.n_downloads;
+    s.counters.pinned_batches += 1;
+    return SAM3D_OK;
+}
+
+// Zero-copy: every descriptor's host pointer is a distinct slot of the current reservation.
+sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
+    if (!s.pending) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_ZERO_COPY without a current reservation "
+                                                "(call sam3d_session_reserve first)");
+    }
+    std::vector<bool> used(s.pending->slots.size(), false);
+    const size_t n = c.n_uploads + c.n_downloads;
+    for (size_t k = 0; k < n; ++k) {
+        const bool is_up = k < c.n_uploads;
+        const size_t i = is_up ? k : k - c.n_uploads;
+        const void * p = is_up ? c.uploads[i].src : c.downloads[i].dst;
+        const size_t size = is_up ? c.uploads[i].size : c.downloads[i].size;
+        const std::string name = where(is_up ? "uploads" : "downloads", i, is_up ? "src" : "dst");
+        size_t slot = used.size();
+        for (size_t j = 0; j < used.size(); ++j) {
+            if (s.pending->slots[j].first == p) {
+                slot = j;
+            }
+        }
+        if (slot == used.size()) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " is not a slot of the current reservation");
+        }
+        if (used[slot]) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " uses slot " + std::to_string(slot) + " a second time");
+        }
+        if (size > s.pending->slots[slot].second) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, where(is_up ? "uploads" : "downloads", i, "size") + " " +
+                                                        std::to_string(size) + " exceeds the " +
+                                                        std::to_string(s.pending->slots[slot].second) +
+                                                        " bytes of slot " + std::to_string(slot));
+        }
+        used[slot] = true;
+    }
+    return SAM3D_OK;
+}
+
+sam3d_status run_locked(sam3d_session & s, const sam3d_call & c);
+
+sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned flags, sam3d_ticket * ticket) {
+    const bool zero_copy = (flags & SAM3D_SUBMIT_ZERO_COPY) != 0;
+    const bool queued = (flags & SAM3D_SUBMIT_QUEUED) != 0;
+    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED)) != 0 || (queued && ticket == nullptr)) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, queued && ticket == nullptr ? "ticket is NULL with SAM3D_SUBMIT_QUEUED"
+                                                                             : "flags has unknown bits");
+    }
+    if (ticket != nullptr) {
+        *ticket = 0;
+    }
+    if (!zero_copy && !queued) {
+        return run_locked(s, c);  // exactly sam3d_session_run
+    }
+    const size_t n = c.n_uploads + c.n_downloads;
+    const bool use_slots = zero_copy && n > 0;
+    sam3d_status st = validate(s, c);
+    if (st == SAM3D_OK && use_slots) {
+        st = check_slots(s, c);
+    }
+    if (st != SAM3D_OK) {
+        s.counters.rejected_calls += 1;
+        return st;
+    }
+    s.counters.calls += 1;
+    std::unique_ptr<Ticket> t = use_slots ? std::move(s.pending) : std::make_unique<Ticket>();
+    t->id = s.next_ticket++;
+    bool staged = false;
+    if (s.batching && !c.synchronous) {
+        sam3d_fallback reason = SAM3D_FALLBACK_COUNT;
+        if (use_slots) {
+            reason = t->ring ? SAM3D_FALLBACK_COUNT : t->reason;
+            staged = t->ring;
+        } else {
+            reason = s.static_fallback;
+            size_t need = 0;
+            for (size_t i = 0; i < c.n_uploads; ++i) {
+                need += align_up(c.uploads[i].size, s.alignment);
+            }
+            for (size_t i = 0; i < c.n_downloads; ++i) {
+                need += align_up(c.downloads[i].size, s.alignment);
+            }
+            size_t at = 0;
+            if (reason == SAM3D_FALLBACK_COUNT && need > SAM3D_STAGING_BOUND_BYTES) {
+                reason = SAM3D_FALLBACK_OVERSIZED;
+            } else if (reason == SAM3D_FALLBACK_COUNT && need > 0 && !ensure_ring(s)) {
+                reason = SAM3D_FALLBACK_PINNED_UNAVAILABLE;
+            } else if (reason == SAM3D_FALLBACK_COUNT && need > 0 && !ring_alloc(s, need, &at)) {
+                reason = SAM3D_FALLBACK_OVERSIZED;
+            } else if (reason == SAM3D_FALLBACK_COUNT && need > 0) {
+                t->ring = true;
+                t->begin = at;
+                t->end = at + need;
+                staged = true;
+            }
+        }
+        if (reason != SAM3D_FALLBACK_COUNT) {
+            s.counters.fallbacks[reason] += 1;
+        }
+    }
+    if (staged) {
+        st = enqueue_staged(s, c, *t, use_slots, queued);
+    } else {
+        complete_all(s);  // the synchronous path may not overtake queued work
+        st = run_sync(s, c);
+        t->done = true;
+    }
+    if (st != SAM3D_OK) {
+        s.counters.failed_calls += 1;
+        t->status = st;
+        t->message = g_last_error;
+        t->copies.clear();
+    } else {
+        count_bytes(s.counters, c);
+    }
+    if (!queued) {
+        if (use_slots) {
+            t->reported = true;  // its slots stay the caller's until the next reservation
+            s.tickets.push_back(std::move(*t));
+        }
+        return st;
+    }
+    t->submitted = true;
+    *ticket = t->id;
+    s.tickets.push_back(std::move(*t));
+    return SAM3D_OK;
+}
+
+sam3d_status wait_locked(sam3d_session & s, sam3d_ticket id) {
+    auto it = std::find_if(s.tickets.begin(), s.tickets.end(),
+                           [&](const Ticket & t) { return t.id == id && t.submitted && !t.reported; });
+    if (id == 0 || it == s.tickets.end()) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "ticket " + std::to_string(id) + " is unknown or already waited");
+    }
+    Ticket & t = *it;
+    if (!t.done) {
+        const uint64_t t0 = now_ns();
+        if (t.event != nullptr) {
+            ggml_backend_event_synchronize(t.event);
+            t.done = true;
+        } else {
+            s.ggml.synchronize(s.backend);  // completes every call submitted so far
+            mark_all_done(s);
+        }
+        s.counters.synchronize_ns += now_ns() - t0;
+    }
+    if (t.status == SAM3D_OK && !t.copies.empty()) {
+        const uint64_t t0 = now_ns();
+        for (const Ticket::Copy & k : t.copies) {
+            std::memcpy(k.dst, k.src, k.size);
+        }
+        s.counters.copy_ns += now_ns() - t0;
+    }
+    t.reported = true;
+    const sam3d_status st = t.status;
+    const std::string message = t.message;
+    if (t.slots.empty()) {
+        release_ticket(s, it);  // a copying call's region is free once its outputs are copied
+    }
+    if (st != SAM3D_OK) {
+        g_last_error = message;
+    }
+    return st;
+}
+
 sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
     if (sam3d_status st = validate(s, c)) {
         s.counters.rejected_calls += 1;
         return st;
     }
     s.counters.calls += 1;
+    complete_all(s);  // no-op unless queued calls are outstanding
+    size_t region = 0;
     sam3d_status st = SAM3D_OK;
     if (!s.batching || c.synchronous) {
         st = run_sync(s, c);
@@ -343,6 +813,11 @@ sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
             }
             if (need > SAM3D_STAGING_BOUND_BYTES) {
                 reason = SAM3D_FALLBACK_OVERSIZED;
+            } else if (need > 0 && ring_busy(s)) {
+                // Zero-copy or queued calls hold parts of the staging buffer: take a free region.
+                if (!ring_alloc(s, need, &region)) {
+                    reason = SAM3D_FALLBACK_OVERSIZED;
+                }
             } else if (need > 0 && !ensure_staging(s, need)) {
                 reason = SAM3D_FALLBACK_PINNED_UNAVAILABLE;
             }
@@ -353,7 +828,7 @@ sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
         } else if (need == 0) {
             st = run_sync(s, c);  // a graph with no transfers: nothing to stage
         } else {
-            st = run_staged(s, c);
+            st = run_staged(s, c, region);
         }
     }
     if (st != SAM3D_OK) {
@@ -414,6 +889,7 @@ sam3d_status sam3d_session_create(ggml_backend_t backend, const sam3d_session_op
         if (s->host_buft != nullptr) {
             s->alignment = ggml_backend_buft_get_alignment(s->host_buft);
         }
+        s->events = props.caps.events;
         if (!props.caps.async || !props.caps.host_buffer || s->host_buft == nullptr) {
             s->static_fallback = SAM3D_FALLBACK_NO_ASYNC_CAPS;
         } else if (s->ggml.buft_get_device(s->host_buft) != s->dev) {
@@ -449,6 +925,90 @@ sam3d_status sam3d_session_run(sam3d_session * session, const sam3d_call * call)
     } catch (const std::exception & e) {
         return fail(SAM3D_ERR_INTERNAL, e.what());
     }
+}
+
+sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
+                                   void ** slots) {
+    if (session == nullptr || requests == nullptr || slots == nullptr || n == 0) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL"
+                                                : n == 0            ? "n is 0"
+                                                                    : "requests or slots is NULL");
+    }
+    try {
+        std::lock_guard<std::mutex> lock(session->mutex);
+        const sam3d_status st = reserve_locked(*session, requests, n, slots);
+        if (st == SAM3D_OK) {
+            g_last_error.clear();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return fail(SAM3D_ERR_OUT_OF_MEMORY, "slots of the reservation");
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, e.what());
+    }
+}
+
+bool sam3d_session_reservation_pinned(const sam3d_session * session) {
+    return session != nullptr && session->pending && session->pending->ring;
+}
+
+sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
+                                  sam3d_ticket * ticket) {
+    if (session == nullptr || call == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    }
+    try {
+        std::lock_guard<std::mutex> lock(session->mutex);  // rule 9: serialized at submission
+        const sam3d_status st = submit_locked(*session, *call, flags, ticket);
+        if (st == SAM3D_OK) {
+            g_last_error.clear();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return fail(SAM3D_ERR_OUT_OF_MEMORY, "bookkeeping for the call");
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, e.what());
+    }
+}
+
+sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket) {
+    if (session == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+    }
+    try {
+        std::lock_guard<std::mutex> lock(session->mutex);
+        const sam3d_status st = wait_locked(*session, ticket);
+        if (st == SAM3D_OK) {
+            g_last_error.clear();
+        }
+        return st;
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, e.what());
+    }
+}
+
+size_t sam3d_session_outstanding(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    size_t n = 0;
+    for (const Ticket & t : session->tickets) {
+        n += t.submitted && !t.reported;
+    }
+    return n;
+}
+
+size_t sam3d_session_staging_in_flight(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    size_t n = session->pending && session->pending->ring ? session->pending->end - session->pending->begin : 0;
+    for (const Ticket & t : session->tickets) {
+        n += t.ring ? t.end - t.begin : 0;
+    }
+    return n;
 }
 
 bool sam3d_session_batching(const sam3d_session * session) { return session != nullptr && session->batching; }

@@ -199,6 +199,93 @@ const char * sam3d_last_error(void);
 const char * sam3d_status_name(sam3d_status status);
 const char * sam3d_fallback_name(sam3d_fallback reason);
 
+// ---------------------------------------------------------------- zero-copy and queued calls
+// Additive to sam3d_session_run, whose behaviour does not change. Two independent options of
+// sam3d_session_submit (SAM3D_SUBMIT_* flags):
+//
+// Zero-copy staging. sam3d_session_reserve hands out slots: host memory inside the session's
+// pinned staging buffer (or, when the call cannot batch, ordinary session-owned host memory).
+// The caller writes a call's inputs into slots and names slots as the host pointers of its
+// descriptors (uploads[i].src and downloads[j].dst, each slot at most once, size <= the
+// slot's size); the core uploads from and downloads into the slots in place, so copy_ns
+// stays 0. A call that cannot batch (batching off, `synchronous`, a fallback reason) runs the
+// synchronous path reading from and writing to the same slots; fallbacks are counted as for
+// sam3d_session_run. Slot lifetime: a reservation's slots are the caller's from the
+// reservation until the first sam3d_session_reserve made after the call's completion was
+// reported (the return of a non-queued submit, or sam3d_session_wait of its ticket); output
+// slots are readable from that report until then. A reservation that no submit consumed is
+// dropped by the next sam3d_session_reserve.
+//
+// Queued calls. With SAM3D_SUBMIT_QUEUED, submit validates (errors at once, nothing
+// submitted), enqueues the call and returns a ticket without waiting; sam3d_session_wait
+// completes it. Rules:
+//  - outputs (caller dst or output slots) are readable only after the wait returns SAM3D_OK;
+//    a copying (non-zero-copy) call's inputs are copied at submission: src may be reused then;
+//  - an error after submission (graph compute failure) is reported by the wait of that
+//    ticket, with all outstanding work of the session completed before submit returned; no
+//    dst is written; the ticket's outputs are unspecified;
+//  - at most SAM3D_STAGING_BOUND_BYTES of staging is in flight: the staging buffer (allocated
+//    at the bound on the first reservation or queued submit) is a ring of regions, one per
+//    call, each with its completion tracked (a GGML event when the device's props report
+//    caps.events, else a full ggml_backend_synchronize). A region is never reused before its
+//    completion is known and it is released (see the slot lifetime above; copying calls
+//    release at their wait). When the ring has no room for a call, the call does not wait:
+//    it falls back (SAM3D_FALLBACK_OVERSIZED; heap slots; the synchronous path, after the
+//    session's outstanding work is completed);
+//  - calls are serialized per session at submission: the backend executes them in
+//    submission order; queued calls whose inputs do not depend on earlier downloads may be
+//    submitted back to back and share one synchronization (waiting for the last one completes
+//    the earlier ones when the device has no events);
+//  - sam3d_session_run and the synchronous path first complete outstanding queued work;
+//  - sam3d_session_free completes outstanding work; unwaited tickets are dropped.
+// Counters: transfers, bytes, pinned batches and fallbacks count at submission; enqueue_ns at
+// submission, synchronize_ns at the wait, copy_ns only for copying calls.
+
+typedef uint64_t sam3d_ticket;  // 0: no ticket
+
+// Submit flags (bitwise or).
+#define SAM3D_SUBMIT_ZERO_COPY 1u  // descriptors name slots of the current reservation
+#define SAM3D_SUBMIT_QUEUED    2u  // return a ticket without waiting
+
+// One slot of a reservation: `size` bytes (> 0), aligned to the staging alignment.
+typedef struct sam3d_slot_request {
+    size_t size;
+} sam3d_slot_request;
+
+// Reserves `n` slots for the next submit and writes their addresses to slots[0..n). The slot
+// set is pinned staging when the session batches, the aligned sizes fit the bound and the
+// ring has room; otherwise ordinary host memory (the submit then takes the synchronous path
+// and counts the fallback). Releases the slots of calls whose completion was reported.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session/array, n == 0, a size of 0),
+// SAM3D_ERR_OUT_OF_MEMORY.
+sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
+                                   void ** slots);
+
+// Whether the current reservation's slots are pinned staging (false: fallback heap memory,
+// or no reservation).
+bool sam3d_session_reservation_pinned(const sam3d_session * session);
+
+// Submits one call (validated as by sam3d_session_run; with SAM3D_SUBMIT_ZERO_COPY also: every
+// host pointer is a distinct slot of the current reservation, SAM3D_ERR_INVALID_ARGUMENT
+// naming the descriptor otherwise). Without SAM3D_SUBMIT_QUEUED the call is complete on
+// return, its status returned, and *ticket (may be NULL) set to 0. With it, *ticket (required)
+// receives the ticket and SAM3D_OK means "submitted": the call's own status comes from
+// sam3d_session_wait.
+sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
+                                  sam3d_ticket * ticket);
+
+// Completes a queued call: waits for its work (its event, or a full synchronize), copies a
+// copying call's outputs to their dst, and returns the call's status (with its message in
+// sam3d_last_error). A ticket is waited once; an unknown or already waited ticket is
+// SAM3D_ERR_INVALID_ARGUMENT.
+sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket);
+
+// Queued calls submitted and not yet waited.
+size_t sam3d_session_outstanding(sam3d_session * session);
+
+// Bytes of the staging ring held now by reservations and unreleased calls (<= the bound).
+size_t sam3d_session_staging_in_flight(sam3d_session * session);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,464 @@
+// Zero-copy staging and queued calls (transfer.h, "zero-copy and queued calls"): exactness and
+// counters, no staging copies, slot lifetime, queued == synchronous, errors at the wait with
+// outstanding work completed, the in-flight bound, and slots of call n+1 written while call
+// n's download is still in flight.
+#include <functional>
+
+#include "cases.h"
+#include "probe.h"
+#include "rig.h"
+
+using rig::Kind;
+using rig::Rig;
+
+namespace {
+
+// An in-order asynchronous queue over the CPU backend: async uploads, graphs and downloads are
+// only recorded, and run in order at synchronize, the way a device reads and writes pinned
+// memory later. Uploads read their host memory then, downloads write it then.
+namespace deferred {
+std::mutex g_mutex;
+std::vector<std::function<void()>> g_ops;
+int g_syncs = 0;
+
+void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
+}
+void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_tensor_get_async(b, t, data, off, size); });
+}
+ggml_status compute_async(ggml_backend_t b, ggml_cgraph * g) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_graph_compute(b, g); });
+    return GGML_STATUS_SUCCESS;
+}
+void synchronize(ggml_backend_t b) {
+    std::vector<std::function<void()>> ops;
+    {
+        std::lock_guard<std::mutex> l(g_mutex);
+        ops.swap(g_ops);
+        g_syncs += 1;
+    }
+    for (auto & op : ops) {
+        op();
+    }
+    ggml_backend_synchronize(b);
+}
+size_t pending() {
+    std::lock_guard<std::mutex> l(g_mutex);
+    return g_ops.size();
+}
+void reset() {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.clear();
+    g_syncs = 0;
+}
+void install(sam3d_ggml_seam & s) {
+    s.tensor_set_async = set_async;
+    s.tensor_get_async = get_async;
+    s.graph_compute_async = compute_async;
+    s.synchronize = synchronize;
+}
+}  // namespace deferred
+
+bool staged(sam3d_session * s) {
+    return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
+}
+
+bool has_events(Rig & r) {
+    if (r.kind() != Kind::Vulkan) {
+        return false;  // the CPU device has no events (cpu_staged only switches async and host_buffer on)
+    }
+    ggml_backend_dev_props p{};
+    ggml_backend_dev_get_props(ggml_backend_get_device(r.backend()), &p);
+    return p.caps.events;
+}
+
+size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
+
+// One zero-copy scale_add call: reserves a, b, out; fills a and b; returns the slots.
+struct Slots {
+    float * a;
+    float * b;
+    float * out;
+};
+Slots reserve_scale_add(sam3d_session * s, const cases::ScaleAdd & w) {
+    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
+    sam3d_slot_request req[3] = {{bytes}, {bytes}, {bytes}};
+    void * p[3] = {nullptr, nullptr, nullptr};
+    EXPECT_EQ(sam3d_session_reserve(s, req, 3, p), SAM3D_OK) << sam3d_last_error();
+    return Slots{static_cast<float *>(p[0]), static_cast<float *>(p[1]), static_cast<float *>(p[2])};
+}
+sam3d_status submit_scale_add(sam3d_session * s, const cases::ScaleAdd & w, const Slots & sl, unsigned flags,
+                              sam3d_ticket * t) {
+    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
+    sam3d_upload ups[] = {rig::up(w.a, sl.a, bytes), rig::up(w.b, sl.b, bytes)};
+    sam3d_download downs[] = {rig::down(w.out, sl.out, bytes)};
+    sam3d_call c{ups, 2, w.graph, downs, 1, false};
+    return sam3d_session_submit(s, &c, flags, t);
+}
+
+}  // namespace
+
+class Queued : public testing::TestWithParam<Kind> {
+   protected:
+    void SetUp() override {
+        probe::reset();
+        deferred::reset();
+    }
+};
+
+// Zero-copy: exact, byte-identical to sam3d_session_run, counted like it, and no staging copy.
+TEST_P(Queued, ZeroCopyIsExactCountedAndCopiesNothing) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 1001;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 7.0f);
+    for (sam3d_batching mode : {SAM3D_BATCHING_ON, SAM3D_BATCHING_OFF}) {
+        SCOPED_TRACE(mode == SAM3D_BATCHING_ON ? "batching on" : "batching off");
+        sam3d_session * ref = r.session(mode);
+        std::vector<float> want(n);
+        ASSERT_EQ(cases::run(ref, w, a.data(), b.data(), want.data()), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(want, cases::expected(a, b));
+
+        sam3d_session * s = r.session(mode);
+        Slots sl = reserve_scale_add(s, w);
+        ASSERT_NE(sl.a, nullptr);
+        const bool pinned = sam3d_session_reservation_pinned(s);
+        EXPECT_EQ(pinned, staged(s));
+        for (float * p : {sl.a, sl.b, sl.out}) {
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % std::max<size_t>(sam3d_session_staging_alignment(s), 1), 0u);
+        }
+        std::memcpy(sl.a, a.data(), n * 4);
+        std::memcpy(sl.b, b.data(), n * 4);
+        ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(0, std::memcmp(sl.out, want.data(), n * 4));
+
+        const sam3d_counters k = r.counters(s), kr = r.counters(ref);
+        EXPECT_EQ(k.copy_ns, 0u) << "a zero-copy call copied through staging";
+        EXPECT_EQ(k.calls, 1u);
+        EXPECT_EQ(k.bytes_uploaded, kr.bytes_uploaded);
+        EXPECT_EQ(k.bytes_downloaded, kr.bytes_downloaded);
+        EXPECT_EQ(k.async_uploads, kr.async_uploads);
+        EXPECT_EQ(k.async_downloads, kr.async_downloads);
+        EXPECT_EQ(k.sync_uploads, kr.sync_uploads);
+        EXPECT_EQ(k.sync_downloads, kr.sync_downloads);
+        EXPECT_EQ(k.pinned_batches, kr.pinned_batches);
+        for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
+            EXPECT_EQ(k.fallbacks[f], kr.fallbacks[f]) << sam3d_fallback_name(static_cast<sam3d_fallback>(f));
+        }
+        if (mode == SAM3D_BATCHING_ON && staged(s)) {
+            EXPECT_EQ(k.pinned_batches, 1u);
+            EXPECT_EQ(k.async_uploads, 2u);
+            EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);  // the ring, at the bound
+        } else if (mode == SAM3D_BATCHING_ON) {
+            EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS], 1u);
+            EXPECT_EQ(k.sync_uploads, 2u);
+        } else {
+            EXPECT_EQ(k.sync_uploads, 2u);
+            EXPECT_EQ(k.pinned_batches, 0u);
+        }
+    }
+}
+
+// Descriptors that are not distinct slots of the current reservation are rejected; nothing runs.
+TEST_P(Queued, ZeroCopyRejectsPointersThatAreNotSlots) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 64;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    std::vector<float> own(n, 1.0f);
+    Slots sl = reserve_scale_add(s, w);
+    Slots bad = sl;
+    bad.b = own.data();
+    EXPECT_EQ(submit_scale_add(s, w, bad, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[1].src is not a slot");
+    bad = sl;
+    bad.b = sl.a;
+    EXPECT_EQ(submit_scale_add(s, w, bad, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "a second time");
+    sam3d_call c{nullptr, 0, nullptr, nullptr, 0, false};
+    EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(sam3d_session_wait(s, 12345), SAM3D_ERR_INVALID_ARGUMENT);
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.rejected_calls, 2u);
+    EXPECT_EQ(k.calls, 0u);
+    // The reservation survives a rejected submit.
+    std::memcpy(sl.a, rig::ramp(n, 1.0f).data(), n * 4);
+    std::memcpy(sl.b, rig::ramp(n, 2.0f).data(), n * 4);
+    ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> got(sl.out, sl.out + n);
+    EXPECT_EQ(got, cases::expected(rig::ramp(n, 1.0f), rig::ramp(n, 2.0f)));
+}
+
+// Output slots stay valid across other calls until the next reservation, which releases them.
+TEST_P(Queued, OutputSlotsStayValidUntilTheNextReservation) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 999;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 3.0f), b = rig::ramp(n, 4.0f);
+    Slots sl = reserve_scale_add(s, w);
+    std::memcpy(sl.a, a.data(), n * 4);
+    std::memcpy(sl.b, b.data(), n * 4);
+    ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    const std::vector<float> want = cases::expected(a, b);
+    // Copying calls, synchronous and queued, in between: they stage elsewhere.
+    for (int i = 0; i < 3; ++i) {
+        const std::vector<float> a2 = rig::ramp(n, 50.0f + static_cast<float>(i)), b2 = rig::ramp(n, 60.0f);
+        std::vector<float> out(n);
+        ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out.data()), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out, cases::expected(a2, b2));
+        const size_t bytes = n * 4;
+        sam3d_upload ups[] = {rig::up(w.a, a2.data(), bytes), rig::up(w.b, b2.data(), bytes)};
+        sam3d_download downs[] = {rig::down(w.out, out.data(), bytes)};
+        sam3d_call c{ups, 2, w.graph, downs, 1, false};
+        sam3d_ticket t = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out, cases::expected(a2, b2));
+        EXPECT_EQ(0, std::memcmp(sl.out, want.data(), n * 4)) << "output slot changed before the next reservation";
+    }
+    const size_t al = sam3d_session_staging_alignment(s);
+    if (staged(s)) {
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 3 * align_up(n * 4, al));
+    }
+    reserve_scale_add(s, w);  // releases the first call's slots
+    if (staged(s)) {
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 3 * align_up(n * 4, al));
+    } else {
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+    }
+}
+
+// Queued calls (copying and zero-copy) give the bytes of synchronous calls; submitted back to
+// back they share one synchronization on devices without events.
+TEST_P(Queued, QueuedCallsAreByteIdenticalToSynchronousOnes) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 1003;
+    const int calls = 4;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    std::vector<std::vector<float>> as, bs, want(calls, std::vector<float>(n));
+    sam3d_session * off = r.session(SAM3D_BATCHING_OFF);
+    for (int i = 0; i < calls; ++i) {
+        as.push_back(rig::ramp(n, 1.0f + 10.0f * static_cast<float>(i)));
+        bs.push_back(rig::ramp(n, 2.0f + 3.0f * static_cast<float>(i)));
+        ASSERT_EQ(cases::run(off, w, as[i].data(), bs[i].data(), want[i].data()), SAM3D_OK);
+    }
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+
+    // Copying: inputs may be reused once submit returns; outputs appear at the wait.
+    std::vector<std::vector<float>> src_a = as, src_b = bs, got(calls, std::vector<float>(n, -1.0f));
+    std::vector<sam3d_ticket> t(calls);
+    probe::reset();
+    for (int i = 0; i < calls; ++i) {
+        sam3d_upload ups[] = {rig::up(w.a, src_a[i].data(), n * 4), rig::up(w.b, src_b[i].data(), n * 4)};
+        sam3d_download downs[] = {rig::down(w.out, got[i].data(), n * 4)};
+        sam3d_call c{ups, 2, w.graph, downs, 1, false};
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t[i]), SAM3D_OK) << sam3d_last_error();
+        std::fill(src_a[i].begin(), src_a[i].end(), 9999.0f);
+    }
+    EXPECT_EQ(sam3d_session_outstanding(s), size_t(calls));
+    if (staged(s)) {
+        const std::vector<std::string> early = probe::names();
+        EXPECT_EQ(std::count(early.begin(), early.end(), "synchronize"), 0) << "a queued submit synchronized";
+    }
+    for (int i = 0; i < calls; ++i) {
+        ASSERT_EQ(sam3d_session_wait(s, t[i]), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(got[i], want[i]) << "call " << i;
+    }
+    std::vector<std::string> names = probe::names();
+    const size_t syncs = static_cast<size_t>(std::count(names.begin(), names.end(), "synchronize"));
+    if (staged(s)) {
+        EXPECT_EQ(syncs, has_events(r) ? 0u : 1u) << "back-to-back queued calls share one synchronization";
+        EXPECT_EQ(r.counters(s).pinned_batches, size_t(calls));
+    }
+    EXPECT_EQ(sam3d_session_outstanding(s), 0u);
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u) << "copying calls release their region at the wait";
+
+    // Zero-copy and queued.
+    const sam3d_counters before = r.counters(s);
+    std::vector<Slots> sl;
+    for (int i = 0; i < calls; ++i) {
+        sl.push_back(reserve_scale_add(s, w));
+        std::memcpy(sl[i].a, as[i].data(), n * 4);
+        std::memcpy(sl[i].b, bs[i].data(), n * 4);
+        ASSERT_EQ(submit_scale_add(s, w, sl[i], SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t[i]), SAM3D_OK)
+            << sam3d_last_error();
+    }
+    for (int i = 0; i < calls; ++i) {
+        ASSERT_EQ(sam3d_session_wait(s, t[i]), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(0, std::memcmp(sl[i].out, want[i].data(), n * 4)) << "zero-copy call " << i;
+    }
+    EXPECT_EQ(r.counters(s).copy_ns, before.copy_ns) << "zero-copy queued calls copied through staging";
+    EXPECT_EQ(sam3d_session_wait(s, t[0]), SAM3D_ERR_INVALID_ARGUMENT) << "a ticket is waited once";
+}
+
+// A graph that fails after submission is reported at its wait; the session's outstanding work
+// is complete when submit returns; no output is written; earlier calls are exact.
+TEST_P(Queued, ErrorIsReportedAtTheWaitWithOutstandingWorkCompleted) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 777;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 5.0f);
+    std::vector<float> out1(n, -1.0f);
+    cases::Guarded g({n * 4});
+    const std::vector<uint8_t> untouched = g.all();
+    sam3d_upload ups[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
+    sam3d_download d1[] = {rig::down(w.out, out1.data(), n * 4)};
+    sam3d_download d2[] = {rig::down(w.out, g.region(0), n * 4)};
+    sam3d_call c1{ups, 2, w.graph, d1, 1, false};
+    sam3d_call c2{ups, 2, w.graph, d2, 1, false};
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK) << sam3d_last_error();
+    {
+        std::lock_guard<std::mutex> l(probe::get().mutex);
+        probe::get().fail_compute = true;
+    }
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK) << "errors come at the wait";
+    {
+        std::lock_guard<std::mutex> l(probe::get().mutex);
+        probe::get().fail_compute = false;
+    }
+    const std::vector<std::string> names = probe::names();
+    if (staged(s)) {
+        ASSERT_FALSE(names.empty());
+        EXPECT_EQ(names.back(), "synchronize") << "outstanding work must be completed after a failed submission";
+    }
+    EXPECT_EQ(sam3d_session_wait(s, t2), SAM3D_ERR_COMPUTE);
+    EXPECT_CONTAINS(sam3d_last_error(), "graph compute returned");
+    EXPECT_EQ(g.all(), untouched) << "a failed call wrote its outputs";
+    ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out1, cases::expected(a, b));
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.calls, 2u);
+    EXPECT_EQ(k.failed_calls, 1u);
+    EXPECT_EQ(sam3d_session_outstanding(s), 0u);
+    // The session recovers exactly.
+    sam3d_ticket t3 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t3), SAM3D_OK);
+    ASSERT_EQ(sam3d_session_wait(s, t3), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> got(n);
+    std::memcpy(got.data(), g.region(0), n * 4);
+    EXPECT_EQ(got, cases::expected(a, b));
+}
+
+// At most SAM3D_STAGING_BOUND_BYTES in flight: with 18 MiB held by an unwaited call, a second
+// 18 MiB reservation does not wait: it falls back (heap slots, synchronous path, "oversized").
+TEST_P(Queued, FullRingFallsBackInsteadOfWaiting) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t half = 9u << 20;
+    ggml_tensor * x = r.bytes(static_cast<int64_t>(half), "x");
+    ggml_tensor * y = r.bytes(static_cast<int64_t>(half), "y");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> px = rig::pattern(half, 1), py = rig::pattern(half, 2);
+    sam3d_slot_request req[2] = {{half}, {half}};
+    void * p1[2] = {nullptr, nullptr};
+    void * p2[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p1), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_reservation_pinned(s), staged(s));
+    std::memcpy(p1[0], px.data(), half);
+    sam3d_upload u1[] = {rig::up(x, p1[0], half)};
+    sam3d_download d1[] = {rig::down(x, p1[1], half)};
+    sam3d_call c1{u1, 1, nullptr, d1, 1, false};
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+        << sam3d_last_error();
+
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "the ring has no room: the reservation falls back";
+    EXPECT_LE(sam3d_session_staging_in_flight(s), SAM3D_STAGING_BOUND_BYTES);
+    std::memcpy(p2[0], py.data(), half);
+    sam3d_upload u2[] = {rig::up(y, p2[0], half)};
+    sam3d_download d2[] = {rig::down(y, p2[1], half)};
+    sam3d_call c2{u2, 1, nullptr, d2, 1, false};
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(p1[1], px.data(), half));
+    EXPECT_EQ(0, std::memcmp(p2[1], py.data(), half));
+    const sam3d_counters k = r.counters(s);
+    if (staged(s)) {
+        EXPECT_EQ(k.pinned_batches, 1u);
+        EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 1u);
+        EXPECT_EQ(k.sync_uploads, 1u);
+        EXPECT_EQ(k.async_uploads, 1u);
+    } else {
+        EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS], 2u);
+    }
+    EXPECT_EQ(k.copy_ns, 0u);
+}
+
+// A slot of call n+1 is written while call n's download into its own slot is still in flight
+// (cpu_staged: deferred in-order queue, so the download happens at the wait; vulkan: real
+// asynchronous transfers): call n's outputs are not corrupted and both calls are exact.
+TEST_P(Queued, SlotsOfTheNextCallAreWrittenWhileADownloadIsInFlight) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    if (r.kind() == Kind::CpuStaged) {
+        deferred::install(r.seam());
+    }
+    const int64_t n = 4099;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+    const std::vector<float> a2 = rig::ramp(n, 300.0f), b2 = rig::ramp(n, 17.0f);
+    Slots s1 = reserve_scale_add(s, w);
+    std::memcpy(s1.a, a1.data(), n * 4);
+    std::memcpy(s1.b, b1.data(), n * 4);
+    std::fill(s1.out, s1.out + n, -5.0f);
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(submit_scale_add(s, w, s1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+        << sam3d_last_error();
+    if (r.kind() == Kind::CpuStaged) {
+        EXPECT_GT(deferred::pending(), 0u) << "call n's download must still be in flight";
+        EXPECT_EQ(s1.out[0], -5.0f) << "outputs are readable only after the wait";
+    }
+    Slots s2 = reserve_scale_add(s, w);
+    // Call n+1's slots never overlap call n's region while n is not released.
+    const uintptr_t lo1 = reinterpret_cast<uintptr_t>(std::min({s1.a, s1.b, s1.out}));
+    const uintptr_t hi1 = reinterpret_cast<uintptr_t>(std::max({s1.a, s1.b, s1.out})) + n * 4;
+    for (float * p : {s2.a, s2.b, s2.out}) {
+        const uintptr_t q = reinterpret_cast<uintptr_t>(p);
+        EXPECT_TRUE(q + n * 4 <= lo1 || q >= hi1) << "slot of call n+1 overlaps call n's staging";
+    }
+    std::memcpy(s2.a, a2.data(), n * 4);
+    std::memcpy(s2.b, b2.data(), n * 4);
+    std::fill(s2.out, s2.out + n, 123.0f);
+    ASSERT_EQ(submit_scale_add(s, w, s2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> got1(s1.out, s1.out + n);
+    EXPECT_EQ(got1, cases::expected(a1, b1)) << "call n's outputs were corrupted";
+    ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> got2(s2.out, s2.out + n);
+    EXPECT_EQ(got2, cases::expected(a2, b2));
+    got1.assign(s1.out, s1.out + n);
+    EXPECT_EQ(got1, cases::expected(a1, b1)) << "call n's outputs changed before the next reservation";
+    if (r.kind() == Kind::CpuStaged) {
+        EXPECT_EQ(deferred::g_syncs, 1) << "both calls completed by one synchronization";
+        EXPECT_EQ(deferred::pending(), 0u);
+    }
+    EXPECT_EQ(r.counters(s).copy_ns, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), rig::param_name);
