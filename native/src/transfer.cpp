@@ -426,6 +426,9 @@ bool ring_alloc(sam3d_session & s, size_t need, size_t * at) {
             held.emplace_back(t.begin, t.end);
         }
     }
+    if (held.empty()) {
+        s.ring_head = 0;  // nothing held: restart at the front, whose memory is likely still in cache
+    }
     std::vector<size_t> candidates = {s.ring_head, 0};
     for (const auto & h : held) {
         candidates.push_back(h.second);
