@@ -206,11 +206,16 @@ def check(r: dict) -> list[str]:
     both modes present, bytes equal to the profile's in every row, outputs identical on/off
     per image, the off row all synchronous, the on row batched (199/232 async, 3/1 sync,
     82 pinned batches) unless the session's static fallback applies (then 82 fallbacks of that
-    reason, everything synchronous)."""
+    reason, everything synchronous). The driver's optional extra modes ("zerocopy", "queued":
+    `sam3d_bench --modes`) are checked like "on": the same bytes and counters, and outputs
+    identical to off per image."""
+    EXTRA_MODES = ("zerocopy", "queued")  # rows written only with `sam3d_bench --modes ...`
     problems: list[str] = []
     rows = {row["batching"]: row for row in r.get("rows", [])}
-    if set(rows) != {"on", "off"}:
-        return [f"expected rows for batching on and off, got {sorted(rows)}"]
+    extra_modes = set(rows) - {"on", "off"}
+    if not {"on", "off"} <= set(rows) or not extra_modes <= set(EXTRA_MODES):
+        return [f"expected rows for batching on and off (and optionally {', '.join(EXTRA_MODES)}), "
+                f"got {sorted(rows)}"]
     x = r.get("extra", {})
     problems += [f"driver: {p}" for p in x.get("problems", [])]
     for mode, row in rows.items():
@@ -223,6 +228,11 @@ def check(r: dict) -> list[str]:
     differ = sorted(i for i in on.keys() | off.keys() if on.get(i) != off.get(i))
     if differ:
         problems.append(f"outputs differ between batching on and off for images {differ}")
+    for mode in (m for m in EXTRA_MODES if m in rows):
+        got = {s["image"]: s["outputs_sha256"] for s in rows[mode]["samples"]}
+        differ = sorted(i for i in got.keys() | off.keys() if got.get(i) != off.get(i))
+        if differ:
+            problems.append(f"outputs differ between batching {mode} and off for images {differ}")
 
     def expect(mode: str, want: dict) -> None:
         c = rows[mode]["counters"]
@@ -234,16 +244,17 @@ def check(r: dict) -> list[str]:
     no_fallbacks = {f"fallbacks.{k}": 0 for k in results.FALLBACK_REASONS}
     expect("off", {"async_uploads": 0, "async_downloads": 0, "sync_uploads": profile.UPLOADS,
                    "sync_downloads": profile.DOWNLOADS, "pinned_batches": 0, **no_fallbacks})
-    static = x.get("modes", {}).get("on", {}).get("static_fallback", "none")
-    if static == "none":
-        expect("on", {"async_uploads": profile.ASYNC_UPLOADS, "async_downloads": profile.ASYNC_DOWNLOADS,
-                      "sync_uploads": profile.SYNC_UPLOADS, "sync_downloads": profile.SYNC_DOWNLOADS,
-                      "pinned_batches": BATCHED_GRAPHS, **no_fallbacks})
-    else:
-        want = {"async_uploads": 0, "async_downloads": 0, "sync_uploads": profile.UPLOADS,
-                "sync_downloads": profile.DOWNLOADS, "pinned_batches": 0, **no_fallbacks}
-        want[f"fallbacks.{static}"] = BATCHED_GRAPHS
-        expect("on", want)
+    for mode in ["on"] + [m for m in EXTRA_MODES if m in rows]:
+        static = x.get("modes", {}).get(mode, {}).get("static_fallback", "none")
+        if static == "none":
+            expect(mode, {"async_uploads": profile.ASYNC_UPLOADS, "async_downloads": profile.ASYNC_DOWNLOADS,
+                          "sync_uploads": profile.SYNC_UPLOADS, "sync_downloads": profile.SYNC_DOWNLOADS,
+                          "pinned_batches": BATCHED_GRAPHS, **no_fallbacks})
+        else:
+            want = {"async_uploads": 0, "async_downloads": 0, "sync_uploads": profile.UPLOADS,
+                    "sync_downloads": profile.DOWNLOADS, "pinned_batches": 0, **no_fallbacks}
+            want[f"fallbacks.{static}"] = BATCHED_GRAPHS
+            expect(mode, want)
     return problems
 
 

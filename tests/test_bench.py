@@ -167,3 +167,44 @@ def test_write_result_is_readable_json(tmp_path):
     r = bench.wrap(RELEASE, "cpu", copy.deepcopy(_doc(False)), status="ok", reason=None, **COMMON)
     p = bench.write_result(tmp_path / "release-cpu.json", r)
     assert json.loads(p.read_text()) == r
+
+
+def _with_extra_modes(doc, vulkan=True):
+    off = doc["rows"][1]
+    for mode in ("zerocopy", "queued"):
+        row = copy.deepcopy(doc["rows"][0])
+        row["batching"] = mode
+        row["samples"] = copy.deepcopy(off["samples"])
+        doc["rows"].append(row)
+        doc["extra"]["modes"][mode] = {"static_fallback": "none" if vulkan else "no_async_caps"}
+    return doc
+
+
+def test_check_accepts_extra_driver_modes():
+    for vulkan in (True, False):
+        doc = _with_extra_modes(_doc(vulkan), vulkan)
+        r = bench.wrap(RELEASE, "vulkan" if vulkan else "cpu", doc, status="ok", reason=None, **COMMON)
+        assert bench.check(r) == []
+
+
+def test_check_names_extra_mode_counts_bytes_and_outputs():
+    doc = _with_extra_modes(_doc(True))
+    doc["rows"][2]["counters"]["pinned_batches"] = 81
+    doc["rows"][2]["counters"]["fallbacks"]["oversized"] = 1
+    doc["rows"][3]["counters"]["bytes_uploaded"] -= 4
+    doc["rows"][3]["samples"][1]["outputs_sha256"] = "e" * 64
+    text = "\n".join(bench.check(bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)))
+    assert "batching zerocopy per image: pinned_batches 81 (expected 82), fallbacks.oversized 1 (expected 0)" in text
+    assert "batching queued: 33,193,132 bytes up" in text
+    assert "outputs differ between batching queued and off for images [1]" in text
+
+
+def test_check_rejects_unknown_modes_and_missing_on():
+    doc = _doc(True)
+    doc["rows"][0]["batching"] = "zerocopy"
+    assert "expected rows for batching on and off" in bench.check(
+        bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+    doc = _doc(True)
+    doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
+    assert "got ['off', 'on', 'turbo']" in bench.check(
+        bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
