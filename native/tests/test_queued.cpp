@@ -461,4 +461,34 @@ TEST_P(Queued, SlotsOfTheNextCallAreWrittenWhileADownloadIsInFlight) {
     EXPECT_EQ(r.counters(s).copy_ns, 0u);
 }
 
+// sam3d_session_run after queued calls completes them first (in submission order) and is exact;
+// the queued calls' outputs appear at their waits.
+TEST_P(Queued, RunAfterQueuedCallsCompletesThemFirst) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 513;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+    const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
+    std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
+    sam3d_upload ups[] = {rig::up(w.a, a1.data(), n * 4), rig::up(w.b, b1.data(), n * 4)};
+    sam3d_download downs[] = {rig::down(w.out, out1.data(), n * 4)};
+    sam3d_call c{ups, 2, w.graph, downs, 1, false};
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out2, cases::expected(a2, b2));
+    EXPECT_EQ(sam3d_session_outstanding(s), 1u) << "the queued call is still the caller's to wait";
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out1, cases::expected(a1, b1));
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.calls, 2u);
+    if (staged(s)) {
+        EXPECT_EQ(k.pinned_batches, 2u);
+        EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 0u);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), rig::param_name);

@@ -236,7 +236,9 @@ const char * sam3d_fallback_name(sam3d_fallback reason);
 //    submission order; queued calls whose inputs do not depend on earlier downloads may be
 //    submitted back to back and share one synchronization (waiting for the last one completes
 //    the earlier ones when the device has no events);
-//  - sam3d_session_run and the synchronous path first complete outstanding queued work;
+//  - sam3d_session_run and the synchronous path first complete outstanding queued work; while
+//    regions are held, sam3d_session_run stages through a free region of the ring (no room:
+//    the synchronous path, counted SAM3D_FALLBACK_OVERSIZED);
 //  - sam3d_session_free completes outstanding work; unwaited tickets are dropped.
 // Counters: transfers, bytes, pinned batches and fallbacks count at submission; enqueue_ns at
 // submission, synchronize_ns at the wait, copy_ns only for copying calls.
