@@ -39,7 +39,7 @@ PLOT_FILE = "timings.png"
 RESULTS_SUBDIR = "results"
 NOT_ACCEPTED_FILE = "NOT-ACCEPTED"
 
-MODE_ORDER = {"off": 0, "on": 1, None: 2}
+MODE_ORDER = {**{m: i for i, m in enumerate(res.BATCHING)}, None: len(res.BATCHING)}
 
 
 class ReportError(ValueError):
@@ -143,14 +143,16 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
             continue
         parts = []
         compared = False
-        partner = next((o for o in ok_rows if o.result is w.result and o is not w), None)
+        # Every mode is checked against the same result's off row (off against its first other row).
+        partner = next((o for o in ok_rows if o.result is w.result and o is not w
+                        and (o.mode == "off" or w.mode == "off")), None)
         if partner is not None:
             compared = True
             d, n = _diff(w.outputs, partner.outputs)
             if d:
-                parts.append(f"**NO**: on/off differ ({d}/{n} images)")
-                if w.mode == "on":
-                    warnings.append(f"outputs differ between batching on and off: {w.label(with_host)} "
+                parts.append(f"**NO**: {w.mode if w.mode != 'off' else partner.mode}/off differ ({d}/{n} images)")
+                if w.mode != "off":
+                    warnings.append(f"outputs differ between batching {w.mode} and off: {w.label(with_host)} "
                                     f"({d}/{n} images)")
         g = _arith_group(w)
         ref = reference[g]
@@ -167,10 +169,10 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
 
 
 def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
-    """On row (by id) -> speedup against the off row of the same result, paired by image index."""
+    """Each non-off row (by id) -> speedup against the off row of the same result, paired by image index."""
     out = {}
     for w in all_rows:
-        if w.mode != "on":
+        if w.mode in ("off", None):
             continue
         off = next((o for o in all_rows if o.result is w.result and o.mode == "off"), None)
         if off is None:

@@ -372,3 +372,23 @@ def test_floor_column_is_the_median_over_the_same_runs_floor(make_result):
 def test_no_floor_column_without_a_floor(make_result):
     _, header, _ = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "x floor" not in header
+
+
+def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
+    import copy
+    r = make_result(on_ms=ON, off_ms=OFF)
+    zc = copy.deepcopy(next(row for row in r["rows"] if row["batching"] == "on"))
+    zc["batching"] = "zerocopy"
+    for s in zc["samples"]:
+        s["wall_ms"] -= 45.0  # 50.95 median vs off 100.95 -> 1.98x
+    zc["samples"][3]["outputs_sha256"] = "corrupt"
+    r["rows"].append(zc)
+    out = report.render([r])
+    _, header, rows = parse(out)
+    z = by(rows, batching="zerocopy")
+    assert z["median ms"] == "50.950"
+    assert z["speedup"].startswith("1.98x")
+    assert "**NO**" in z["outputs identical"] and "1/20" in z["outputs identical"]
+    assert by(rows, batching="on")["outputs identical"] == "yes"
+    assert [row["batching"] for row in rows] == ["off", "on", "zerocopy"]
+    assert "outputs differ between batching zerocopy and off" in out
