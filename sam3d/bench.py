@@ -183,6 +183,9 @@ def wrap(v: variants.Variant, backend: str, doc: dict | None, *, status: str, re
         "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
         "backend": BACKEND_NAMES[backend],
     }
+    if doc is not None and (doc.get("extra") or {}).get("transfer_only"):
+        # A replay without compute is its own configuration in the table.
+        r["backend"] += " (transfer-only)"
     if doc is not None:
         r.update({
             "device": doc["device"] or BACKEND_NAMES[backend],
@@ -293,11 +296,11 @@ def _error_line(log: Path) -> str:
 
 
 def run_driver(v: variants.Variant, backend: str, out: Path, log: Path, *, images: int, warmups: int,
-               prof_path: Path, env: dict[str, str]) -> tuple[int, float]:
+               prof_path: Path, env: dict[str, str], driver_args: list[str] = ()) -> tuple[int, float]:
     """Runs the driver; its stderr (progress) goes to `log` and, per line, to a progress callback.
     Returns (exit status, wall seconds)."""
     cmd = [str(driver_path(v)), "--profile", str(prof_path), "--backend", backend, "--warmups", str(warmups),
-           "--images", str(images), "--out", str(out)]
+           "--images", str(images), "--out", str(out), *driver_args]
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with open(log, "w") as f:
@@ -338,6 +341,7 @@ def run_dir_for(name: str) -> Path:
 
 
 def bench(vs: list[variants.Variant], *, name: str | None = None, images: int = 20, warmups: int = 5,
+          driver_args: list[str] = (),
           build: bool = True) -> int:
     """Builds, runs and reports; returns the exit status (0 only when every result is ok)."""
     t_start = time.monotonic()
@@ -399,7 +403,8 @@ def bench(vs: list[variants.Variant], *, name: str | None = None, images: int = 
         print(f"{tag}: {warmups} warm-ups + {images} images per mode, batching on/off interleaved "
               f"(log: {log})", flush=True)
         raw.unlink(missing_ok=True)
-        rc, secs = run_driver(v, b, raw, log, images=images, warmups=warmups, prof_path=prof_path, env=env)
+        rc, secs = run_driver(v, b, raw, log, images=images, warmups=warmups, prof_path=prof_path, env=env,
+                              driver_args=driver_args)
         extra["driver_wall_s"] = round(secs, 3)
         extra["driver_log"] = str(log.relative_to(rd))
         extra["environment"] = {k: env[k] for k in sorted(env) if k.startswith(("SAM3D_", "GGML_", "ASAN_", "UBSAN_",

@@ -194,21 +194,22 @@ def import_results(raw_dir: Path, name: str | None = None) -> tuple[Path, list[d
         vm = manifest["variants"][vname]
         extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
                  "build_machine": manifest["build_machine"]}
-        raw = raw_dir / vrun["driver_output"] if vrun.get("driver_output") else None
-        doc = json.loads(raw.read_text()) if raw and raw.is_file() else None
-        status, reason = "ok", None
-        if doc is None:
-            status, reason = "failed", vrun.get("error") or "the driver wrote no output"
-        r = bench.wrap(v, "vulkan", doc, status=status, reason=reason, prof=prof, machine_info=summary["machine"],
-                       commit=manifest["git_commit"], build=vm["build"], extra=extra)
-        if status == "ok":
-            problems = bench.check(r)
-            if problems:
-                r["status"], r["reason"] = "failed", "; ".join(problems)
-        if r["status"] != "ok":
-            reasons.append(f"{vname}: {r['reason']}")
-        bench.write_result(rd / f"{vname}-vulkan.json", r)
-        written.append(r)
+        for n, b in enumerate(vrun.get("bench", [])):
+            raw = raw_dir / b["driver_output"] if b.get("driver_output") else None
+            doc = json.loads(raw.read_text()) if raw and raw.is_file() else None
+            status, reason = "ok", None
+            if doc is None:
+                status, reason = "failed", b.get("error") or "the driver wrote no output"
+            r = bench.wrap(v, "vulkan", doc, status=status, reason=reason, prof=prof, machine_info=summary["machine"],
+                           commit=manifest["git_commit"], build=vm["build"], extra=extra)
+            if status == "ok":
+                problems = bench.check(r)
+                if problems:
+                    r["status"], r["reason"] = "failed", "; ".join(problems)
+            if r["status"] != "ok":
+                reasons.append(f"{vname}: {r['reason']}")
+            bench.write_result(rd / f"{vname}-vulkan-{n}.json", r)
+            written.append(r)
         for kind, t in (vrun.get("device_tests") or {}).items():
             tests.append(f"| {vname} | {kind} | {t['passed']} | {t['failed']} | {t['skipped']} | "
                          f"{t['diagnostic_kernel_timestamp_total_ms'] or ''} |")

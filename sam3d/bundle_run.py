@@ -7,7 +7,8 @@ Needs only python3 (standard library) and the GPU driver: the bundle carries the
 GGML's libraries, the Vulkan loader and sanitizer runtimes. Per variant it runs
   - the device tests (GoogleTest), once plainly and once with GGML_VK_PERF_LOGGER=1
     (GGML's kernel timestamps: a diagnostic, never production latency),
-  - the benchmark driver on Vulkan device 0 (batching on and off, the transfer floor),
+  - the benchmark driver on Vulkan device 0 (--modes, the transfer floor; with
+    --transfer-only also a replay without compute),
 and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
 reports (GoogleTest JSON), the driver outputs and logs. Each file stays well under 16 MiB.
 Back on the build machine: `python -m sam3d device-import DIR`.
@@ -109,15 +110,17 @@ def run_tests(name, env, out, perf_logger):
             "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms}
 
 
-def run_bench(name, env, out, images, warmups):
+def run_bench(name, env, out, images, warmups, modes, transfer_only):
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
-    dst = out / f"{name}-vulkan.driver.json"
-    log = out / f"{name}-vulkan.driver.log"
+    tag = f"{name}-vulkan" + ("-transfer-only" if transfer_only else "")
+    dst = out / f"{tag}.driver.json"
+    log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
     with open(log, "w") as f:
         rc = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
                              "--backend", "vulkan", "--device", "0", "--images", str(images),
-                             "--warmups", str(warmups), "--out", str(dst)],
+                             "--warmups", str(warmups), "--out", str(dst), "--modes", modes]
+                            + (["--transfer-only"] if transfer_only else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None}
@@ -134,6 +137,9 @@ def main():
     p.add_argument("--images", type=int, default=20)
     p.add_argument("--warmups", type=int, default=5)
     p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--modes", default="off,staged", help="benchmark modes (sam3d_bench --modes)")
+    p.add_argument("--transfer-only", action="store_true",
+                   help="also replay the transfers without compute (ratios to the transfer floor)")
     p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
     a = p.parse_args()
     names = a.variants or list(manifest["variants"])
@@ -154,10 +160,15 @@ def main():
                 v.setdefault("device_tests", {})["perf_logger" if perf else "plain"] = t
                 # On the GPU machine every case must run: all skipped means no GPU was found.
                 ok &= t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0
-        print(f"[{i}/{len(names)}] {name}: benchmark ({a.warmups} warm-ups, {a.images} images)", flush=True)
-        v.update(run_bench(name, env, a.out, a.images, a.warmups))
-        print(f"    exit {v['exit_code']} ({v['seconds']} s)", flush=True)
-        ok &= v["exit_code"] == 0
+        v["bench"] = []
+        for transfer_only in (False, True) if a.transfer_only else (False,):
+            what = "transfer-only replay" if transfer_only else "benchmark"
+            print(f"[{i}/{len(names)}] {name}: {what} ({a.modes}; {a.warmups} warm-ups, {a.images} images)",
+                  flush=True)
+            b = run_bench(name, env, a.out, a.images, a.warmups, a.modes, transfer_only)
+            print(f"    exit {b['exit_code']} ({b['seconds']} s)", flush=True)
+            ok &= b["exit_code"] == 0
+            v["bench"].append(b)
         summary["variants"][name] = v
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"run.py: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)

@@ -140,7 +140,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     vs = _variants(args.variants)
     try:
-        return bench.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build)
+        driver_args = (["--modes", args.modes] if args.modes else []) + (["--transfer-only"] if args.transfer_only else [])
+        return bench.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build,
+                           driver_args=driver_args)
     except (bench.BenchError, profile.ProfileError) as e:
         print(f"sam3d bench: {e}", file=sys.stderr)
         return 2
@@ -230,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--images", type=_positive, default=20, help="timed images per batching mode (default 20)")
     s.add_argument("--warmups", type=_non_negative, default=5, help="warm-up images per batching mode (default 5)")
     s.add_argument("--no-build", action="store_true", help="measure the drivers already built")
+    s.add_argument("--modes", help="driver modes, e.g. off,staged,zerocopy,queued (default off,staged)")
+    s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
