@@ -37,10 +37,10 @@ GLIBC_MAX = (2, 39)
 SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*|libstdc\+\+|libgcc_s)\.so")
 
 
-# NVIDIA's Vulkan driver (libGLX_nvidia.so.0) resolves GL dispatch through libglvnd at run
-# time (not as a NEEDED entry): without libGLdispatch.so.0 vkCreateInstance fails with
-# VK_ERROR_INCOMPATIBLE_DRIVER, as seen on the H200 host. Debian packages libglvnd0, libglx0.
-GLVND_LIBS = {"libGLdispatch.so.0": "libglvnd0", "libGLX.so.0": "libglx0"}
+# NVIDIA's Vulkan driver (libGLX_nvidia.so.0) loads libglvnd's libraries at run time (not as
+# NEEDED entries): on the H200 host without libEGL.so.1 vkCreateInstance fails with
+# VK_ERROR_INCOMPATIBLE_DRIVER. Debian packages libegl1, libglvnd0, libglx0.
+GLVND_LIBS = {"libEGL.so.1": "libegl1", "libGLdispatch.so.0": "libglvnd0", "libGLX.so.0": "libglx0"}
 GLVND_DIR = Path("/usr/lib/x86_64-linux-gnu")
 
 
@@ -95,8 +95,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def make(out_dir: Path | None = None) -> Path:
-    """Builds the bundle from the already-built GPU variants; returns the tarball's path."""
+def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) -> Path:
+    """Builds the bundle from the already-built GPU variants (all, or `vs`); returns the tarball's path."""
     out_dir = out_dir or paths.root() / "build" / "bundle"
     stage = out_dir / BUNDLE_NAME
     debug = out_dir / f"{BUNDLE_NAME}-debug"
@@ -117,7 +117,9 @@ def make(out_dir: Path | None = None) -> Path:
         "profile": {"path": "profile.json", "sha256": prof["sha256"], "version": prof["version"]},
         "variants": {},
     }
-    for v in gpu_variants():
+    for v in vs or gpu_variants():
+        if not v.vulkan:
+            raise BundleError(f"{v.name} has no Vulkan backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
                     "sam3d_bench": build / "bench" / "sam3d_bench"}

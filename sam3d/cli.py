@@ -152,13 +152,13 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz."""
     from . import bundle
 
-    vs = bundle.gpu_variants()
+    vs = _variants(args.variants) if args.variants else bundle.gpu_variants()
     failed = build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
         return 1
     try:
-        tarball = bundle.make()
+        tarball = bundle.make(vs=vs)
     except (bundle.BundleError, conan.ConanError) as e:
         print(f"sam3d bundle: {e}", file=sys.stderr)
         return 1
@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
                                       "with only a GPU driver and python3")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="Vulkan variants (default: all of them)")
     s.set_defaults(func=cmd_bundle)
 
     s = sub.add_parser("device-import", help="wrap the bundle runner's raw files into result files and render them")

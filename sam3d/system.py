@@ -22,8 +22,8 @@ from .variants import Variant
 BASE_PACKAGES = ("g++", "libgtest-dev", "nlohmann-json3-dev", "libssl-dev")
 # GGML's Vulkan backend: shader compiler, loader + headers, SPIR-V headers (find_package
 # SPIRV-Headers CONFIG in ggml-vulkan's CMakeLists.txt), and Mesa's lavapipe for machines
-# without a GPU; libglvnd0 and libglx0 go into the GPU bundle (sam3d/bundle.py, GLVND_LIBS).
-VULKAN_PACKAGES = ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers", "libglvnd0", "libglx0")
+# without a GPU; libegl1, libglvnd0 and libglx0 go into the GPU bundle (sam3d/bundle.py, GLVND_LIBS).
+VULKAN_PACKAGES = ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers", "libegl1", "libglvnd0", "libglx0")
 
 # GGML 0.20.2's Vulkan backend uses VK_EXT_layer_settings (vk::LayerSettingEXT), first in
 # Vulkan-Headers 1.3.261; Debian 12 ships 1.3.239. Debian 13's libvulkan-dev is used instead,
