@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,27 +71,11 @@ def driver_path(v: variants.Variant) -> Path:
 
 # ---------------------------------------------------------------- provenance
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    os_name = platform.platform()
-    try:
-        rel = Path("/etc/os-release").read_text()
-        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', rel, re.M)
-        if m:
-            os_name = f"{m.group(1)} (Linux {platform.release()})"
-    except OSError:
-        pass
-    try:
-        glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError):
-        glibc = " ".join(platform.libc_ver())
-    return {"hostname": socket.gethostname(), "cpu": cpu, "os": os_name, "glibc": glibc}
+    """Host facts recorded in every result: hostname, CPU, OS, glibc (and GPU, when nvidia-smi
+    answers). The bundle's runner (stdlib only) records the same on the GPU machine."""
+    from .bundle_run import machine as host_facts
+
+    return host_facts()
 
 
 def git_commit(root: Path | None = None) -> tuple[str, bool]:

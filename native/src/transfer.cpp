@@ -842,6 +842,24 @@ sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
     return SAM3D_OK;
 }
 
+// Runs `f` with the session's mutex held (rule 9); no exception crosses the C API: an
+// allocation failure becomes SAM3D_ERR_OUT_OF_MEMORY naming `what`, any other SAM3D_ERR_INTERNAL.
+template <typename F>
+sam3d_status serialized(sam3d_session & s, const char * what, F && f) {
+    try {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        const sam3d_status st = f();
+        if (st == SAM3D_OK) {
+            g_last_error.clear();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return fail(SAM3D_ERR_OUT_OF_MEMORY, what);
+    } catch (const std::exception & e) {
+        return fail(SAM3D_ERR_INTERNAL, e.what());
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -916,18 +934,7 @@ sam3d_status sam3d_session_run(sam3d_session * session, const sam3d_call * call)
     if (session == nullptr || call == nullptr) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
     }
-    try {
-        std::lock_guard<std::mutex> lock(session->mutex);  // rule 9
-        const sam3d_status st = run_locked(*session, *call);
-        if (st == SAM3D_OK) {
-            g_last_error.clear();
-        }
-        return st;
-    } catch (const std::bad_alloc &) {
-        return fail(SAM3D_ERR_OUT_OF_MEMORY, "bookkeeping for the call");
-    } catch (const std::exception & e) {
-        return fail(SAM3D_ERR_INTERNAL, e.what());
-    }
+    return serialized(*session, "bookkeeping for the call", [&] { return run_locked(*session, *call); });
 }
 
 sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
@@ -937,18 +944,8 @@ sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_req
                                                 : n == 0            ? "n is 0"
                                                                     : "requests or slots is NULL");
     }
-    try {
-        std::lock_guard<std::mutex> lock(session->mutex);
-        const sam3d_status st = reserve_locked(*session, requests, n, slots);
-        if (st == SAM3D_OK) {
-            g_last_error.clear();
-        }
-        return st;
-    } catch (const std::bad_alloc &) {
-        return fail(SAM3D_ERR_OUT_OF_MEMORY, "slots of the reservation");
-    } catch (const std::exception & e) {
-        return fail(SAM3D_ERR_INTERNAL, e.what());
-    }
+    return serialized(*session, "slots of the reservation",
+                      [&] { return reserve_locked(*session, requests, n, slots); });
 }
 
 bool sam3d_session_reservation_pinned(const sam3d_session * session) {
@@ -960,34 +957,16 @@ sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * ca
     if (session == nullptr || call == nullptr) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
     }
-    try {
-        std::lock_guard<std::mutex> lock(session->mutex);  // rule 9: serialized at submission
-        const sam3d_status st = submit_locked(*session, *call, flags, ticket);
-        if (st == SAM3D_OK) {
-            g_last_error.clear();
-        }
-        return st;
-    } catch (const std::bad_alloc &) {
-        return fail(SAM3D_ERR_OUT_OF_MEMORY, "bookkeeping for the call");
-    } catch (const std::exception & e) {
-        return fail(SAM3D_ERR_INTERNAL, e.what());
-    }
+    // Serialized at submission (rule 9); the wait is serialized too.
+    return serialized(*session, "bookkeeping for the call",
+                      [&] { return submit_locked(*session, *call, flags, ticket); });
 }
 
 sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket) {
     if (session == nullptr) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
     }
-    try {
-        std::lock_guard<std::mutex> lock(session->mutex);
-        const sam3d_status st = wait_locked(*session, ticket);
-        if (st == SAM3D_OK) {
-            g_last_error.clear();
-        }
-        return st;
-    } catch (const std::exception & e) {
-        return fail(SAM3D_ERR_INTERNAL, e.what());
-    }
+    return serialized(*session, "waiting for the call", [&] { return wait_locked(*session, ticket); });
 }
 
 size_t sam3d_session_outstanding(sam3d_session * session) {
