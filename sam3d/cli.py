@@ -24,7 +24,7 @@ def _variants(names: list[str]) -> list[variants.Variant]:
 
 def _prepare(vs: list[variants.Variant]) -> None:
     system.ensure_packages(vs)
-    conan.ensure_home()
+    conan.ensure_home(vs)
     conan.export_recipes(log=paths.logs_dir() / "conan-export.log")
 
 

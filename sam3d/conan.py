@@ -25,12 +25,17 @@ class ConanError(RuntimeError):
     pass
 
 
-def compiler_version() -> str:
-    """GCC's major version, as Conan's compiler.version setting wants it."""
+# Conan's compiler setting -> (C compiler, C++ compiler, Debian package naming them).
+COMPILERS = {"gcc": ("gcc", "g++", "g++"), "clang": ("clang", "clang++", "clang")}
+
+
+def compiler_version(compiler: str = "gcc") -> str:
+    """The major version of the distribution's `compiler`, as Conan's compiler.version wants it."""
+    cc, _, package = COMPILERS[compiler]
     try:
-        out = subprocess.run(["gcc", "-dumpversion"], capture_output=True, text=True, check=True)
+        out = subprocess.run([cc, "-dumpversion"], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise system.SystemPrerequisiteError("gcc not found: install the Debian package g++") from e
+        raise system.SystemPrerequisiteError(f"{cc} not found: install the Debian package {package}") from e
     return out.stdout.strip().split(".")[0]
 
 
@@ -38,7 +43,7 @@ def _cmake_flags_var(lang: str, build_type: str) -> str:
     return f"CMAKE_{lang}_FLAGS_{build_type.upper()}"
 
 
-def profile_text(v: Variant, gcc_version: str, vulkan_include: Path | None = None) -> str:
+def profile_text(v: Variant, compiler_version: str, vulkan_include: Path | None = None) -> str:
     """The Conan profile of a variant: settings, options and the flags that reach GGML and the core.
 
     The per-build-type CMake flags are replaced by the variant's own (so -O3 never sneaks in),
@@ -57,8 +62,8 @@ def profile_text(v: Variant, gcc_version: str, vulkan_include: Path | None = Non
         "os=Linux",
         "arch=x86_64",
         f"build_type={v.build_type}",
-        "compiler=gcc",
-        f"compiler.version={gcc_version}",
+        f"compiler={v.compiler}",
+        f"compiler.version={compiler_version}",
         "compiler.libcxx=libstdc++11",
         "compiler.cppstd=17",
     ]
@@ -76,7 +81,7 @@ def profile_text(v: Variant, gcc_version: str, vulkan_include: Path | None = Non
         f"tools.build:cxxflags={san!r}",
         f"tools.build:sharedlinkflags={san!r}",
         f"tools.build:exelinkflags={san!r}",
-        "tools.build:compiler_executables={'c': 'gcc', 'cpp': 'g++'}",
+        f"tools.build:compiler_executables={{'c': '{COMPILERS[v.compiler][0]}', 'cpp': '{COMPILERS[v.compiler][1]}'}}",
     ]
     if vulkan_include is not None and v.vulkan:
         lines.append(f"user.sam3d:vulkan_include_dir={vulkan_include}")
@@ -116,11 +121,11 @@ def ensure_home(variants: list[Variant] = list(VARIANTS)) -> Path:
     _write_if_changed(home / "settings_user.yml", (root / "conan" / "settings_user.yml").read_text())
     _write_if_changed(home / "remotes.json", json.dumps({"remotes": []}, indent=1) + "\n")
     _write_if_changed(home / "global.conf", "core:non_interactive=True\n")
-    gcc = compiler_version()
+    versions = {c: compiler_version(c) for c in {"gcc", *(v.compiler for v in variants)}}
     vk_inc = system.vulkan_include_dir() if any(v.vulkan for v in variants) else None
     for v in variants:
-        _write_if_changed(home / "profiles" / v.profile_name, profile_text(v, gcc, vk_inc))
-    _write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(gcc))
+        _write_if_changed(home / "profiles" / v.profile_name, profile_text(v, versions[v.compiler], vk_inc))
+    _write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
     return home
 
 

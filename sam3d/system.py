@@ -42,10 +42,29 @@ class HashMismatch(RuntimeError):
     pass
 
 
+# Clang variants: the distribution's clang; its UBSan/ASan runtimes are in
+# libclang-rt-<major>-dev (only recommended by clang on Debian), added once clang is there.
+CLANG_PACKAGES = ("clang",)
+
+
+def clang_major() -> str | None:
+    """The major version of the installed `clang`, or None."""
+    try:
+        r = subprocess.run(["clang", "-dumpversion"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return r.stdout.strip().split(".")[0] if r.returncode == 0 else None
+
+
 def required_packages(variants: list[Variant]) -> list[str]:
     pkgs = list(BASE_PACKAGES)
     if any(v.vulkan for v in variants):
         pkgs += VULKAN_PACKAGES
+    if any(v.compiler == "clang" for v in variants):
+        pkgs += CLANG_PACKAGES
+        major = clang_major()
+        if major:
+            pkgs.append(f"libclang-rt-{major}-dev")
     return pkgs
 
 
@@ -65,7 +84,13 @@ def missing_packages(packages: list[str]) -> list[str]:
 
 def ensure_packages(variants: list[Variant], install: bool | None = None) -> None:
     """Install (as root, with apt-get) or name the missing system packages."""
-    missing = missing_packages(required_packages(variants))
+    _ensure(required_packages(variants), install)
+    # clang's runtime package is named after its version: known only once clang is installed.
+    _ensure(required_packages(variants), install)
+
+
+def _ensure(packages: list[str], install: bool | None) -> None:
+    missing = missing_packages(packages)
     if not missing:
         return
     if install is None:

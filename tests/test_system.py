@@ -11,8 +11,17 @@ def test_vulkan_variants_need_the_vulkan_packages():
     cpu = system.required_packages([variants.get("cpu-asan")])
     assert "glslc" not in cpu and "libgtest-dev" in cpu
     allv = system.required_packages(list(variants.VARIANTS))
-    for p in ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers"):
+    for p in ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers", "libegl1", "clang"):
         assert p in allv
+    assert "clang" not in system.required_packages([variants.get("release")])
+
+
+def test_clang_runtime_package_follows_the_installed_clang(monkeypatch):
+    monkeypatch.setattr(system, "clang_major", lambda: "19")
+    assert "libclang-rt-19-dev" in system.required_packages([variants.get("vulkan-ubsan")])
+    monkeypatch.setattr(system, "clang_major", lambda: None)
+    pkgs = system.required_packages([variants.get("vulkan-ubsan")])
+    assert "clang" in pkgs and not any(p.startswith("libclang-rt") for p in pkgs)
 
 
 def test_missing_package_is_named(monkeypatch):

@@ -15,7 +15,8 @@ def test_required_variants_and_their_flags():
     assert (asan.asan, asan.ubsan, asan.vulkan) == (True, True, False)
     ub = variants.get("vulkan-ubsan")
     assert ub.compile_flags == ("-O2", "-g", "-DNDEBUG", "-fsanitize=undefined")
-    assert (ub.asan, ub.ubsan, ub.vulkan) == (False, True, True)
+    assert (ub.asan, ub.ubsan, ub.vulkan, ub.compiler) == (False, True, True, "clang")
+    assert (asan.compiler, variants.get("release").compiler) == ("gcc", "gcc")
     rel = variants.get("release")
     assert rel.compile_flags == ("-O2", "-DNDEBUG")
     assert (rel.sanitizer, rel.vulkan, rel.backends) == (None, True, ("CPU", "Vulkan"))
@@ -69,6 +70,9 @@ def test_profile_carries_the_variant(name):
     p = _profile_dict(conan.profile_text(v, "12", None))
     s, o, c = p["settings"], p["options"], p["conf"]
     assert s["build_type"] == v.build_type
+    assert s["compiler"] == v.compiler and s["compiler.version"] == "12"
+    cc = "clang++" if v.compiler == "clang" else "g++"
+    assert f"'cpp': '{cc}'" in c["tools.build:compiler_executables"]
     assert s.get("compiler.sanitizer") == v.sanitizer
     assert o["ggml/*:vulkan"] == str(v.vulkan)
     assert o["sam3d-core/*:vulkan"] == str(v.vulkan)
