@@ -215,3 +215,33 @@ def test_check_cli_exit_status(tmp_path, capsys):
     assert "job gpu: skipped" in out and "the GPU job" in out
     with pytest.raises(SystemExit):
         ci.main(["check", str(tmp_path), "--job", "variant"])
+
+
+def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
+    """Three real result files from one local bench run (cpu-asan CPU, release CPU, release
+    Vulkan), spread over per-job artifact folders as CI uploads them, merge into the same table
+    the local run printed. Needs the drivers built (`nox -s tests` builds every variant)."""
+    import os
+
+    from sam3d import bench, paths, report
+
+    name = f"pytest-merge-{os.getpid()}"
+    vs = [variants.get("cpu-asan"), variants.get("release")]
+    try:
+        rc = bench.bench(vs, name=name, images=2, warmups=0, build=False)
+        run_dir = paths.diagnostics_dir() / name
+        files = sorted(run_dir.glob("*-*.json"))
+        assert rc == 0 and [f.name for f in files] == ["cpu-asan-cpu.json", "release-cpu.json", "release-vulkan.json"]
+        local = report.render([results.load(f) for f in files])
+        artifacts = tmp_path / "ci-results"
+        for f in files:
+            job = artifacts / f"results-{f.stem.split('-cpu')[0].split('-vulkan')[0]}-debian12" / name
+            job.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, job / f.name)
+        dirs = ci.evidence_dirs(artifacts)
+        assert len(dirs) == 2
+        merged = report.render(results.load_many(dirs))
+        assert merged == local
+        assert "cpu-asan" in merged and "Vulkan" in merged
+    finally:
+        shutil.rmtree(paths.diagnostics_dir() / name, ignore_errors=True)
