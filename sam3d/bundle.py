@@ -106,6 +106,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
     prof = {"sha256": profile.sha256(), "version": profile.load()["version"]}
     shutil.copy2(profile.path(), stage / "profile.json")
     shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
+    shutil.copy2(paths.root() / "native" / "sanitizers" / "ubsan.supp", stage / "ubsan.supp")
     commit, dirty = bench.git_commit()
     manifest: dict = {
         "bundle": BUNDLE_NAME,

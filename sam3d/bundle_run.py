@@ -66,7 +66,9 @@ def variant_env(name, sanitizer):
     env.pop("SAM3D_BATCHED_TRANSFERS", None)
     env.pop("GGML_VK_PERF_LOGGER", None)
     if sanitizer and "UndefinedBehavior" in sanitizer:
-        env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+        # As in the test environment here (sam3d/ctest.py): any report is fatal, except the
+        # upstream ones the project's suppression file names.
+        env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={HERE / 'ubsan.supp'}"
     return env
 
 
