@@ -320,7 +320,7 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
     notes = ["times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
              "speedup = median(off)/median(on) of the same run, IQR = 25th-75th percentile "
              "(numpy linear) of the paired per-image off/on ratios."]
-    notes.append(f"bytes per image; design.md's profile totals are {PROFILE_BYTES_UPLOADED:,} uploaded "
+    notes.append(f"bytes per image; the SAM3D transfer profile's totals are {PROFILE_BYTES_UPLOADED:,} uploaded "
                  f"and {PROFILE_BYTES_DOWNLOADED:,} downloaded"
                  + ("; * marks rows that differ from them." if any(
                      row.get("bytes up/down", "").endswith("*") for row in table) else "."))
@@ -478,7 +478,7 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
         raise ProfileMismatch(
             f"refusing to compare runs on different profiles: A ({where_a}) used profile sha256 "
             f"{next(iter(pa))}, B ({where_b}) used {next(iter(pb))}; runs on different profiles are "
-            "never compared (design.md, 'The SAM3D transfer profile'); re-run one side with the "
+            "never compared; re-run one side with the "
             "other's profile file")
     ra, rb = _by_config(a, "A", where_a), _by_config(b, "B", where_b)
 

@@ -337,8 +337,14 @@ def key(result: dict) -> tuple[str, str, str]:
 
 
 def hostname(result: dict) -> str | None:
+    """The machine a result was measured on: its hostname, with its GPU (nvidia-smi's first
+    name) or else its CPU, since hostnames alone repeat across machines (e.g. "vm")."""
     m = result.get("machine")
-    return m.get("hostname") if isinstance(m, dict) else None
+    if not isinstance(m, dict) or not m.get("hostname"):
+        return None
+    gpu = (m.get("gpu") or "").splitlines()
+    what = gpu[0].split(",")[0].strip() if gpu else (m.get("cpu") or "")
+    return f"{m['hostname']} ({what})" if what else m["hostname"]
 
 
 def profile_sha256(result: dict) -> str | None:

@@ -87,8 +87,8 @@ def test_machine_column_only_for_several_hosts(make_result):
     two = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box2", on_ms=ON, off_ms=OFF)]
     caption, header, rows = parse(report.render(two))
     assert header[0] == "machine"
-    assert by(rows, variant="cpu-asan", batching="on")["machine"] == "box2"
-    assert by(rows, variant="release", batching="off")["machine"] == "box1"
+    assert by(rows, variant="cpu-asan", batching="on")["machine"] == "box2 (Test CPU)"
+    assert by(rows, variant="release", batching="off")["machine"] == "box1 (Test CPU)"
 
 
 def test_failed_result_keeps_its_row(make_result):
@@ -102,7 +102,7 @@ def test_failed_result_keeps_its_row(make_result):
     assert failed["p95 ms"] == "" and failed["batching"] == "-"
     assert by(rows, variant="release", batching="on")["median ms"] == "95.950"
     assert "FAILED: vulkan-ubsan Vulkan" in md
-    assert report.problems(rs) == ["vulkan-ubsan Vulkan Test CPU host-a failed: ctest exit 8 | UBSan"]
+    assert report.problems(rs) == ["vulkan-ubsan Vulkan Test CPU host-a (Test CPU) failed: ctest exit 8 | UBSan"]
     assert report.problems(rs[:1]) == []
 
 
@@ -392,3 +392,13 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
     assert by(rows, batching="on")["outputs identical"] == "yes"
     assert [row["batching"] for row in rows] == ["off", "on", "zerocopy"]
     assert "outputs differ between batching zerocopy and off" in out
+
+
+def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
+    a = make_result(host="vm", on_ms=ON, off_ms=OFF)
+    b = make_result(variant="cpu-asan", host="vm", on_ms=ON, off_ms=OFF)
+    b["machine"]["gpu"] = "NVIDIA H200, 580.159.04, 5, 16\nNVIDIA H200, 580.159.04, 5, 16"
+    _, header, rows = parse(report.render([a, b]))
+    assert header[0] == "machine"
+    assert by(rows, variant="cpu-asan", batching="on")["machine"] == "vm (NVIDIA H200)"
+    assert by(rows, variant="release", batching="on")["machine"] == "vm (Test CPU)"
