@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from . import conan, ctest, paths, system, variants
+
+
+# CTest labels of native/ (normal: the suite every variant runs; device: needs a real GPU).
+LABELS = ("normal", "device")
 
 
 def _variants(names: list[str]) -> list[variants.Variant]:
@@ -79,9 +84,14 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_ctest(args: argparse.Namespace) -> int:
     """Builds the variants, then runs `ctest -L <label>` in each."""
+    if args.label not in LABELS:
+        raise SystemExit(f"sam3d: unknown CTest label {args.label!r}; labels: {', '.join(LABELS)}")
     vs = _variants(args.variants)
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
+        if not vs:
+            raise SystemExit(f"sam3d: none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
+                             + ", ".join(v.name for v in variants.sanitizer_variants()))
     t0 = time.monotonic()
     failed = dict(build_variants(vs))
     for i, v in enumerate(vs, 1):
@@ -107,6 +117,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     name = args.name or time.strftime("report-%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else paths.diagnostics_dir()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        print(f"sam3d report: --name {name!r}: use letters, digits, '.', '_' and '-' (it names a folder "
+              f"under {out})", file=sys.stderr)
+        return 2
     try:
         rs = results.load_many(args.paths)
         print(report.render(rs), end="")
@@ -153,6 +167,11 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     from . import bundle
 
     vs = _variants(args.variants) if args.variants else bundle.gpu_variants()
+    no_gpu = [v.name for v in vs if not v.vulkan]
+    if no_gpu:
+        print(f"sam3d bundle: {', '.join(no_gpu)} has no Vulkan backend; GPU variants: "
+              + ", ".join(v.name for v in bundle.gpu_variants()), file=sys.stderr)
+        return 2
     failed = build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)

@@ -503,6 +503,10 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
         # a failed result present on one side only, already shown against the other side's rows
         if (wa is None) != (wb is None) and id(wa or wb) in used:
             del pairs[k]
+    if not any(wa is not None and wb is not None for wa, wb in pairs.values()):
+        raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, "
+                          "device, batching): nothing to compare; compare runs of the same variants on "
+                          "the same device")
     keys = sorted(pairs, key=lambda k: (_variant_rank(k[0]), k[0], k[1], k[2], MODE_ORDER.get(k[3], 2)))
     table = []
     flagged = 0

@@ -402,3 +402,11 @@ def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
     assert header[0] == "machine"
     assert by(rows, variant="cpu-asan", batching="on")["machine"] == "vm (NVIDIA H200)"
     assert by(rows, variant="release", batching="on")["machine"] == "vm (Test CPU)"
+
+
+def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_result):
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
+    results.write(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
+    with pytest.raises(report.ReportError) as e:
+        report.compare(tmp_path / "a", tmp_path / "b")
+    assert "share no configuration" in str(e.value)
