@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 
@@ -47,9 +49,6 @@ def diagnostics_dir() -> Path:
 
 def tool(name: str) -> str:
     """A tool from this Python environment's bin folder (the bootstrap venv), else from PATH."""
-    import shutil
-    import sys
-
     here = Path(sys.executable).with_name(name)
     if here.is_file():
         return str(here)
