@@ -98,4 +98,12 @@ class Guarded {
     std::vector<uint8_t> bytes_;
 };
 
+// Every fallback counter is 0, except `reason`'s, which is `n` (reason COUNT: all zero).
+inline void expect_fallbacks(const sam3d_counters & k, sam3d_fallback reason = SAM3D_FALLBACK_COUNT,
+                             uint64_t n = 0) {
+    for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
+        EXPECT_EQ(k.fallbacks[f], f == reason ? n : 0u) << sam3d_fallback_name(static_cast<sam3d_fallback>(f));
+    }
+}
+
 }  // namespace cases

@@ -51,9 +51,7 @@ class Fallbacks : public testing::Test {
     // The counters of a session whose `calls` calls all fell back for `reason`.
     void expect_fallbacks(sam3d_session * s, sam3d_fallback reason, uint64_t calls) {
         const sam3d_counters k = r_->counters(s);
-        for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
-            EXPECT_EQ(k.fallbacks[f], f == reason ? calls : 0u) << sam3d_fallback_name(static_cast<sam3d_fallback>(f));
-        }
+        cases::expect_fallbacks(k, reason, calls);
         EXPECT_EQ(k.pinned_batches, 0u);
         EXPECT_EQ(k.async_uploads + k.async_downloads, 0u);
         EXPECT_EQ(k.sync_uploads, 2 * calls);
@@ -235,8 +233,6 @@ TEST_F(Fallbacks, BatchingOffNeverCountsAFallback) {
     sam3d_session * s = r_->session(SAM3D_BATCHING_OFF);
     run_exact(s, 2);
     const sam3d_counters k = r_->counters(s);
-    for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
-        EXPECT_EQ(k.fallbacks[f], 0u);
-    }
+    cases::expect_fallbacks(k);
     EXPECT_EQ(k.sync_uploads, 4u);
 }

@@ -325,9 +325,7 @@ TEST_P(Transfers, CountersMatchTransfersWithBatchingOff) {
     EXPECT_EQ(k.bytes_uploaded, 2u * 2 * n * 4);
     EXPECT_EQ(k.bytes_downloaded, 2u * n * 4);
     EXPECT_EQ(k.pinned_batches, 0u);
-    for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
-        EXPECT_EQ(k.fallbacks[f], 0u) << sam3d_fallback_name(static_cast<sam3d_fallback>(f));
-    }
+    cases::expect_fallbacks(k);
     EXPECT_EQ(k.staging_allocations, 0u);
     EXPECT_EQ(k.enqueue_ns, 0u);
 }
@@ -350,9 +348,7 @@ TEST_P(Transfers, SynchronousFlagTakesSyncPathWithoutCountingAFallback) {
     EXPECT_EQ(k.sync_downloads, 1u);
     EXPECT_EQ(k.async_uploads, 0u);
     EXPECT_EQ(k.pinned_batches, 0u);
-    for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
-        EXPECT_EQ(k.fallbacks[f], 0u) << sam3d_fallback_name(static_cast<sam3d_fallback>(f));
-    }
+    cases::expect_fallbacks(k);
     EXPECT_EQ(k.staging_allocations, 0u);
     std::vector<float> dst2(n, 0.0f);
     ASSERT_EQ(cases::run(s, w, b.data(), a.data(), dst2.data(), false), SAM3D_OK) << sam3d_last_error();

@@ -39,9 +39,7 @@ void expect_rejected(Rig & r, const sam3d_call & c, sam3d_status want, const std
         EXPECT_EQ(k.async_uploads + k.sync_uploads + k.async_downloads + k.sync_downloads, 0u);
         EXPECT_EQ(k.bytes_uploaded + k.bytes_downloaded, 0u);
         EXPECT_EQ(k.pinned_batches, 0u);
-        for (int f = 0; f < SAM3D_FALLBACK_COUNT; ++f) {
-            EXPECT_EQ(k.fallbacks[f], 0u);
-        }
+        cases::expect_fallbacks(k);
         EXPECT_EQ(k.staging_allocations, 0u);
         EXPECT_TRUE(probe::events().empty()) << "a seam entry ran: " << probe::events().front().what;
         EXPECT_EQ(probe::get().alloc_calls, 0);

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../cases.h"
 #include "../rig.h"
 #include "ggml-vulkan.h"
 
@@ -63,8 +64,8 @@ void alternating_case(int i) {
     sam3d_session * on = r.session(SAM3D_BATCHING_ON);
     sam3d_session * off = r.session(SAM3D_BATCHING_OFF);
     ASSERT_TRUE(on && off);
-    std::vector<float> img[2][2] = {{rig::ramp(n, 1.0f + i), rig::ramp(n, 3.0f)},
-                                    {rig::ramp(n, 7.0f), rig::ramp(n, 11.0f + i)}};
+    std::vector<float> img[2][2] = {{rig::ramp(n, 1.0f + static_cast<float>(i)), rig::ramp(n, 3.0f)},
+                                    {rig::ramp(n, 7.0f), rig::ramp(n, 11.0f + static_cast<float>(i))}};
     std::vector<float> results[2][2];  // [image][mode]
     for (int step = 0; step < 4; ++step) {
         // Modes alternate every call; images go 0, 1, 1, 0, so each image meets both modes.
@@ -124,9 +125,7 @@ void pinned_batch(int i) {
     ASSERT_EQ(sam3d_session_run(off, &c_off), SAM3D_OK) << sam3d_last_error();
     const sam3d_counters k = r.counters(on);
     EXPECT_EQ(k.pinned_batches, 1u) << "the call did not go through the pinned path";
-    for (int reason = 0; reason < SAM3D_FALLBACK_COUNT; ++reason) {
-        EXPECT_EQ(k.fallbacks[reason], 0u) << sam3d_fallback_name(static_cast<sam3d_fallback>(reason));
-    }
+    cases::expect_fallbacks(k);
     EXPECT_EQ(k.async_uploads, static_cast<uint64_t>(parts));
     EXPECT_EQ(k.async_downloads, static_cast<uint64_t>(parts));
     EXPECT_EQ(k.sync_uploads + k.sync_downloads, 0u);
