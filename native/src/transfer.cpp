@@ -86,6 +86,9 @@ struct Ticket {
     bool submitted = false;     // a queued call whose completion is not reported yet
     bool done = false;          // completion known
     bool reported = false;      // completion reported to the caller (slots released at next reserve)
+    bool kept = false;          // SAM3D_SUBMIT_KEEP_SLOTS: slots held until sam3d_session_release
+    bool release_requested = false;
+    uint64_t last_reader = 0;   // the latest call whose uploads read these (kept) slots
     sam3d_status status = SAM3D_OK;
     std::string message;
     struct Copy {
@@ -123,6 +126,7 @@ struct sam3d_session {
     std::vector<const uint8_t *> up_ptrs;
     std::vector<uint8_t *> down_ptrs;
     std::vector<ggml_backend_event_t> event_pool;  // events of released tickets, for reuse
+    std::vector<Ticket *> kept_sources;            // kept calls read by the call being submitted
 
     explicit sam3d_session(const sam3d_ggml_seam * seam) : ggml(seam) {}
     ~sam3d_session() {
@@ -462,6 +466,17 @@ bool ensure_ring(sam3d_session & s) {
     return ensure_staging(s, SAM3D_STAGING_BOUND_BYTES);
 }
 
+// Whether the call with ticket `id` (0: none) has completed: a ticket no longer held was
+// reported, hence complete.
+bool reader_done(const sam3d_session & s, uint64_t id) {
+    for (const Ticket & t : s.tickets) {
+        if (t.id == id) {
+            return t.done;
+        }
+    }
+    return true;
+}
+
 void release_ticket(sam3d_session & s, std::list<Ticket>::iterator it) {
     if (it->event != nullptr) {
         s.event_pool.push_back(it->event);
@@ -475,10 +490,11 @@ sam3d_status reserve_locked(sam3d_session & s, const sam3d_slot_request * req, s
             return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[" + std::to_string(i) + "].size is 0");
         }
     }
-    // Slots of calls whose completion was reported are released now (transfer.h).
+    // Slots of calls whose completion was reported are released now, kept slots once released
+    // by the caller and no call that read them is still in flight (transfer.h).
     for (auto it = s.tickets.begin(); it != s.tickets.end();) {
         auto next = std::next(it);
-        if (it->reported) {
+        if (it->reported && (!it->kept || it->release_requested) && reader_done(s, it->last_reader)) {
             release_ticket(s, it);
         }
         it = next;
@@ -630,12 +646,32 @@ sam3d_status enqueue_staged(sam3d_session & s, const sam3d_call & c, Ticket & t,
     return SAM3D_OK;
 }
 
-// Zero-copy: every descriptor's host pointer is a distinct slot of the current reservation.
+// A kept call (SAM3D_SUBMIT_KEEP_SLOTS, not released) one of whose slots holds [p, p+size),
+// or nullptr.
+Ticket * kept_slot_owner(sam3d_session & s, const void * p, size_t size) {
+    const auto * q = static_cast<const uint8_t *>(p);
+    for (Ticket & t : s.tickets) {
+        if (!t.kept || t.release_requested) {
+            continue;
+        }
+        for (const auto & slot : t.slots) {
+            if (q >= slot.first && q < slot.first + slot.second && size <= static_cast<size_t>(slot.first + slot.second - q)) {
+                return &t;
+            }
+        }
+    }
+    return nullptr;
+}
+
+// Zero-copy: every descriptor's host pointer is a distinct slot of the current reservation, or,
+// for an upload, bytes inside a kept slot of a call whose completion was reported (recorded in
+// s.kept_sources).
 sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
     if (!s.pending) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_ZERO_COPY without a current reservation "
                                                 "(call sam3d_session_reserve first)");
     }
+    s.kept_sources.clear();
     std::vector<bool> used(s.pending->slots.size(), false);
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
@@ -651,7 +687,18 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
             }
         }
         if (slot == used.size()) {
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " is not a slot of the current reservation");
+            Ticket * owner = is_up ? kept_slot_owner(s, p, size) : nullptr;
+            if (owner == nullptr) {
+                return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " is not a slot of the current reservation" +
+                                                            (is_up ? " nor inside a kept slot" : ""));
+            }
+            if (!owner->reported) {
+                return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " reads a kept slot of ticket " +
+                                                            std::to_string(owner->id) +
+                                                            ", whose completion was not reported yet (wait for it first)");
+            }
+            s.kept_sources.push_back(owner);
+            continue;
         }
         if (used[slot]) {
             return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " uses slot " + std::to_string(slot) + " a second time");
@@ -672,9 +719,16 @@ sam3d_status run_locked(sam3d_session & s, const sam3d_call & c);
 sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned flags, sam3d_ticket * ticket) {
     const bool zero_copy = (flags & SAM3D_SUBMIT_ZERO_COPY) != 0;
     const bool queued = (flags & SAM3D_SUBMIT_QUEUED) != 0;
-    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED)) != 0 || (queued && ticket == nullptr)) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, queued && ticket == nullptr ? "ticket is NULL with SAM3D_SUBMIT_QUEUED"
-                                                                             : "flags has unknown bits");
+    const bool keep = (flags & SAM3D_SUBMIT_KEEP_SLOTS) != 0;
+    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS)) != 0) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "flags has unknown bits");
+    }
+    if ((queued || keep) && ticket == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, queued ? "ticket is NULL with SAM3D_SUBMIT_QUEUED"
+                                                       : "ticket is NULL with SAM3D_SUBMIT_KEEP_SLOTS");
+    }
+    if (keep && !zero_copy) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY (only slots are kept)");
     }
     if (ticket != nullptr) {
         *ticket = 0;
@@ -684,6 +738,7 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
     }
     const size_t n = c.n_uploads + c.n_downloads;
     const bool use_slots = zero_copy && n > 0;
+    s.kept_sources.clear();
     sam3d_status st = validate(s, c);
     if (st == SAM3D_OK && use_slots) {
         st = check_slots(s, c);
@@ -743,9 +798,16 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
     } else {
         count_bytes(s.counters, c);
     }
+    for (Ticket * src : s.kept_sources) {
+        src->last_reader = t->id;  // released kept slots wait for this call's completion
+    }
+    t->kept = keep && use_slots;
     if (!queued) {
         if (use_slots) {
-            t->reported = true;  // its slots stay the caller's until the next reservation
+            t->reported = true;  // its slots stay the caller's until the next reservation (or release)
+            if (keep) {
+                *ticket = t->id;
+            }
             s.tickets.push_back(std::move(*t));
         }
         return st;
@@ -753,6 +815,22 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
     t->submitted = true;
     *ticket = t->id;
     s.tickets.push_back(std::move(*t));
+    return SAM3D_OK;
+}
+
+sam3d_status release_locked(sam3d_session & s, sam3d_ticket id) {
+    auto it = std::find_if(s.tickets.begin(), s.tickets.end(),
+                           [&](const Ticket & t) { return t.id == id && t.kept && !t.release_requested; });
+    if (id == 0 || it == s.tickets.end()) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "ticket " + std::to_string(id) +
+                                                    " is unknown, was not submitted with SAM3D_SUBMIT_KEEP_SLOTS, "
+                                                    "or was already released");
+    }
+    if (!it->reported) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "ticket " + std::to_string(id) +
+                                                    " was not waited yet: wait for it before releasing its slots");
+    }
+    it->release_requested = true;  // freed by the next reservation once its readers completed
     return SAM3D_OK;
 }
 
@@ -967,6 +1045,13 @@ sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
     }
     return serialized(*session, "waiting for the call", [&] { return wait_locked(*session, ticket); });
+}
+
+sam3d_status sam3d_session_release(sam3d_session * session, sam3d_ticket ticket) {
+    if (session == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+    }
+    return serialized(*session, "releasing kept slots", [&] { return release_locked(*session, ticket); });
 }
 
 size_t sam3d_session_outstanding(sam3d_session * session) {

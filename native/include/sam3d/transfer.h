@@ -216,6 +216,14 @@ const char * sam3d_fallback_name(sam3d_fallback reason);
 // slots are readable from that report until then. A reservation that no submit consumed is
 // dropped by the next sam3d_session_reserve.
 //
+// Kept slots (SAM3D_SUBMIT_KEEP_SLOTS with SAM3D_SUBMIT_ZERO_COPY): the call's slots outlive
+// later reservations until sam3d_session_release of its ticket, so a later zero-copy call can
+// upload straight from them: an upload's src may point anywhere inside a kept slot, any number
+// of times, once the kept call's completion was reported (a chain of graphs whose input is an
+// earlier output needs no host copy). Downloads never write kept slots. After the release,
+// the region is reused only once every call that read from it has completed. Kept slots count
+// against the bound until then; with the ring full, reservations fall back as below.
+//
 // Queued calls. With SAM3D_SUBMIT_QUEUED, submit validates (errors at once, nothing
 // submitted), enqueues the call and returns a ticket without waiting; sam3d_session_wait
 // completes it. Rules:
@@ -248,6 +256,7 @@ typedef uint64_t sam3d_ticket;  // 0: no ticket
 // Submit flags (bitwise or).
 #define SAM3D_SUBMIT_ZERO_COPY 1u  // descriptors name slots of the current reservation
 #define SAM3D_SUBMIT_QUEUED    2u  // return a ticket without waiting
+#define SAM3D_SUBMIT_KEEP_SLOTS 4u // with ZERO_COPY: keep the slots until sam3d_session_release
 
 // One slot of a reservation: `size` bytes (> 0), aligned to the staging alignment.
 typedef struct sam3d_slot_request {
@@ -268,11 +277,13 @@ sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_req
 bool sam3d_session_reservation_pinned(const sam3d_session * session);
 
 // Submits one call (validated as by sam3d_session_run; with SAM3D_SUBMIT_ZERO_COPY also: every
-// host pointer is a distinct slot of the current reservation, SAM3D_ERR_INVALID_ARGUMENT
-// naming the descriptor otherwise). Without SAM3D_SUBMIT_QUEUED the call is complete on
-// return, its status returned, and *ticket (may be NULL) set to 0. With it, *ticket (required)
-// receives the ticket and SAM3D_OK means "submitted": the call's own status comes from
-// sam3d_session_wait.
+// host pointer is a distinct slot of the current reservation, or an upload's src lies inside
+// a kept slot of a reported call; SAM3D_ERR_INVALID_ARGUMENT naming the descriptor otherwise).
+// Without SAM3D_SUBMIT_QUEUED the call is complete on return, its status returned, and *ticket
+// (may be NULL unless SAM3D_SUBMIT_KEEP_SLOTS) set to 0, or to the ticket to release with
+// SAM3D_SUBMIT_KEEP_SLOTS. With it, *ticket (required) receives the ticket and SAM3D_OK means
+// "submitted": the call's own status comes from sam3d_session_wait.
+// SAM3D_SUBMIT_KEEP_SLOTS without SAM3D_SUBMIT_ZERO_COPY is SAM3D_ERR_INVALID_ARGUMENT.
 sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
                                   sam3d_ticket * ticket);
 
@@ -281,6 +292,12 @@ sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * ca
 // sam3d_last_error). A ticket is waited once; an unknown or already waited ticket is
 // SAM3D_ERR_INVALID_ARGUMENT.
 sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket);
+
+// Gives back the kept slots of `ticket` (a call submitted with SAM3D_SUBMIT_KEEP_SLOTS whose
+// completion was reported). They stay readable until the next sam3d_session_reserve; their
+// region is reused only after every call that read from them has completed.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (unknown, not kept, already released, or not waited yet).
+sam3d_status sam3d_session_release(sam3d_session * session, sam3d_ticket ticket);
 
 // Queued calls submitted and not yet waited.
 size_t sam3d_session_outstanding(sam3d_session * session);
