@@ -186,6 +186,22 @@ def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
     return out
 
 
+def _savings(all_rows: Sequence[Row]) -> dict[int, str]:
+    """Each zerocopy/queued row (by id) -> the per-image time it saves over the spec's design:
+    median(on wall_ms) - median(row wall_ms) of the same result, in ms and as a share of on."""
+    out = {}
+    for w in all_rows:
+        if w.mode not in ("zerocopy", "queued") or not w.ok:
+            continue
+        on = next((o for o in all_rows if o.result is w.result and o.mode == "on" and o.ok), None)
+        if on is None:
+            continue
+        on_ms = stats.median(on.wall_ms)
+        saved = on_ms - stats.median(w.wall_ms)
+        out[id(w)] = f"{saved:.3f} ({saved / on_ms:.0%})"
+    return out
+
+
 def _ms(x: float) -> str:
     return f"{x:.3f}"
 
@@ -275,6 +291,7 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
     duplicated = any(n > 1 for n in confs.values())
     outputs, warnings = output_checks(all_rows, multi_host)
     speedups = _speedups(all_rows)
+    savings = _savings(all_rows)
 
     columns = ([Column("machine")] if multi_host else []) + [
         Column("variant"), Column("backend"), Column("device"), Column("batching")] + (
@@ -283,7 +300,8 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
         Column("min-max ms", "right", False), Column("n", "right"),
         Column("async up/down", "right"), Column("sync up/down", "right"),
         Column("bytes up/down", "right"), Column("fallbacks"),
-        Column("speedup", "right", False), Column("x floor", "right", False),
+        Column("speedup", "right", False), Column("saved vs on ms", "right", False),
+        Column("x floor", "right", False),
         Column("outputs identical"), Column("profile")]
 
     table = []
@@ -303,6 +321,7 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
                 "sync up/down": f"{c['sync_uploads']}/{c['sync_downloads']}",
                 "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
                 "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
+                "saved vs on ms": savings.get(id(w), ""),
                 "x floor": _floor_ratio(r, s.median)})
         else:
             cells["median ms"] = f"FAILED: {r['reason']}"
@@ -324,10 +343,13 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
                  f"and {PROFILE_BYTES_DOWNLOADED:,} downloaded"
                  + ("; * marks rows that differ from them." if any(
                      row.get("bytes up/down", "").endswith("*") for row in table) else "."))
+    if any(row.get("saved vs on ms") for row in table):
+        notes.append("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
+                     "queued calls save over the spec's staged design in the same run.")
     if any(row.get("x floor") for row in table):
         notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes "
-                     "as one host-to-device and one device-to-host copy from pinned memory; its median ms in "
-                     "parentheses).")
+                     "as one host-to-device and one device-to-host copy from pinned memory, asynchronous or "
+                     "synchronous, whichever is faster; its median ms in parentheses).")
     if duplicated:
         notes.append("run: #i is the i-th result given; two results share a configuration and host.")
     for w in all_rows:

@@ -392,6 +392,14 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
     assert by(rows, batching="on")["outputs identical"] == "yes"
     assert [row["batching"] for row in rows] == ["off", "on", "zerocopy"]
     assert "outputs differ between batching zerocopy and off" in out
+    # saved vs on: on median 95.95 - 50.95 = 45.000 ms, 45 / 95.95 = 47%; only extra-mode rows
+    assert z["saved vs on ms"] == "45.000 (47%)"
+    assert by(rows, batching="on")["saved vs on ms"] == "" and by(rows, batching="off")["saved vs on ms"] == ""
+
+
+def test_no_saving_column_without_extra_modes(make_result):
+    _, header, _ = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    assert "saved vs on ms" not in header
 
 
 def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
