@@ -663,16 +663,22 @@ struct Replay {
         const size_t ng = graphs.size();
         size_t next_wait = 0;  // graphs before this one have been waited
         dependency_waits = ring_waits = 0;
-        // Waits the tickets of graphs [next_wait, end); counts one wait point if any was waited.
+        // Waits the tickets of graphs [next_wait, end), the newest first (one synchronization
+        // completes them all); counts one wait point if there was any.
         auto wait_until = [&](size_t end, size_t * wait_points) {
-            bool waited = false;
-            for (; next_wait < end; ++next_wait) {
-                if (tickets[next_wait] == 0) continue;
-                if (sam3d_session_wait(s, tickets[next_wait]) != SAM3D_OK) failed(next_wait, "queued wait");
-                keep_outputs(next_wait, kQueued, &excluded);
-                waited = true;
+            size_t last = end;
+            while (last > next_wait && tickets[last - 1] == 0) --last;
+            if (last > next_wait) {
+                if (sam3d_session_wait(s, tickets[last - 1]) != SAM3D_OK) failed(last - 1, "queued wait");
+                for (size_t g = next_wait; g + 1 < last; ++g) {
+                    if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
+                }
+                for (size_t g = next_wait; g < last; ++g) {
+                    if (tickets[g] != 0) keep_outputs(g, kQueued, &excluded);
+                }
+                *wait_points += 1;
             }
-            *wait_points += waited;
+            next_wait = std::max(next_wait, end);
         };
         const double t0 = now_ms();
         for (size_t g = 0; g < ng; ++g) {

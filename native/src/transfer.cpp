@@ -479,6 +479,9 @@ bool reader_done(const sam3d_session & s, uint64_t id) {
 
 void release_ticket(sam3d_session & s, std::list<Ticket>::iterator it) {
     if (it->event != nullptr) {
+        // The call is complete (released tickets always are): this returns at once, and lets
+        // GGML recycle the event's Vulkan objects before the event is recorded again.
+        ggml_backend_event_synchronize(it->event);
         s.event_pool.push_back(it->event);
     }
     s.tickets.erase(it);
@@ -843,7 +846,12 @@ sam3d_status wait_locked(sam3d_session & s, sam3d_ticket id) {
     Ticket & t = *it;
     if (!t.done) {
         const uint64_t t0 = now_ns();
-        if (t.event != nullptr) {
+        // The newest outstanding call is waited with a full synchronize: it completes the same
+        // work as its event, and GGML's Vulkan backend spins on its fence there, where the
+        // event's timeline-semaphore wait may sleep. An older call waits on its own event.
+        const bool newest = std::none_of(s.tickets.begin(), s.tickets.end(),
+                                         [&](const Ticket & o) { return !o.done && o.id > t.id; });
+        if (t.event != nullptr && !newest) {
             ggml_backend_event_synchronize(t.event);
             t.done = true;
         } else {
