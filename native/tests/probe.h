@@ -7,7 +7,10 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -147,6 +150,43 @@ inline void release() {
     std::lock_guard<std::mutex> l(p.mutex);
     p.released = true;
     p.cv.notify_all();
+}
+
+// Rule 9 races: `first` runs on a thread until it blocks inside compute_async, then `second`
+// starts on another thread and gets 100 ms to enter the seam if the session let it (the
+// assertions do not depend on the delay, only their power to catch a missing lock does);
+// then `first` is released and both threads joined. Checks that no two seam entries ran at
+// once and that the first `n_first` recorded events were `first`'s, the rest `second`'s.
+inline void race(const std::function<void()> & first, const std::function<void()> & second, size_t n_first) {
+    {
+        std::lock_guard<std::mutex> l(get().mutex);
+        get().block_compute = true;
+    }
+    std::thread::id id1, id2;
+    std::thread t1([&] {
+        id1 = std::this_thread::get_id();
+        first();
+    });
+    wait_blocked();
+    std::atomic<bool> second_started{false};
+    std::thread t2([&] {
+        id2 = std::this_thread::get_id();
+        second_started = true;
+        second();
+    });
+    while (!second_started) {
+        std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    release();
+    t1.join();
+    t2.join();
+    EXPECT_EQ(get().max_active, 1) << "two seam entries ran at once";
+    const std::vector<Event> ev = events();
+    ASSERT_GT(ev.size(), n_first);
+    for (size_t i = 0; i < ev.size(); ++i) {
+        EXPECT_EQ(ev[i].thread, i < n_first ? id1 : id2) << "event " << i << " (" << ev[i].what << ") interleaved";
+    }
 }
 
 // Capability entries that count their invocations (rule 6), on top of the cpu_staged seam.
