@@ -487,10 +487,33 @@ void release_ticket(sam3d_session & s, std::list<Ticket>::iterator it) {
     s.tickets.erase(it);
 }
 
+// total += align_up(size, a); false when that does not fit in size_t.
+bool add_aligned(size_t * total, size_t size, size_t a) {
+    const size_t al = std::max<size_t>(a, 1);
+    if (size > SIZE_MAX - (al - 1)) {
+        return false;
+    }
+    const size_t aligned = align_up(size, al);
+    if (*total > SIZE_MAX - aligned) {
+        return false;
+    }
+    *total += aligned;
+    return true;
+}
+
 sam3d_status reserve_locked(sam3d_session & s, const sam3d_slot_request * req, size_t n, void ** slots) {
+    // Heap slots (the fallback) are aligned to at least 64 bytes and get one alignment extra.
+    const size_t heap_al = std::max<size_t>(s.alignment, 64);
+    size_t need = 0;
+    size_t heap = heap_al;
     for (size_t i = 0; i < n; ++i) {
         if (req[i].size == 0) {
             return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[" + std::to_string(i) + "].size is 0");
+        }
+        if (!add_aligned(&need, req[i].size, s.alignment) || !add_aligned(&heap, req[i].size, heap_al)) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[0.." + std::to_string(i) + "]: the sizes add up to more "
+                                                    "than the address space (requests[" + std::to_string(i) +
+                                                    "].size is " + std::to_string(req[i].size) + ")");
         }
     }
     // Slots of calls whose completion was reported are released now, kept slots once released
@@ -504,10 +527,6 @@ sam3d_status reserve_locked(sam3d_session & s, const sam3d_slot_request * req, s
     }
     s.pending.reset();
     auto t = std::make_unique<Ticket>();
-    size_t need = 0;
-    for (size_t i = 0; i < n; ++i) {
-        need += align_up(req[i].size, s.alignment);
-    }
     sam3d_fallback reason = SAM3D_FALLBACK_COUNT;
     size_t at = 0;
     if (s.batching) {
@@ -530,12 +549,8 @@ sam3d_status reserve_locked(sam3d_session & s, const sam3d_slot_request * req, s
         t->end = at + need;
         base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)) + at;
     } else {
-        al = std::max<size_t>(al, 64);
-        size_t heap = 0;
-        for (size_t i = 0; i < n; ++i) {
-            heap += align_up(req[i].size, al);
-        }
-        t->heap.reset(new uint8_t[heap + al]);
+        al = heap_al;
+        t->heap.reset(new uint8_t[heap]);
         base = t->heap.get();
         base += (al - reinterpret_cast<uintptr_t>(base) % al) % al;
         t->reason = s.batching ? reason : SAM3D_FALLBACK_COUNT;
@@ -564,7 +579,7 @@ sam3d_status enqueue_staged(sam3d_session & s, const sam3d_call & c, Ticket & t,
         for (size_t i = 0; i < c.n_downloads; ++i) {
             s.down_ptrs[i] = static_cast<uint8_t *>(c.downloads[i].dst);
         }
-    } else {
+    } else if (c.n_uploads + c.n_downloads > 0) {
         uint8_t * base = static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)) + t.begin;
         size_t at = 0;
         for (size_t i = 0; i < c.n_uploads; ++i) {
@@ -645,7 +660,7 @@ sam3d_status enqueue_staged(sam3d_session & s, const sam3d_call & c, Ticket & t,
     }
     s.counters.async_uploads += c.n_uploads;
     s.counters.async_downloads += c.n_downloads;
-    s.counters.pinned_batches += 1;
+    s.counters.pinned_batches += c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
     return SAM3D_OK;
 }
 
@@ -668,14 +683,13 @@ Ticket * kept_slot_owner(sam3d_session & s, const void * p, size_t size) {
 
 // Zero-copy: every descriptor's host pointer is a distinct slot of the current reservation, or,
 // for an upload, bytes inside a kept slot of a call whose completion was reported (recorded in
-// s.kept_sources).
-sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
-    if (!s.pending) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_ZERO_COPY without a current reservation "
-                                                "(call sam3d_session_reserve first)");
-    }
+// s.kept_sources). *own: whether the call uses a slot of the current reservation.
+sam3d_status check_slots(sam3d_session & s, const sam3d_call & c, bool * own) {
     s.kept_sources.clear();
-    std::vector<bool> used(s.pending->slots.size(), false);
+    *own = false;
+    const std::vector<std::pair<uint8_t *, size_t>> none;
+    const auto & current = s.pending ? s.pending->slots : none;
+    std::vector<bool> used(current.size(), false);
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
         const bool is_up = k < c.n_uploads;
@@ -685,15 +699,16 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
         const std::string name = where(is_up ? "uploads" : "downloads", i, is_up ? "src" : "dst");
         size_t slot = used.size();
         for (size_t j = 0; j < used.size(); ++j) {
-            if (s.pending->slots[j].first == p) {
+            if (current[j].first == p) {
                 slot = j;
             }
         }
         if (slot == used.size()) {
             Ticket * owner = is_up ? kept_slot_owner(s, p, size) : nullptr;
             if (owner == nullptr) {
-                return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " is not a slot of the current reservation" +
-                                                            (is_up ? " nor inside a kept slot" : ""));
+                return fail(SAM3D_ERR_INVALID_ARGUMENT,
+                            name + " is not a slot of the current reservation" + (is_up ? " nor inside a kept slot" : "") +
+                                (s.pending ? "" : " (there is no current reservation: call sam3d_session_reserve first)"));
             }
             if (!owner->reported) {
                 return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " reads a kept slot of ticket " +
@@ -706,13 +721,14 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c) {
         if (used[slot]) {
             return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " uses slot " + std::to_string(slot) + " a second time");
         }
-        if (size > s.pending->slots[slot].second) {
+        if (size > current[slot].second) {
             return fail(SAM3D_ERR_INVALID_ARGUMENT, where(is_up ? "uploads" : "downloads", i, "size") + " " +
                                                         std::to_string(size) + " exceeds the " +
-                                                        std::to_string(s.pending->slots[slot].second) +
-                                                        " bytes of slot " + std::to_string(slot));
+                                                        std::to_string(current[slot].second) + " bytes of slot " +
+                                                        std::to_string(slot));
         }
         used[slot] = true;
+        *own = true;
     }
     return SAM3D_OK;
 }
@@ -740,25 +756,30 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
         return run_locked(s, c);  // exactly sam3d_session_run
     }
     const size_t n = c.n_uploads + c.n_downloads;
-    const bool use_slots = zero_copy && n > 0;
+    bool own_slots = false;  // the call consumes the current reservation
     s.kept_sources.clear();
     sam3d_status st = validate(s, c);
-    if (st == SAM3D_OK && use_slots) {
-        st = check_slots(s, c);
+    if (st == SAM3D_OK && zero_copy) {
+        st = check_slots(s, c, &own_slots);
     }
     if (st != SAM3D_OK) {
         s.counters.rejected_calls += 1;
         return st;
     }
     s.counters.calls += 1;
-    std::unique_ptr<Ticket> t = use_slots ? std::move(s.pending) : std::make_unique<Ticket>();
+    std::unique_ptr<Ticket> t = own_slots ? std::move(s.pending) : std::make_unique<Ticket>();
     t->id = s.next_ticket++;
     bool staged = false;
     if (s.batching && !c.synchronous) {
         sam3d_fallback reason = SAM3D_FALLBACK_COUNT;
-        if (use_slots) {
+        if (own_slots) {
             reason = t->ring ? SAM3D_FALLBACK_COUNT : t->reason;
             staged = t->ring;
+        } else if (zero_copy) {
+            // Uploads only from kept slots, or no transfers: nothing to stage. A call with no
+            // transfers is enqueued only when queued (sam3d_session_run runs it synchronously).
+            reason = s.static_fallback;
+            staged = reason == SAM3D_FALLBACK_COUNT && (n > 0 || queued);
         } else {
             reason = s.static_fallback;
             size_t need = 0;
@@ -780,6 +801,8 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
                 t->begin = at;
                 t->end = at + need;
                 staged = true;
+            } else if (reason == SAM3D_FALLBACK_COUNT) {
+                staged = queued;  // a graph only: enqueued without staging when queued
             }
         }
         if (reason != SAM3D_FALLBACK_COUNT) {
@@ -787,7 +810,7 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
         }
     }
     if (staged) {
-        st = enqueue_staged(s, c, *t, use_slots, queued);
+        st = enqueue_staged(s, c, *t, zero_copy, queued);
     } else {
         complete_all(s);  // the synchronous path may not overtake queued work
         st = run_sync(s, c);
@@ -804,11 +827,12 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
     for (Ticket * src : s.kept_sources) {
         src->last_reader = t->id;  // released kept slots wait for this call's completion
     }
-    t->kept = keep && use_slots;
+    // A failed non-queued call is not kept: its outputs are unspecified.
+    t->kept = keep && (queued || st == SAM3D_OK);
     if (!queued) {
-        if (use_slots) {
+        if (own_slots || t->kept) {
             t->reported = true;  // its slots stay the caller's until the next reservation (or release)
-            if (keep) {
+            if (t->kept) {
                 *ticket = t->id;
             }
             s.tickets.push_back(std::move(*t));
@@ -870,7 +894,7 @@ sam3d_status wait_locked(sam3d_session & s, sam3d_ticket id) {
     t.reported = true;
     const sam3d_status st = t.status;
     const std::string message = t.message;
-    if (t.slots.empty()) {
+    if (t.slots.empty() && !t.kept) {
         release_ticket(s, it);  // a copying call's region is free once its outputs are copied
     }
     if (st != SAM3D_OK) {

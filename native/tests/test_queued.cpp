@@ -639,6 +639,133 @@ TEST_P(Queued, KeptRegionOutlivesItsReadersAfterRelease) {
     EXPECT_EQ(sam3d_session_reservation_pinned(s), staged(s)) << "the region comes back once its reader completed";
 }
 
+// Slot sizes whose aligned sum does not fit in size_t are refused, naming the request; nothing
+// is reserved.
+TEST_P(Queued, ReserveRejectsSizesThatOverflow) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    r.bytes(64, "x");  // the rig allocates one buffer for its tensors
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_slot_request huge = {SIZE_MAX - 10};
+    void * p = nullptr;
+    EXPECT_EQ(sam3d_session_reserve(s, &huge, 1, &p), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "requests[0].size is " + std::to_string(SIZE_MAX - 10));
+    sam3d_slot_request halves[2] = {{size_t(1) << 63}, {size_t(1) << 63}};
+    void * q[2] = {nullptr, nullptr};
+    EXPECT_EQ(sam3d_session_reserve(s, halves, 2, q), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "requests[1].size");
+    EXPECT_EQ(q[0], nullptr);
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s));
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+}
+
+// A zero-copy call that names no slot of the current reservation (uploads from kept slots
+// only) needs no reservation and leaves the current one to the next submit; the chain is exact.
+TEST_P(Queued, KeptOnlyCallsLeaveTheCurrentReservation) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 777;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 4.0f);
+    // Call 1 (kept): uploads a and b into their tensors and downloads them back into its slots.
+    sam3d_slot_request req[4] = {{n * 4}, {n * 4}, {n * 4}, {n * 4}};
+    void * p[4] = {nullptr, nullptr, nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 4, p), SAM3D_OK) << sam3d_last_error();
+    std::memcpy(p[0], a.data(), n * 4);
+    std::memcpy(p[1], b.data(), n * 4);
+    sam3d_upload u1[] = {rig::up(w.a, p[0], n * 4), rig::up(w.b, p[1], n * 4)};
+    sam3d_download d1[] = {rig::down(w.a, p[2], n * 4), rig::down(w.b, p[3], n * 4)};
+    sam3d_call c1{u1, 2, nullptr, d1, 2, false};
+    sam3d_ticket k1 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k1), SAM3D_OK)
+        << sam3d_last_error();
+    // Call 2 has no reservation at all: uploads from the kept output slots, computes.
+    sam3d_upload u2[] = {rig::up(w.a, p[2], n * 4), rig::up(w.b, p[3], n * 4)};
+    sam3d_call c2{u2, 2, w.graph, nullptr, 0, false};
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    // Call 3 repeats it while a reservation for call 4 is current; call 4 still gets it.
+    sam3d_slot_request one = {n * 4};
+    void * out = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &one, 1, &out), SAM3D_OK) << sam3d_last_error();
+    sam3d_ticket k3 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &k3), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, k3), SAM3D_OK) << sam3d_last_error();
+    sam3d_download d4[] = {rig::down(w.out, out, n * 4)};
+    sam3d_call c4{nullptr, 0, nullptr, d4, 1, false};
+    ASSERT_EQ(sam3d_session_submit(s, &c4, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK)
+        << "the reservation was taken by a call that used none of its slots: " << sam3d_last_error();
+    const float * o = static_cast<const float *>(out);
+    EXPECT_EQ(std::vector<float>(o, o + n), cases::expected(a, b));
+    EXPECT_EQ(sam3d_session_release(s, k1), SAM3D_OK) << sam3d_last_error();
+}
+
+// A queued call with only a graph is enqueued like the others: uploads, graph and download
+// submitted as three queued calls complete at one synchronization, exactly.
+TEST_P(Queued, QueuedGraphOnlyCallIsEnqueued) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 1024;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    std::vector<float> o(n, -1.0f);
+    sam3d_upload u[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
+    sam3d_download d[] = {rig::down(w.out, o.data(), n * 4)};
+    sam3d_call c1{u, 2, nullptr, nullptr, 0, false};
+    sam3d_call c2{nullptr, 0, w.graph, nullptr, 0, false};
+    sam3d_call c3{nullptr, 0, nullptr, d, 1, false};
+    sam3d_ticket t[3] = {0, 0, 0};
+    probe::reset();
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t[0]), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t[1]), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_submit(s, &c3, SAM3D_SUBMIT_QUEUED, &t[2]), SAM3D_OK) << sam3d_last_error();
+    if (staged(s)) {
+        const std::vector<std::string> want = {"set_async", "set_async", "compute_async", "get_async"};
+        EXPECT_EQ(probe::names(), want) << "a queued call waited or ran synchronously at submission";
+    }
+    for (sam3d_ticket k : {t[2], t[1], t[0]}) {
+        ASSERT_EQ(sam3d_session_wait(s, k), SAM3D_OK) << sam3d_last_error();
+    }
+    EXPECT_EQ(o, cases::expected(a, b));
+    if (staged(s)) {
+        EXPECT_EQ(r.counters(s).pinned_batches, 2u) << "the graph-only call stages nothing";
+    }
+}
+
+// A non-queued kept call that fails is not kept: no ticket, and its slots go back at the next
+// reservation.
+TEST_P(Queued, FailedKeptCallIsNotKept) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 256;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    Slots sl = reserve_scale_add(s, w);
+    sam3d_ticket k = 777;
+    {
+        std::lock_guard<std::mutex> l(probe::get().mutex);
+        probe::get().fail_compute = true;
+    }
+    EXPECT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k), SAM3D_ERR_COMPUTE);
+    {
+        std::lock_guard<std::mutex> l(probe::get().mutex);
+        probe::get().fail_compute = false;
+    }
+    EXPECT_EQ(k, 0u);
+    sam3d_slot_request one = {64};
+    void * p = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &one, 1, &p), SAM3D_OK);
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), staged(s) ? align_up(64, sam3d_session_staging_alignment(s)) : 0u);
+}
+
 // sam3d_session_run after queued calls completes them first (in submission order) and is exact;
 // the queued calls' outputs appear at their waits.
 TEST_P(Queued, RunAfterQueuedCallsCompletesThemFirst) {

@@ -214,7 +214,9 @@ const char * sam3d_fallback_name(sam3d_fallback reason);
 // reservation until the first sam3d_session_reserve made after the call's completion was
 // reported (the return of a non-queued submit, or sam3d_session_wait of its ticket); output
 // slots are readable from that report until then. A reservation that no submit consumed is
-// dropped by the next sam3d_session_reserve.
+// dropped by the next sam3d_session_reserve. A zero-copy call that names no slot of the
+// current reservation (its uploads read kept slots only, or it has no transfers) needs none
+// and leaves it for the next submit.
 //
 // Kept slots (SAM3D_SUBMIT_KEEP_SLOTS with SAM3D_SUBMIT_ZERO_COPY): the call's slots outlive
 // later reservations until sam3d_session_release of its ticket, so a later zero-copy call can
@@ -222,7 +224,9 @@ const char * sam3d_fallback_name(sam3d_fallback reason);
 // of times, once the kept call's completion was reported (a chain of graphs whose input is an
 // earlier output needs no host copy). Downloads never write kept slots. After the release,
 // the region is reused only once every call that read from it has completed. Kept slots count
-// against the bound until then; with the ring full, reservations fall back as below.
+// against the bound until then; with the ring full, reservations fall back as below. A
+// non-queued kept call that fails is not kept (*ticket 0); a queued one is released after its
+// wait whatever its status.
 //
 // Queued calls. With SAM3D_SUBMIT_QUEUED, submit validates (errors at once, nothing
 // submitted), enqueues the call and returns a ticket without waiting; sam3d_session_wait
@@ -240,6 +244,8 @@ const char * sam3d_fallback_name(sam3d_fallback reason);
 //    release at their wait). When the ring has no room for a call, the call does not wait:
 //    it falls back (SAM3D_FALLBACK_OVERSIZED; heap slots; the synchronous path, after the
 //    session's outstanding work is completed);
+//  - a queued call with no transfers (a graph only) is enqueued too; sam3d_session_run and
+//    non-queued submits run such a call synchronously, as without batching;
 //  - calls are serialized per session at submission: the backend executes them in
 //    submission order; queued calls whose inputs do not depend on earlier downloads may be
 //    submitted back to back and share one synchronization (waiting for the last one completes
@@ -267,8 +273,8 @@ typedef struct sam3d_slot_request {
 // set is pinned staging when the session batches, the aligned sizes fit the bound and the
 // ring has room; otherwise ordinary host memory (the submit then takes the synchronous path
 // and counts the fallback). Releases the slots of calls whose completion was reported.
-// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session/array, n == 0, a size of 0),
-// SAM3D_ERR_OUT_OF_MEMORY.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session/array, n == 0, a size of 0, sizes whose
+// aligned sum does not fit in size_t), SAM3D_ERR_OUT_OF_MEMORY (the fallback heap memory).
 sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
                                    void ** slots);
 
