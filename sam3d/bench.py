@@ -47,6 +47,25 @@ class BenchError(RuntimeError):
     pass
 
 
+# sam3d_bench --modes names, in the driver's table order ("staged" writes the row "on").
+DRIVER_MODES = ("staged", "off", "zerocopy", "queued")
+
+
+def parse_modes(text: str) -> str:
+    """Checks a sam3d_bench --modes value before anything is built or run, by the driver's own
+    rule: comma-separated names from DRIVER_MODES, off and staged among them (every row is
+    compared with off, zerocopy and queued also with staged). Returns it unchanged; ValueError
+    names what is wrong."""
+    names = text.split(",")
+    unknown = [n for n in names if n not in DRIVER_MODES]
+    if unknown:
+        raise ValueError(f"--modes {text!r}: unknown mode {unknown[0]!r} (use {', '.join(DRIVER_MODES)})")
+    if not {"off", "staged"} <= set(names):
+        raise ValueError(f"--modes {text!r}: off and staged are required (every row is compared with off, "
+                         "the zerocopy and queued rows also with staged)")
+    return text
+
+
 # ---------------------------------------------------------------- environment
 def driver_env(v: variants.Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     """The driver's environment: the variant's test environment (ctest.test_env), any inherited

@@ -207,6 +207,15 @@ def _positive(text: str) -> int:
     return n
 
 
+def _modes(text: str) -> str:
+    from .bench import parse_modes
+
+    try:
+        return parse_modes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _non_negative(text: str) -> int:
     n = int(text)
     if n < 0:
@@ -251,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--images", type=_positive, default=20, help="timed images per batching mode (default 20)")
     s.add_argument("--warmups", type=_non_negative, default=5, help="warm-up images per batching mode (default 5)")
     s.add_argument("--no-build", action="store_true", help="measure the drivers already built")
-    s.add_argument("--modes", help="driver modes, e.g. off,staged,zerocopy,queued (default off,staged)")
+    s.add_argument("--modes", type=_modes,
+                   help="driver modes, off and staged required, e.g. off,staged,zerocopy,queued (default off,staged)")
     s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
     s.set_defaults(func=cmd_bench)
 

@@ -16,6 +16,9 @@ def _run(*args):
     (("ctest", "--sanitizers-only", "release"), "none of release has a sanitizer; sanitizer variants: cpu-asan, vulkan-ubsan"),
     (("report", "generated", "--name", "../escape"), "--name '../escape': use letters, digits"),
     (("bench", "--images", "0", "release"), "must be >= 1"),
+    (("bench", "--modes", "off,zerocopy", "release"), "off and staged are required"),
+    (("bench", "--modes", "off,staged,", "release"), "unknown mode ''"),
+    (("bench", "--modes", "off,staged,OFF", "release"), "unknown mode 'OFF' (use staged, off, zerocopy, queued)"),
 ])
 def test_bad_input_fails_before_any_work(args, expect):
     r = _run(*args)

@@ -96,7 +96,7 @@ const char * kUsage =
     "  --images    timed images per mode (default 20)\n"
     "  --threads   CPU backend threads (default 1)\n"
     "  --out       result JSON (default: stdout)\n"
-    "  --modes     replay modes, comma-separated (default off,staged; off is required):\n"
+    "  --modes     replay modes, comma-separated (default off,staged; both are required):\n"
     "              off       batching off, sam3d_session_run\n"
     "              staged    batching on, sam3d_session_run (row \"on\")\n"
     "              zerocopy  batching on, inputs written into reserved staging slots and outputs\n"
@@ -152,14 +152,17 @@ Options parse_args(int argc, char ** argv) {
             o.out = v;
         } else if (a == "--modes") {
             bool want[4] = {false, false, false, false};
-            std::stringstream ss(v);
+            std::stringstream ss(std::string(v) + ",");
             std::string m;
             while (std::getline(ss, m, ',')) {
                 const int k = m == "staged" ? 0 : m == "off" ? 1 : m == "zerocopy" ? 2 : m == "queued" ? 3 : -1;
-                if (k < 0) die(1, "--modes: unknown mode '" + m + "' (use off, staged, zerocopy, queued)");
+                if (k < 0) die(1, "--modes: unknown mode '" + m + "' in '" + v + "' (use off, staged, zerocopy, queued)");
                 want[k] = true;
             }
-            if (!want[1]) die(1, "--modes: 'off' is required (the reference every mode is compared with)");
+            if (!want[0] || !want[1]) {
+                die(1, std::string("--modes '") + v + "': off and staged are required (every row is compared with "
+                                                      "off, the zerocopy and queued rows also with staged)");
+            }
             o.modes.clear();
             for (int k = 0; k < 4; ++k) {
                 if (want[k]) o.modes.push_back(k);
