@@ -139,6 +139,12 @@ inline ggml_status compute(ggml_backend_t b, ggml_cgraph * g) {
     return ggml_backend_graph_compute(b, g);
 }
 
+// Arms (or disarms) the compute fault: compute entries return GGML_STATUS_FAILED.
+inline void set_fail_compute(bool fail) {
+    std::lock_guard<std::mutex> l(get().mutex);
+    get().fail_compute = fail;
+}
+
 // Waits until a compute_async entry is blocked; release() lets it go on.
 inline void wait_blocked() {
     Probe & p = get();

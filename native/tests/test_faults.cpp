@@ -25,8 +25,7 @@ void arm_compute_failure(Rig & r) {
 }
 void fail_compute(Rig & r, bool fail) {
     if (r.kind() == Kind::Vulkan) {
-        std::lock_guard<std::mutex> l(probe::get().mutex);
-        probe::get().fail_compute = fail;
+        probe::set_fail_compute(fail);
     } else {
         g_abort = fail;
     }
@@ -151,7 +150,7 @@ TEST(FaultsStaged, FailedComputeDrainsUploadsBeforeReturning) {
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     const std::vector<float> a = rig::ramp(256, 1.0f), b = rig::ramp(256, 2.0f);
     std::vector<float> dst(256, -3.0f);
-    probe::get().fail_compute = true;
+    probe::set_fail_compute(true);
     EXPECT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_ERR_COMPUTE);
     EXPECT_CONTAINS(sam3d_last_error(), "uploads were completed before returning");
     const std::vector<std::string> want = {"set_async", "set_async", "compute_async", "synchronize"};
@@ -174,7 +173,7 @@ TEST(FaultsStaged, FailedComputeAfterPerfLoggerDrainStillSynchronizes) {
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     const std::vector<float> a = rig::ramp(64, 1.0f), b = rig::ramp(64, 2.0f);
     std::vector<float> dst(64, -3.0f);
-    probe::get().fail_compute = true;
+    probe::set_fail_compute(true);
     EXPECT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_ERR_COMPUTE);
     const std::vector<std::string> want = {"set_async", "set_async", "synchronize", "compute_async", "synchronize"};
     EXPECT_EQ(probe::names(), want);
@@ -192,7 +191,7 @@ TEST(FaultsSync, FailedComputeOnTheSynchronousPathDownloadsNothing) {
     sam3d_session * s = r.session(SAM3D_BATCHING_OFF);
     const std::vector<float> a = rig::ramp(64, 1.0f), b = rig::ramp(64, 2.0f);
     std::vector<float> dst(64, -3.0f);
-    probe::get().fail_compute = true;
+    probe::set_fail_compute(true);
     EXPECT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_ERR_COMPUTE);
     const std::vector<std::string> want = {"set", "set", "compute"};
     EXPECT_EQ(probe::names(), want);
@@ -200,7 +199,7 @@ TEST(FaultsSync, FailedComputeOnTheSynchronousPathDownloadsNothing) {
     const sam3d_counters k = r.counters(s);
     EXPECT_EQ(k.failed_calls, 1u);
     EXPECT_EQ(k.sync_uploads, 0u);
-    probe::get().fail_compute = false;
+    probe::set_fail_compute(false);
     ASSERT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(dst, cases::expected(a, b));
 }

@@ -319,15 +319,9 @@ TEST_P(Queued, ErrorIsReportedAtTheWaitWithOutstandingWorkCompleted) {
     sam3d_call c2{ups, 2, w.graph, d2, 1, false};
     sam3d_ticket t1 = 0, t2 = 0;
     ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK) << sam3d_last_error();
-    {
-        std::lock_guard<std::mutex> l(probe::get().mutex);
-        probe::get().fail_compute = true;
-    }
+    probe::set_fail_compute(true);
     ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK) << "errors come at the wait";
-    {
-        std::lock_guard<std::mutex> l(probe::get().mutex);
-        probe::get().fail_compute = false;
-    }
+    probe::set_fail_compute(false);
     const std::vector<std::string> names = probe::names();
     if (staged(s)) {
         ASSERT_FALSE(names.empty());
@@ -750,15 +744,9 @@ TEST_P(Queued, FailedKeptCallIsNotKept) {
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     Slots sl = reserve_scale_add(s, w);
     sam3d_ticket k = 777;
-    {
-        std::lock_guard<std::mutex> l(probe::get().mutex);
-        probe::get().fail_compute = true;
-    }
+    probe::set_fail_compute(true);
     EXPECT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k), SAM3D_ERR_COMPUTE);
-    {
-        std::lock_guard<std::mutex> l(probe::get().mutex);
-        probe::get().fail_compute = false;
-    }
+    probe::set_fail_compute(false);
     EXPECT_EQ(k, 0u);
     sam3d_slot_request one = {64};
     void * p = nullptr;
