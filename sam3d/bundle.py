@@ -18,7 +18,6 @@ The GPU machine has neither a package registry nor build tools, so the work is s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from . import bench, conan, paths, profile, variants
+from . import bench, conan, paths, profile, system, variants
 
 BUNDLE_NAME = "sam3d-device"
 # Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
@@ -85,14 +84,6 @@ def _split_debug(elf: Path, debug_dir: Path) -> None:
     dbg = debug_dir / (elf.name + ".debug")
     _run(["objcopy", "--only-keep-debug", str(elf), str(dbg)])
     _run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + str(dbg), str(elf)])
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) -> Path:
@@ -167,7 +158,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
             "build": b,
             "extra": x,
             "sanitizer": v.sanitizer,
-            "files": {str(f.relative_to(stage)): _sha256(f) for f in files},
+            "files": {str(f.relative_to(stage)): system.sha256_file(f) for f in files},
         }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     tarball = out_dir / f"{BUNDLE_NAME}.tar.gz"
