@@ -25,18 +25,24 @@ struct ScaleAdd {
     ggml_cgraph * graph = nullptr;
 };
 
-// Builds the tensors and graph in the rig's context (call before r.alloc()).
-inline ScaleAdd scale_add(rig::Rig & r, int64_t n) {
+// Builds the tensors and graph in `ctx` (no_alloc; ggml_tensor_overhead() * 8 +
+// ggml_graph_overhead() bytes are enough).
+inline ScaleAdd scale_add(ggml_context * ctx, int64_t n) {
     ScaleAdd w;
     w.n = n;
-    w.a = r.f32(n, "a");
-    w.b = r.f32(n, "b");
-    w.out = ggml_add(r.ctx(), ggml_scale(r.ctx(), w.a, 2.0f), w.b);
+    w.a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_set_name(w.a, "a");
+    w.b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_set_name(w.b, "b");
+    w.out = ggml_add(ctx, ggml_scale(ctx, w.a, 2.0f), w.b);
     ggml_set_name(w.out, "out");
-    w.graph = ggml_new_graph(r.ctx());
+    w.graph = ggml_new_graph(ctx);
     ggml_build_forward_expand(w.graph, w.out);
     return w;
 }
+
+// The same in the rig's context (call before r.alloc()).
+inline ScaleAdd scale_add(rig::Rig & r, int64_t n) { return scale_add(r.ctx(), n); }
 
 inline std::vector<float> expected(const std::vector<float> & a, const std::vector<float> & b) {
     std::vector<float> e(a.size());

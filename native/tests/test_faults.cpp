@@ -95,11 +95,7 @@ TEST_P(Faults, CallerMayFreeEverythingRightAfterAFailedCall) {
     for (int round = 0; round < 2; ++round) {
         ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
         ggml_context * ctx = ggml_init(p);
-        ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-        ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-        ggml_tensor * out = ggml_add(ctx, ggml_scale(ctx, a, 2.0f), b);
-        ggml_cgraph * g = ggml_new_graph(ctx);
-        ggml_build_forward_expand(g, out);
+        const cases::ScaleAdd w = cases::scale_add(ctx, n);
         ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, r.backend());
         ASSERT_NE(buf, nullptr);
         auto * in_a = new float[n];
@@ -110,9 +106,9 @@ TEST_P(Faults, CallerMayFreeEverythingRightAfterAFailedCall) {
             in_b[i] = static_cast<float>(round);
             dst[i] = -1.0f;
         }
-        sam3d_upload ups[] = {rig::up(a, in_a, n * 4), rig::up(b, in_b, n * 4)};
-        sam3d_download downs[] = {rig::down(out, dst, n * 4)};
-        sam3d_call c{ups, 2, g, downs, 1, false};
+        sam3d_upload ups[] = {rig::up(w.a, in_a, n * 4), rig::up(w.b, in_b, n * 4)};
+        sam3d_download downs[] = {rig::down(w.out, dst, n * 4)};
+        sam3d_call c{ups, 2, w.graph, downs, 1, false};
         const bool fail = round == 0;
         fail_compute(r, fail);
         const sam3d_status st = sam3d_session_run(s, &c);

@@ -162,11 +162,7 @@ TEST(DeviceTwoGpus, DeviceOneFallsBackForeignHostBufferWhileDeviceZeroBatches) {
         ASSERT_NE(backend, nullptr);
         ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
         ggml_context * ctx = ggml_init(p);
-        ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-        ggml_tensor * b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
-        ggml_tensor * out = ggml_add(ctx, ggml_scale(ctx, a, 2.0f), b);
-        ggml_cgraph * g = ggml_new_graph(ctx);
-        ggml_build_forward_expand(g, out);
+        const cases::ScaleAdd w = cases::scale_add(ctx, n);
         ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
         ASSERT_NE(buf, nullptr);
         sam3d_session_options o = sam3d_session_default_options();
@@ -174,9 +170,9 @@ TEST(DeviceTwoGpus, DeviceOneFallsBackForeignHostBufferWhileDeviceZeroBatches) {
         sam3d_session * s = nullptr;
         ASSERT_EQ(sam3d_session_create(backend, &o, &s), SAM3D_OK) << sam3d_last_error();
         got[dev].assign(n, -1.0f);
-        sam3d_upload ups[] = {rig::up(a, va.data(), n * 4), rig::up(b, vb.data(), n * 4)};
-        sam3d_download downs[] = {rig::down(out, got[dev].data(), n * 4)};
-        sam3d_call c{ups, 2, g, downs, 1, false};
+        sam3d_upload ups[] = {rig::up(w.a, va.data(), n * 4), rig::up(w.b, vb.data(), n * 4)};
+        sam3d_download downs[] = {rig::down(w.out, got[dev].data(), n * 4)};
+        sam3d_call c{ups, 2, w.graph, downs, 1, false};
         ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
         sam3d_counters k{};
         sam3d_session_counters(s, &k);
