@@ -458,8 +458,7 @@ struct Replay {
     std::vector<sam3d_ticket> tickets;
     std::vector<std::vector<void *>> out_slots;  // each graph's output slots
     std::vector<size_t> last_reader;             // the last graph that uploads a graph's download (0: none)
-    std::vector<sam3d_ticket> kept;              // tickets of kept calls (0: not kept)
-    std::vector<bool> released;
+    std::vector<sam3d_ticket> kept;              // tickets of kept calls not released yet (0: none)
     double excluded_ms = 0;       // producer writes and consumer reads of slots in the last image (not timed)
     size_t dependency_waits = 0;  // queued, last image: wait points before an input that takes an earlier download
     size_t ring_waits = 0;        // queued, last image: wait points because the staging ring had no room
@@ -617,9 +616,9 @@ struct Replay {
         sam3d_ticket * t = (flags & (SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_QUEUED)) ? &tickets[g] : nullptr;
         if (sam3d_session_submit(session_, &c, flags, t) != SAM3D_OK) failed(g, what);
         for (const Dep & x : profile.graphs[g].deps) {
-            if (last_reader[x.graph] == g && !released[x.graph]) {
+            if (last_reader[x.graph] == g && kept[x.graph] != 0) {
                 if (sam3d_session_release(session_, kept[x.graph]) != SAM3D_OK) failed(x.graph, "release");
-                released[x.graph] = true;
+                kept[x.graph] = 0;  // a graph may read the same download twice
             }
         }
         kept[g] = (flags & SAM3D_SUBMIT_KEEP_SLOTS) ? tickets[g] : 0;
@@ -630,7 +629,6 @@ struct Replay {
         const size_t ng = graphs.size();
         tickets.assign(ng, 0);
         kept.assign(ng, 0);
-        released.assign(ng, false);
         out_slots.assign(ng, {});
         if (last_reader.empty()) {
             last_reader.assign(ng, 0);
