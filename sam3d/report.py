@@ -168,13 +168,18 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
     return cells, warnings
 
 
+def _sibling(all_rows: Sequence[Row], w: Row, mode: str) -> Row | None:
+    """The row of batching `mode` from the same result as `w`, or None."""
+    return next((o for o in all_rows if o.result is w.result and o.mode == mode), None)
+
+
 def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
     """Each non-off row (by id) -> speedup against the off row of the same result, paired by image index."""
     out = {}
     for w in all_rows:
         if w.mode in ("off", None):
             continue
-        off = next((o for o in all_rows if o.result is w.result and o.mode == "off"), None)
+        off = _sibling(all_rows, w, "off")
         if off is None:
             continue
         on_ms = {s["image"]: s["wall_ms"] for s in w.data["samples"]}
@@ -193,8 +198,8 @@ def _savings(all_rows: Sequence[Row]) -> dict[int, str]:
     for w in all_rows:
         if w.mode not in ("zerocopy", "queued") or not w.ok:
             continue
-        on = next((o for o in all_rows if o.result is w.result and o.mode == "on" and o.ok), None)
-        if on is None:
+        on = _sibling(all_rows, w, "on")
+        if on is None or not on.ok:
             continue
         on_ms = stats.median(on.wall_ms)
         saved = on_ms - stats.median(w.wall_ms)
