@@ -261,6 +261,19 @@ void count_bytes(sam3d_counters & k, const sam3d_call & c) {
     }
 }
 
+// Bytes a call's staging takes (rule 3): align_up(size, staging alignment) summed over its
+// inputs and outputs.
+size_t staging_need(const sam3d_session & s, const sam3d_call & c) {
+    size_t need = 0;
+    for (size_t i = 0; i < c.n_uploads; ++i) {
+        need += align_up(c.uploads[i].size, s.alignment);
+    }
+    for (size_t i = 0; i < c.n_downloads; ++i) {
+        need += align_up(c.downloads[i].size, s.alignment);
+    }
+    return need;
+}
+
 // ggml_backend_tensor_set / graph_compute / tensor_get, one by one (batching off and fallbacks).
 sam3d_status run_sync(sam3d_session & s, const sam3d_call & c) {
     const uint64_t t0 = now_ns();
@@ -685,7 +698,6 @@ Ticket * kept_slot_owner(sam3d_session & s, const void * p, size_t size) {
 // for an upload, bytes inside a kept slot of a call whose completion was reported (recorded in
 // s.kept_sources). *own: whether the call uses a slot of the current reservation.
 sam3d_status check_slots(sam3d_session & s, const sam3d_call & c, bool * own) {
-    s.kept_sources.clear();
     *own = false;
     const std::vector<std::pair<uint8_t *, size_t>> none;
     const auto & current = s.pending ? s.pending->slots : none;
@@ -757,7 +769,7 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
     }
     const size_t n = c.n_uploads + c.n_downloads;
     bool own_slots = false;  // the call consumes the current reservation
-    s.kept_sources.clear();
+    s.kept_sources.clear();  // filled by check_slots; read after the call is enqueued
     sam3d_status st = validate(s, c);
     if (st == SAM3D_OK && zero_copy) {
         st = check_slots(s, c, &own_slots);
@@ -782,13 +794,7 @@ sam3d_status submit_locked(sam3d_session & s, const sam3d_call & c, unsigned fla
             staged = reason == SAM3D_FALLBACK_COUNT && (n > 0 || queued);
         } else {
             reason = s.static_fallback;
-            size_t need = 0;
-            for (size_t i = 0; i < c.n_uploads; ++i) {
-                need += align_up(c.uploads[i].size, s.alignment);
-            }
-            for (size_t i = 0; i < c.n_downloads; ++i) {
-                need += align_up(c.downloads[i].size, s.alignment);
-            }
+            const size_t need = staging_need(s, c);
             size_t at = 0;
             if (reason == SAM3D_FALLBACK_COUNT && need > SAM3D_STAGING_BOUND_BYTES) {
                 reason = SAM3D_FALLBACK_OVERSIZED;
@@ -918,12 +924,7 @@ sam3d_status run_locked(sam3d_session & s, const sam3d_call & c) {
         sam3d_fallback reason = s.static_fallback;
         size_t need = 0;
         if (reason == SAM3D_FALLBACK_COUNT) {
-            for (size_t i = 0; i < c.n_uploads; ++i) {
-                need += align_up(c.uploads[i].size, s.alignment);
-            }
-            for (size_t i = 0; i < c.n_downloads; ++i) {
-                need += align_up(c.downloads[i].size, s.alignment);
-            }
+            need = staging_need(s, c);
             if (need > SAM3D_STAGING_BOUND_BYTES) {
                 reason = SAM3D_FALLBACK_OVERSIZED;
             } else if (need > 0 && ring_busy(s)) {
