@@ -127,6 +127,8 @@ struct sam3d_session {
     std::vector<uint8_t *> down_ptrs;
     std::vector<ggml_backend_event_t> event_pool;  // events of released tickets, for reuse
     std::vector<Ticket *> kept_sources;            // kept calls read by the call being submitted
+    std::vector<std::pair<size_t, size_t>> held;   // ring_alloc scratch: held regions [begin, end)
+    std::vector<bool> used;                        // check_slots scratch
 
     explicit sam3d_session(const sam3d_ggml_seam * seam) : ggml(seam) {}
     ~sam3d_session() {
@@ -434,7 +436,8 @@ void mark_all_done(sam3d_session & s) {
 // completion is known and reported (transfer.h), so a fit never overwrites work in flight.
 bool ring_alloc(sam3d_session & s, size_t need, size_t * at) {
     const size_t cap = s.staging != nullptr ? ggml_backend_buffer_get_size(s.staging) : 0;
-    std::vector<std::pair<size_t, size_t>> held;
+    std::vector<std::pair<size_t, size_t>> & held = s.held;
+    held.clear();
     if (s.pending && s.pending->ring) {
         held.emplace_back(s.pending->begin, s.pending->end);
     }
@@ -446,12 +449,9 @@ bool ring_alloc(sam3d_session & s, size_t need, size_t * at) {
     if (held.empty()) {
         s.ring_head = 0;  // nothing held: restart at the front, whose memory is likely still in cache
     }
-    std::vector<size_t> candidates = {s.ring_head, 0};
-    for (const auto & h : held) {
-        candidates.push_back(h.second);
-    }
-    for (size_t c : candidates) {
-        c = align_up(c, s.alignment);
+    // Candidates: the head, the front, then the end of each held region.
+    for (size_t k = 0; k < held.size() + 2; ++k) {
+        const size_t c = align_up(k == 0 ? s.ring_head : k == 1 ? 0 : held[k - 2].second, s.alignment);
         if (c > cap || need > cap - c) {
             continue;
         }
@@ -701,14 +701,15 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c, bool * own) {
     *own = false;
     const std::vector<std::pair<uint8_t *, size_t>> none;
     const auto & current = s.pending ? s.pending->slots : none;
-    std::vector<bool> used(current.size(), false);
+    std::vector<bool> & used = s.used;
+    used.assign(current.size(), false);
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
         const bool is_up = k < c.n_uploads;
         const size_t i = is_up ? k : k - c.n_uploads;
         const void * p = is_up ? c.uploads[i].src : c.downloads[i].dst;
         const size_t size = is_up ? c.uploads[i].size : c.downloads[i].size;
-        const std::string name = where(is_up ? "uploads" : "downloads", i, is_up ? "src" : "dst");
+        const auto name = [&] { return where(is_up ? "uploads" : "downloads", i, is_up ? "src" : "dst"); };
         size_t slot = used.size();
         for (size_t j = 0; j < used.size(); ++j) {
             if (current[j].first == p) {
@@ -719,11 +720,11 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c, bool * own) {
             Ticket * owner = is_up ? kept_slot_owner(s, p, size) : nullptr;
             if (owner == nullptr) {
                 return fail(SAM3D_ERR_INVALID_ARGUMENT,
-                            name + " is not a slot of the current reservation" + (is_up ? " nor inside a kept slot" : "") +
+                            name() + " is not a slot of the current reservation" + (is_up ? " nor inside a kept slot" : "") +
                                 (s.pending ? "" : " (there is no current reservation: call sam3d_session_reserve first)"));
             }
             if (!owner->reported) {
-                return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " reads a kept slot of ticket " +
+                return fail(SAM3D_ERR_INVALID_ARGUMENT, name() + " reads a kept slot of ticket " +
                                                             std::to_string(owner->id) +
                                                             ", whose completion was not reported yet (wait for it first)");
             }
@@ -731,7 +732,7 @@ sam3d_status check_slots(sam3d_session & s, const sam3d_call & c, bool * own) {
             continue;
         }
         if (used[slot]) {
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " uses slot " + std::to_string(slot) + " a second time");
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, name() + " uses slot " + std::to_string(slot) + " a second time");
         }
         if (size > current[slot].second) {
             return fail(SAM3D_ERR_INVALID_ARGUMENT, where(is_up ? "uploads" : "downloads", i, "size") + " " +
