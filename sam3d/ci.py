@@ -1,8 +1,8 @@
 """The CI matrix and the completeness check of .github/workflows/variants.yml.
 
-The matrix is generated from the variant list as `python -m sam3d variants --json` prints it:
-one job per variant and container, so adding a variant to sam3d/variants.py adds its jobs
-with no other edit. Each job's results travel as the artifact ``results-<variant>-<os>``,
+The matrix is generated from the variant list (core/variants.py records(), which `python -m
+sam3d variants --json` prints): one job per variant and container, so adding a variant to
+sam3d/core/variants.py adds its jobs with no other edit. Each job's results travel as the artifact ``results-<variant>-<os>``,
 whose evidence folder is ``ci-<variant>-<os>`` (the bench run name); the final job downloads
 every ``results-*`` artifact into one folder and checks here that each expected job left an
 accepted result file before the merged table counts as complete.
@@ -15,15 +15,15 @@ accepted result file before the merged table counts as complete.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .results import SCHEMA
+from .core import variants as _variants
+from .core.errors import Sam3dError
+from .results.schema import SCHEMA, result_files
 
 # os slug (used in job, artifact and run names) -> the container image the job runs in.
 CONTAINERS: dict[str, str] = {
@@ -60,24 +60,12 @@ def _name(v: object) -> str:
     return v["name"] if isinstance(v, Mapping) else v.name  # type: ignore[index,attr-defined]
 
 
-def variant_records() -> list[dict]:
-    """The variant list exactly as `python -m sam3d variants --json` prints it."""
-    from . import cli
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli.main(["variants", "--json"])
-    if rc != 0:
-        raise RuntimeError(f"`python -m sam3d variants --json` exited {rc}")
-    return json.loads(out.getvalue())
-
-
 def matrix(records: Sequence[Mapping] | None = None,
            containers: Mapping[str, str] = CONTAINERS) -> dict:
     """The GitHub Actions matrix ({"include": [...]}) for the variant records, one entry per
     variant and container, in variant-list order."""
     if records is None:
-        records = variant_records()
+        records = _variants.records()
     include = []
     for r in records:
         for os_slug, image in containers.items():
@@ -102,24 +90,9 @@ def expected_results(variants: Iterable | None = None,
     """The (variant, os) results the merge must find: variants are Variant objects, records of
     `variants --json`, or names (all of sam3d.variants.VARIANTS when None)."""
     if variants is None:
-        from . import variants as _v
-
-        variants = _v.VARIANTS
+        variants = _variants.VARIANTS
     oses = list(containers)
     return [Expected(_name(v), o) for v in variants for o in oses]
-
-
-def result_files(folder: Path) -> list[Path]:
-    """Every JSON file under folder that is a bench result (schema sam3d-bench-result/1)."""
-    found = []
-    for p in sorted(Path(folder).rglob("*.json")):
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("schema") == SCHEMA:
-            found.append(p)
-    return found
 
 
 def evidence_dirs(folder: Path) -> list[Path]:
@@ -139,7 +112,7 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
                    require_gpu: bool = False) -> list[str]:
     """Problems that make the merged table incomplete; empty when complete.
 
-    files: the result files found (see result_files). A result belongs to the expected job
+    files: the result files found (results/schema.py result_files()). A result belongs to the expected job
     whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
     its path. Each expected job needs at least one result of its own variant, and every
     result must have status "ok" (a failed run keeps its file, marked as not accepted).
@@ -243,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     # check
     gpu = _truthy(args.gpu)
     jobs = _parse_jobs(args.job)
-    files = result_files(args.folder)
     problems = check_jobs(jobs, optional=() if gpu else ("gpu", "bundle"))
+    try:
+        files = result_files(args.folder)
+    except Sam3dError as e:  # a truncated result file: the merge is incomplete
+        files, problems = [], problems + [str(e)]
     problems += check_complete(files, require_gpu=gpu)
     expected = expected_results()
     print(f"sam3d.ci check: {len(files)} result files for {len(expected)} expected jobs"

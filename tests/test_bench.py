@@ -5,7 +5,11 @@ import json
 
 import pytest
 
-from sam3d import bench, profile, results, variants
+from sam3d.core import profile, variants
+from sam3d.results import checks
+from sam3d.results import schema as results
+from sam3d.running import bench, driver
+from sam3d.tools import provenance
 
 RELEASE = variants.get("release")
 CPU_ASAN = variants.get("cpu-asan")
@@ -14,33 +18,33 @@ CPU_ASAN = variants.get("cpu-asan")
 # ---------------------------------------------------------------- environment flag policy
 @pytest.mark.parametrize("inherited", ["0", "2", "yes", "", "1"])
 def test_inherited_flag_is_replaced_by_1(inherited):
-    env = bench.driver_env(RELEASE, {"PATH": "/usr/bin", "SAM3D_BATCHED_TRANSFERS": inherited})
+    env = driver.driver_env(RELEASE, {"PATH": "/usr/bin", "SAM3D_BATCHED_TRANSFERS": inherited})
     assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
     assert env["PATH"] == "/usr/bin"
 
 
 def test_flag_is_set_when_not_inherited_and_sanitizer_env_kept():
-    env = bench.driver_env(CPU_ASAN, {"PATH": "/usr/bin"})
+    env = driver.driver_env(CPU_ASAN, {"PATH": "/usr/bin"})
     assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
     assert "halt_on_error=1" in env["ASAN_OPTIONS"] and "halt_on_error=1" in env["UBSAN_OPTIONS"]
 
 
 def test_vulkan_variant_gets_lavapipe_without_gpu(monkeypatch):
-    monkeypatch.setattr(bench.ctest.system, "has_nvidia_gpu", lambda: False)
-    env = bench.driver_env(RELEASE, {"SAM3D_BATCHED_TRANSFERS": "0"})
+    monkeypatch.setattr(driver.ctest.system, "has_nvidia_gpu", lambda: False)
+    env = driver.driver_env(RELEASE, {"SAM3D_BATCHED_TRANSFERS": "0"})
     assert env["GGML_VK_VISIBLE_DEVICES"] == "0"
     assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
 
 
 def test_base_environment_is_not_modified():
     base = {"SAM3D_BATCHED_TRANSFERS": "0"}
-    bench.driver_env(RELEASE, base)
+    driver.driver_env(RELEASE, base)
     assert base == {"SAM3D_BATCHED_TRANSFERS": "0"}
 
 
 def test_backends_per_variant():
-    assert bench.backends(CPU_ASAN) == ["cpu"]
-    assert bench.backends(RELEASE) == ["cpu", "vulkan"]
+    assert driver.backends(CPU_ASAN) == ["cpu"]
+    assert driver.backends(RELEASE) == ["cpu", "vulkan"]
 
 
 # ---------------------------------------------------------------- result wrapping
@@ -81,7 +85,7 @@ COMMON = dict(prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "ver
 
 def test_wrap_fills_the_schema_and_keeps_driver_rows():
     doc = _doc()
-    r = bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, extra={"run_name": "x"}, **COMMON)
+    r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, extra={"run_name": "x"}, **COMMON)
     assert r["schema"] == "sam3d-bench-result/1"
     assert (r["variant"], r["backend"], r["status"], r["reason"]) == ("release", "Vulkan", "ok", None)
     assert r["device"] == doc["device"] and r["caps"] == doc["caps"] and r["rows"] == doc["rows"]
@@ -90,22 +94,20 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
     assert r["extra"]["peak_rss_bytes"] == 1 and r["extra"]["run_name"] == "x"
     assert set(r) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
                       "backend", "device", "caps", "protocol", "rows", "extra"}
-    if hasattr(results, "validate"):
-        results.validate(r)
+    results.validate(r)
 
 
 def test_failed_build_keeps_a_result_with_the_reason():
-    r = bench.wrap(CPU_ASAN, "cpu", None, status="failed", reason="build failed: conan exit 1", **COMMON)
+    r = results.wrap(CPU_ASAN, "cpu", None, status="failed", reason="build failed: conan exit 1", **COMMON)
     assert r["status"] == "failed" and r["reason"] == "build failed: conan exit 1" and r["rows"] == []
-    if hasattr(results, "validate"):
-        results.validate(r)
+    results.validate(r)
     with pytest.raises(ValueError):
-        bench.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
+        results.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
 
 
 def test_check_accepts_batched_vulkan_and_cpu_fallback():
-    assert bench.check(bench.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
-    assert bench.check(bench.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []
+    assert checks.check(results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
+    assert checks.check(results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []
 
 
 def test_check_names_wrong_counts_bytes_and_output_mismatch():
@@ -114,7 +116,7 @@ def test_check_names_wrong_counts_bytes_and_output_mismatch():
     doc["rows"][0]["counters"]["sync_uploads"] = 4
     doc["rows"][1]["counters"]["bytes_downloaded"] -= 4
     doc["rows"][0]["samples"][2]["outputs_sha256"] = "d" * 64
-    p = bench.check(bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))
+    p = checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))
     text = "\n".join(p)
     assert "async_uploads 198 (expected 199)" in text and "sync_uploads 4 (expected 3)" in text
     assert "batching off: 33,193,136 bytes up / 32,403,592 down" in text
@@ -124,14 +126,14 @@ def test_check_names_wrong_counts_bytes_and_output_mismatch():
 def test_check_cpu_without_fallback_count_fails():
     doc = _doc(False)
     doc["rows"][0]["counters"]["fallbacks"]["no_async_caps"] = 0
-    p = bench.check(bench.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON))
+    p = checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON))
     assert p == ["batching on per image: fallbacks.no_async_caps 0 (expected 82)"]
 
 
 def test_flags_of_keeps_build_flags_only():
     cmd = ["/usr/bin/g++", "-DGGML_SHARED", "-I/x", "-isystem", "/y", "-O1", "-g", "-fno-omit-frame-pointer",
            "-fsanitize=address,undefined", "-std=gnu++17", "-Wall", "-o", "a.o", "-c", "a.cpp", "-O1"]
-    assert bench.flags_of(cmd) == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+    assert provenance.flags_of(cmd) == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
                                    "-std=gnu++17"]
 
 
@@ -143,8 +145,8 @@ def test_build_info_reads_compile_commands(tmp_path, monkeypatch):
     (folder / "compile_commands.json").write_text(json.dumps([
         entry("src/transfer.cpp", "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"),
         entry("bench/sam3d_bench.cpp", "-O1 -g -fsanitize=address,undefined")]))
-    monkeypatch.setattr(bench.paths, "root", lambda: tmp_path)
-    build, extra, problems = bench.build_info(CPU_ASAN, None)
+    monkeypatch.setattr(provenance.paths, "root", lambda: tmp_path)
+    build, extra, problems = provenance.build_info(CPU_ASAN, None)
     assert build["compile_flags"] == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
     assert (build["build_type"], build["sanitizer"], build["ggml_version"]) == ("Debug", "AddressUndefinedBehavior",
                                                                                  "0.20.2")
@@ -164,8 +166,8 @@ def test_run_name_is_a_safe_new_folder(tmp_path, monkeypatch):
 
 
 def test_write_result_is_readable_json(tmp_path):
-    r = bench.wrap(RELEASE, "cpu", copy.deepcopy(_doc(False)), status="ok", reason=None, **COMMON)
-    p = bench.write_result(tmp_path / "release-cpu.json", r)
+    r = results.wrap(RELEASE, "cpu", copy.deepcopy(_doc(False)), status="ok", reason=None, **COMMON)
+    p = results.write(tmp_path / "release-cpu.json", r)
     assert json.loads(p.read_text()) == r
 
 
@@ -183,8 +185,8 @@ def _with_extra_modes(doc, vulkan=True):
 def test_check_accepts_extra_driver_modes():
     for vulkan in (True, False):
         doc = _with_extra_modes(_doc(vulkan), vulkan)
-        r = bench.wrap(RELEASE, "vulkan" if vulkan else "cpu", doc, status="ok", reason=None, **COMMON)
-        assert bench.check(r) == []
+        r = results.wrap(RELEASE, "vulkan" if vulkan else "cpu", doc, status="ok", reason=None, **COMMON)
+        assert checks.check(r) == []
 
 
 def test_check_names_extra_mode_counts_bytes_and_outputs():
@@ -193,7 +195,7 @@ def test_check_names_extra_mode_counts_bytes_and_outputs():
     doc["rows"][2]["counters"]["fallbacks"]["oversized"] = 1
     doc["rows"][3]["counters"]["bytes_uploaded"] -= 4
     doc["rows"][3]["samples"][1]["outputs_sha256"] = "e" * 64
-    text = "\n".join(bench.check(bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)))
+    text = "\n".join(checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)))
     assert "batching zerocopy per image: pinned_batches 81 (expected 82), fallbacks.oversized 1 (expected 0)" in text
     assert "batching queued: 33,193,132 bytes up" in text
     assert "outputs differ between batching queued and off for images [1]" in text
@@ -202,9 +204,9 @@ def test_check_names_extra_mode_counts_bytes_and_outputs():
 def test_check_rejects_unknown_modes_and_missing_on():
     doc = _doc(True)
     doc["rows"][0]["batching"] = "zerocopy"
-    assert "expected rows for batching on and off" in bench.check(
-        bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+    assert "expected rows for batching on and off" in checks.check(
+        results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
     doc = _doc(True)
     doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
-    assert "got ['off', 'on', 'turbo']" in bench.check(
-        bench.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+    assert "got ['off', 'on', 'turbo']" in checks.check(
+        results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]

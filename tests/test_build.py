@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from sam3d import conan, paths, variants
+from sam3d.core import paths, variants
+from sam3d.tools import conan
 
 OPT_LEVELS = {"-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast", "-Og"}
 

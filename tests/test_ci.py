@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sam3d import ci, results, variants
+from sam3d import ci
+from sam3d.core import variants
+from sam3d.results import schema as results
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "variants.yml"
@@ -71,7 +73,7 @@ def test_adding_a_variant_changes_the_matrix_with_no_other_edit(monkeypatch):
     extra = variants.Variant(name="cpu-asan-o2", summary="CPU backend, ASan, -O2", build_type="Debug",
                              opt_flags=("-O2", "-g"), sanitizer="Address")
     monkeypatch.setattr(variants, "VARIANTS", variants.VARIANTS + (extra,))
-    after = ci.matrix()  # through `python -m sam3d variants --json`, as the workflow does
+    after = ci.matrix()  # from the variant list's records, as `python -m sam3d variants --json` prints them
     new = [e for e in after["include"] if e not in before["include"]]
     assert len(after["include"]) == len(before["include"]) + len(ci.CONTAINERS)
     assert [(e["variant"], e["os"], e["sanitize"]) for e in new] == \
@@ -101,7 +103,7 @@ def test_workflow_wiring():
     sanitize = next(s for s in steps if "nox -s sanitize" in s.get("run", ""))
     assert sanitize["if"] == "matrix.sanitize"
     keys = " ".join(s["with"]["key"] for s in steps if s.get("uses", "").startswith("actions/cache@"))
-    for f in ("requirements.lock", "sam3d/variants.py", "conan/**", "conanfile.py"):
+    for f in ("requirements.lock", "sam3d/core/variants.py", "conan/**", "conanfile.py"):
         assert f"'{f}'" in keys
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
                   and s["with"]["name"] == "${{ matrix.artifact }}")
@@ -223,7 +225,9 @@ def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
     the local run printed. Needs the drivers built (`nox -s tests` builds every variant)."""
     import os
 
-    from sam3d import bench, paths, report
+    from sam3d.cli import bench
+    from sam3d.core import paths
+    from sam3d.results import table as report
 
     name = f"pytest-merge-{os.getpid()}"
     vs = [variants.get("cpu-asan"), variants.get("release")]

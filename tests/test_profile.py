@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sam3d import profile
+from sam3d.core import profile
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,15 @@
-"""sam3d.results (load/validate/write) and sam3d.report (table, plot, evidence, compare)."""
+"""sam3d.results: the schema (load/validate/write), the table, checks, plot, evidence and compare."""
 
 import json
 import re
 
 import pytest
 
-from sam3d import cli, report, results
+from sam3d import cli
+from sam3d.results import checks, compare, evidence
+from sam3d.results import schema as results
+from sam3d.results.rows import ReportError
+from sam3d.results.table import render
 
 # Hand-made timings: off 100.0..101.9 ms, on 95.0..96.9 ms (20 images, run order shuffled).
 OFF = [100.0 + 0.1 * i for i in (3, 17, 0, 9, 12, 5, 19, 1, 14, 7, 10, 2, 16, 8, 4, 18, 11, 6, 15, 13)]
@@ -37,7 +41,7 @@ def by(rows, **kw):
 # --- the table ----------------------------------------------------------------------------
 
 def test_single_run_layout(make_result):
-    caption, header, rows = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    caption, header, rows = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     # identical in every row -> caption, not columns
     assert caption["variant"] == "release"
     assert caption["backend"] == "CPU"
@@ -63,7 +67,7 @@ def test_varying_columns_stay_in_table(make_result):
     rs = [make_result(variant="release", backend="CPU", device="Test CPU", on_ms=ON, off_ms=OFF),
           make_result(variant="release", backend="Vulkan", device="NVIDIA H200", on_ms=ON[:19], off_ms=OFF[:19],
                       fallbacks={"oversized": 2})]
-    caption, header, rows = parse(report.render(rs))
+    caption, header, rows = parse(render(rs))
     assert {"backend", "device", "n", "fallbacks"} <= set(header)
     assert "backend" not in caption and "n" not in caption
     assert caption["variant"] == "release"
@@ -75,17 +79,17 @@ def test_varying_columns_stay_in_table(make_result):
 
 def test_row_order_follows_variant_list(make_result):
     rs = [make_result(variant="release", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
-    _, _, rows = parse(report.render(rs))
+    _, _, rows = parse(render(rs))
     assert [(r["variant"], r["batching"]) for r in rows] == [
         ("cpu-asan", "off"), ("cpu-asan", "on"), ("release", "off"), ("release", "on")]
 
 
 def test_machine_column_only_for_several_hosts(make_result):
     one = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box1", on_ms=ON, off_ms=OFF)]
-    caption, header, _ = parse(report.render(one))
+    caption, header, _ = parse(render(one))
     assert "machine" not in header
     two = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box2", on_ms=ON, off_ms=OFF)]
-    caption, header, rows = parse(report.render(two))
+    caption, header, rows = parse(render(two))
     assert header[0] == "machine"
     assert by(rows, variant="cpu-asan", batching="on")["machine"] == "box2 (Test CPU)"
     assert by(rows, variant="release", batching="off")["machine"] == "box1 (Test CPU)"
@@ -95,15 +99,15 @@ def test_failed_result_keeps_its_row(make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF),
           make_result(variant="vulkan-ubsan", backend="Vulkan", status="failed", reason="ctest exit 8 | UBSan",
                       on_ms=None, off_ms=None)]
-    md = report.render(rs)
+    md = render(rs)
     _, header, rows = parse(md)
     failed = by(rows, variant="vulkan-ubsan")
     assert failed["median ms"] == "FAILED: ctest exit 8 | UBSan"
     assert failed["p95 ms"] == "" and failed["batching"] == "-"
     assert by(rows, variant="release", batching="on")["median ms"] == "95.950"
     assert "FAILED: vulkan-ubsan Vulkan" in md
-    assert report.problems(rs) == ["vulkan-ubsan Vulkan Test CPU host-a (Test CPU) failed: ctest exit 8 | UBSan"]
-    assert report.problems(rs[:1]) == []
+    assert checks.problems(rs) == ["vulkan-ubsan Vulkan Test CPU host-a (Test CPU) failed: ctest exit 8 | UBSan"]
+    assert checks.problems(rs[:1]) == []
 
 
 def test_on_off_mismatch_is_shown(make_result):
@@ -111,12 +115,12 @@ def test_on_off_mismatch_is_shown(make_result):
     bad = list(outs)
     bad[3] = "different"
     rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
-    md = report.render(rs)
+    md = render(rs)
     caption, header, rows = parse(md)
     assert "outputs identical" in header          # never moved to the caption when it shows a mismatch
     assert by(rows, batching="on")["outputs identical"] == "**NO**: on/off differ (1/20 images)"
     assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on (1/20 images)" in md
-    assert report.problems(rs)
+    assert checks.problems(rs)
 
 
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
@@ -125,7 +129,7 @@ def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     rs = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
           make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs),
           make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=odd)]
-    _, header, rows = parse(report.render(rs))
+    _, header, rows = parse(render(rs))
     assert by(rows, variant="release", batching="on")["outputs identical"] == "yes"
     assert by(rows, variant="vulkan-ubsan", batching="off")["outputs identical"] == "yes"
     cell = by(rows, variant="cpu-asan", batching="on")["outputs identical"]
@@ -133,18 +137,18 @@ def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     # a different device is different arithmetic: not compared
     rs2 = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
            make_result(variant="cpu-asan", device="Other CPU", on_ms=ON, off_ms=OFF, outputs=odd)]
-    caption, header, _ = parse(report.render(rs2))
+    caption, header, _ = parse(render(rs2))
     assert caption.get("outputs identical") == "yes"
 
 
 def test_off_only_result_has_no_speedup_and_na_outputs(make_result):
-    caption, header, rows = parse(report.render([make_result(on_ms=None, off_ms=OFF)]))
+    caption, header, rows = parse(render([make_result(on_ms=None, off_ms=OFF)]))
     assert "speedup" not in header and "speedup" not in caption
     assert caption["outputs identical"] == "n/a"
 
 
 def test_bytes_differing_from_profile_are_marked(make_result):
-    md = report.render([make_result(on_ms=ON, off_ms=OFF, bytes_up=1000, bytes_down=2000)])
+    md = render([make_result(on_ms=ON, off_ms=OFF, bytes_up=1000, bytes_down=2000)])
     caption, _, _ = parse(md)
     assert caption["bytes up/down"] == "1,000 / 2,000 *"
     assert "33,193,136 uploaded and 32,403,596 downloaded; * marks rows" in md
@@ -152,16 +156,16 @@ def test_bytes_differing_from_profile_are_marked(make_result):
 
 def test_duplicate_configuration_gets_a_run_column(make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF), make_result(on_ms=[x + 1 for x in ON], off_ms=OFF)]
-    _, header, rows = parse(report.render(rs))
+    _, header, rows = parse(render(rs))
     assert "run" in header
     assert [r["run"] for r in rows] == ["#1", "#1", "#2", "#2"]
 
 
 def test_render_refuses_nothing_and_invalid():
-    with pytest.raises(report.ReportError, match="no results"):
-        report.render([])
+    with pytest.raises(ReportError, match="no results"):
+        render([])
     with pytest.raises(results.ResultError, match="result #1: field 'schema': missing"):
-        report.render([{"variant": "release"}])
+        render([{"variant": "release"}])
 
 
 # --- result files ---------------------------------------------------------------------------
@@ -236,7 +240,7 @@ def test_load_many_merges_files_and_folders(tmp_path, make_result):
     single = results.write(tmp_path / "elsewhere" / "vk.json", c)
     got = results.load_many([tmp_path / "ci", single, tmp_path / "ci" / "job2" / "cpu-asan.json"])
     assert [r["variant"] for r in got] == ["release", "cpu-asan", "vulkan-ubsan"]   # duplicate path kept once
-    _, header, rows = parse(report.render(got))
+    _, header, rows = parse(render(got))
     assert {r["variant"] for r in rows} == {"release", "cpu-asan", "vulkan-ubsan"}
     assert len(rows) == 6
 
@@ -256,7 +260,7 @@ def test_write_evidence_accepted(tmp_path, make_result):
     (tmp_path / "run1").mkdir()
     (tmp_path / "run1" / "NOT-ACCEPTED").write_text("stale")
     (tmp_path / "run1" / "build.log").write_text("kept")
-    d = report.write_evidence(rs, tmp_path / "run1")
+    d = evidence.write_evidence(rs, tmp_path / "run1")
     assert d == tmp_path / "run1"
     assert not (d / "NOT-ACCEPTED").exists()
     assert (d / "build.log").read_text() == "kept"
@@ -264,7 +268,7 @@ def test_write_evidence_accepted(tmp_path, make_result):
     table = (d / "table.md").read_text()
     assert table.startswith("# run1\n")
     assert "NOT ACCEPTED" not in table
-    assert report.render(rs) in table
+    assert render(rs) in table
     assert sorted(results.load_many([d / "results"]), key=lambda r: r["variant"]) == sorted(rs, key=lambda r: r["variant"])
 
 
@@ -272,7 +276,7 @@ def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF),
           make_result(variant="vulkan-ubsan", status="failed", reason="build failed: glslc missing",
                       on_ms=None, off_ms=None)]
-    d = report.write_evidence(rs, tmp_path / "run2")
+    d = evidence.write_evidence(rs, tmp_path / "run2")
     marker = (d / "NOT-ACCEPTED").read_text()
     assert "build failed: glslc missing" in marker
     table = (d / "table.md").read_text()
@@ -284,12 +288,12 @@ def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
 
 def test_write_evidence_caller_reason(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF)]
-    with pytest.raises(report.ReportError, match="needs a reason"):
-        report.write_evidence(rs, tmp_path / "r", accepted=False)
-    d = report.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
+    with pytest.raises(ReportError, match="needs a reason"):
+        evidence.write_evidence(rs, tmp_path / "r", accepted=False)
+    d = evidence.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
     assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
     # an accepted rewrite clears the marker and replaces stale result copies
-    report.write_evidence(rs, d)
+    evidence.write_evidence(rs, d)
     assert not (d / "NOT-ACCEPTED").exists()
     assert len(list((d / "results").glob("*.json"))) == 1
 
@@ -299,7 +303,7 @@ def test_write_evidence_caller_reason(tmp_path, make_result):
 def test_compare_flags_a_real_change(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=[x + 0.05 for x in OFF]))
-    md = report.compare(tmp_path / "a", tmp_path / "b")
+    md = compare.compare(tmp_path / "a", tmp_path / "b")
     _, header, rows = parse(md)
     on, off = by(rows, batching="on"), by(rows, batching="off")
     assert on["change"] == "**faster** (beyond spread)"
@@ -312,7 +316,7 @@ def test_compare_one_sided_and_failed_rows(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "a" / "x.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(status="failed", reason="timeout", on_ms=None, off_ms=None))
-    _, _, rows = parse(report.compare(tmp_path / "a", tmp_path / "b"))
+    _, _, rows = parse(compare.compare(tmp_path / "a", tmp_path / "b"))
     assert by(rows, variant="cpu-asan", batching="on")["change"] == "only in A"
     for mode in ("on", "off"):   # the failed B result stands against both of A's rows
         row = by(rows, variant="release", batching=mode)
@@ -324,8 +328,8 @@ def test_compare_one_sided_and_failed_rows(tmp_path, make_result):
 def test_compare_refuses_different_profiles(tmp_path, make_result, capsys):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF, profile_sha="a" * 64))
     results.write(tmp_path / "b" / "r.json", make_result(on_ms=ON, off_ms=OFF, profile_sha="b" * 64))
-    with pytest.raises(report.ProfileMismatch) as e:
-        report.compare(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(compare.ProfileMismatch) as e:
+        compare.compare(tmp_path / "a", tmp_path / "b")
     assert "a" * 64 in str(e.value) and "b" * 64 in str(e.value)
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "refusing to compare runs on different profiles" in capsys.readouterr().err
@@ -359,7 +363,7 @@ def test_cli_report_failed_and_bad_input(tmp_path, make_result, capsys):
 def test_floor_column_is_the_median_over_the_same_runs_floor(make_result):
     r = make_result(on_ms=ON, off_ms=OFF)
     r["extra"]["transfer_floor"] = {"median_ms": 5.0}
-    caption, header, rows = parse(report.render([r, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]))
+    caption, header, rows = parse(render([r, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]))
     assert "x floor" in header
     rel = [row for row in rows if row.get("variant") == "release"]
     asan = [row for row in rows if row.get("variant") == "cpu-asan"]
@@ -370,7 +374,7 @@ def test_floor_column_is_the_median_over_the_same_runs_floor(make_result):
 
 
 def test_no_floor_column_without_a_floor(make_result):
-    _, header, _ = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    _, header, _ = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "x floor" not in header
 
 
@@ -383,7 +387,7 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
         s["wall_ms"] -= 45.0  # 50.95 median vs off 100.95 -> 1.98x
     zc["samples"][3]["outputs_sha256"] = "corrupt"
     r["rows"].append(zc)
-    out = report.render([r])
+    out = render([r])
     _, header, rows = parse(out)
     z = by(rows, batching="zerocopy")
     assert z["median ms"] == "50.950"
@@ -398,7 +402,7 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
 
 
 def test_no_saving_column_without_extra_modes(make_result):
-    _, header, _ = parse(report.render([make_result(on_ms=ON, off_ms=OFF)]))
+    _, header, _ = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "saved vs on ms" not in header
 
 
@@ -406,7 +410,7 @@ def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
     a = make_result(host="vm", on_ms=ON, off_ms=OFF)
     b = make_result(variant="cpu-asan", host="vm", on_ms=ON, off_ms=OFF)
     b["machine"]["gpu"] = "NVIDIA H200, 580.159.04, 5, 16\nNVIDIA H200, 580.159.04, 5, 16"
-    _, header, rows = parse(report.render([a, b]))
+    _, header, rows = parse(render([a, b]))
     assert header[0] == "machine"
     assert by(rows, variant="cpu-asan", batching="on")["machine"] == "vm (NVIDIA H200)"
     assert by(rows, variant="release", batching="on")["machine"] == "vm (Test CPU)"
@@ -415,6 +419,6 @@ def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
 def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
-    with pytest.raises(report.ReportError) as e:
-        report.compare(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(ReportError) as e:
+        compare.compare(tmp_path / "a", tmp_path / "b")
     assert "share no configuration" in str(e.value)

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from sam3d import stats
+from sam3d.results import stats
 
 
 def shuffled(xs, seed=0):

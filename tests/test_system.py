@@ -4,7 +4,8 @@ import hashlib
 
 import pytest
 
-from sam3d import system, variants
+from sam3d.core import variants
+from sam3d.tools import system
 
 
 def test_vulkan_variants_need_the_vulkan_packages():

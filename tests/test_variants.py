@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from sam3d import conan, variants
+from sam3d.core import variants
+from sam3d.tools import conan
 
 
 def test_required_variants_and_their_flags():

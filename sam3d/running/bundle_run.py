@@ -17,44 +17,21 @@ Back on the build machine: `python -m sam3d device-import DIR`.
 import argparse
 import json
 import os
-import platform
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+if __package__:  # imported as part of the sam3d package
+    from ..core.host import log_tail, machine, sanitizer_env
+else:  # run.py of the bundle: sam3d/core/host.py is packed beside it as host.py
+    from host import log_tail, machine, sanitizer_env  # pylint: disable=import-error
+
 HERE = Path(__file__).resolve().parent
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
-
-
-def machine():
-    cpu = platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    os_name = platform.platform()
-    try:
-        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', Path("/etc/os-release").read_text(), re.M)
-        if m:
-            os_name = f"{m.group(1)} (Linux {platform.release()})"
-    except OSError:
-        pass
-    gpu = ""
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"hostname": socket.gethostname(), "cpu": cpu, "os": os_name,
-            "glibc": os.confstr("CS_GNU_LIBC_VERSION"), "gpu": gpu}
 
 
 def variant_env(name, sanitizer):
@@ -65,10 +42,9 @@ def variant_env(name, sanitizer):
         env.setdefault("VK_DRIVER_FILES", NVIDIA_ICDS[2])
     env.pop("SAM3D_BATCHED_TRANSFERS", None)
     env.pop("GGML_VK_PERF_LOGGER", None)
-    if sanitizer and "UndefinedBehavior" in sanitizer:
-        # As in the test environment here (sam3d/ctest.py): any report is fatal, except the
-        # upstream ones the project's suppression file names.
-        env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={HERE / 'ubsan.supp'}"
+    # As in the test environment of the build machine: any report is fatal, except the upstream
+    # ones the project's suppression files (packed beside run.py) name.
+    env.update(sanitizer_env(sanitizer, HERE))
     return env
 
 
@@ -121,14 +97,13 @@ def run_bench(name, env, out, images, warmups, modes, transfer_only):
     with open(log, "w") as f:
         rc = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
                              "--backend", "vulkan", "--device", "0", "--images", str(images),
-                             "--warmups", str(warmups), "--out", str(dst), "--modes", modes]
-                            + (["--transfer-only"] if transfer_only else []),
+                             "--warmups", str(warmups), "--out", str(dst)]
+                            + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None}
     if rc != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-        r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(tail)
+        r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
     return r
 
 
@@ -139,7 +114,7 @@ def main():
     p.add_argument("--images", type=int, default=20)
     p.add_argument("--warmups", type=int, default=5)
     p.add_argument("--skip-tests", action="store_true")
-    p.add_argument("--modes", default="off,staged", help="benchmark modes (sam3d_bench --modes)")
+    p.add_argument("--modes", help="benchmark modes (sam3d_bench --modes; default: the driver's default modes)")
     p.add_argument("--transfer-only", action="store_true",
                    help="also replay the transfers without compute (ratios to the transfer floor)")
     p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
@@ -165,7 +140,8 @@ def main():
         v["bench"] = []
         for transfer_only in (False, True) if a.transfer_only else (False,):
             what = "transfer-only replay" if transfer_only else "benchmark"
-            print(f"[{i}/{len(names)}] {name}: {what} ({a.modes}; {a.warmups} warm-ups, {a.images} images)",
+            print(f"[{i}/{len(names)}] {name}: {what} ({a.modes or 'default modes'}; {a.warmups} warm-ups, "
+                  f"{a.images} images)",
                   flush=True)
             b = run_bench(name, env, a.out, a.images, a.warmups, a.modes, transfer_only)
             print(f"    exit {b['exit_code']} ({b['seconds']} s)", flush=True)

@@ -1,71 +1,35 @@
 """`python -m sam3d <command>`: what the nox sessions and CI call.
 
 Each command prints progress ("[i/n] variant: step"), writes its logs under build/logs/,
-and ends with a one-line summary; the exit status is non-zero when any step failed.
+and ends with a one-line summary; the exit status is non-zero when any step failed. Every
+error a command reports is a Sam3dError, printed by main() as one line (exit status 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
-from . import conan, ctest, paths, system, variants
-
+from ..core import paths, variants
+from ..core.errors import Sam3dError
+from ..core.host import log_tail
+from ..results import checks, compare, evidence, schema, table
+from ..running import bundle
+from ..tools import ctest
+from ..tools.build import build_variants, indented
+from . import bench as bench_cmd
 
 # CTest labels of native/ (normal: the suite every variant runs; device: needs a real GPU).
 LABELS = ("normal", "device")
 
 
-def _variants(names: list[str]) -> list[variants.Variant]:
-    try:
-        return variants.select(names)
-    except variants.UnknownVariant as e:
-        raise SystemExit(f"sam3d: {e}") from None
-
-
-def _prepare(vs: list[variants.Variant]) -> None:
-    system.ensure_packages(vs)
-    conan.ensure_home(vs)
-    conan.export_recipes(log=paths.logs_dir() / "conan-export.log")
-
-
-def build_variants(vs: list[variants.Variant]) -> list[tuple[str, str]]:
-    """Builds each variant; returns (variant, failure) pairs."""
-    _prepare(vs)
-    failed = []
-    for i, v in enumerate(vs, 1):
-        log = paths.logs_dir() / f"build-{v.name}.log"
-        log.unlink(missing_ok=True)
-        t0 = time.monotonic()
-        print(f"[{i}/{len(vs)}] {v.name}: building GGML (if missing) and the core ... (log: {log})", flush=True)
-        try:
-            conan.build(v, log=log)
-            print(f"[{i}/{len(vs)}] {v.name}: built in {time.monotonic() - t0:.1f} s", flush=True)
-        except conan.ConanError as e:
-            print(f"[{i}/{len(vs)}] {v.name}: FAILED: {e}", flush=True)
-            print(_tail(log), flush=True)
-            failed.append((v.name, str(e)))
-    return failed
-
-
-def _tail(path, n: int = 30) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join("    " + line for line in lines[-n:])
-
-
 def cmd_variants(args: argparse.Namespace) -> int:
-    vs = _variants(args.variants)
+    vs = variants.select(args.variants)
     if args.json:
-        print(json.dumps([{"name": v.name, "summary": v.summary, "build_type": v.build_type,
-                           "sanitizer": v.sanitizer, "vulkan": v.vulkan, "backends": list(v.backends),
-                           "compile_flags": list(v.compile_flags)} for v in vs], indent=1))
+        print(json.dumps(variants.records(vs), indent=1))
     else:
         for v in vs:
             print(f"{v.name:14} {v.summary}")
@@ -73,7 +37,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    vs = _variants(args.variants)
+    vs = variants.select(args.variants)
     t0 = time.monotonic()
     failed = build_variants(vs)
     ok = len(vs) - len(failed)
@@ -85,12 +49,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_ctest(args: argparse.Namespace) -> int:
     """Builds the variants, then runs `ctest -L <label>` in each."""
     if args.label not in LABELS:
-        raise SystemExit(f"sam3d: unknown CTest label {args.label!r}; labels: {', '.join(LABELS)}")
-    vs = _variants(args.variants)
+        raise Sam3dError(f"unknown CTest label {args.label!r}; labels: {', '.join(LABELS)}")
+    vs = variants.select(args.variants)
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
         if not vs:
-            raise SystemExit(f"sam3d: none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
+            raise Sam3dError(f"none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
                              + ", ".join(v.name for v in variants.sanitizer_variants()))
     t0 = time.monotonic()
     failed = dict(build_variants(vs))
@@ -103,7 +67,7 @@ def cmd_ctest(args: argparse.Namespace) -> int:
         summary = [line for line in log.read_text(errors="replace").splitlines() if "tests passed" in line]
         print(f"[{i}/{len(vs)}] {v.name}: {summary[-1].strip() if summary else f'ctest exit {rc}'}", flush=True)
         if rc != 0:
-            print(_tail(log, 40), flush=True)
+            print(indented(log_tail(log, 40)), flush=True)
             failed[v.name] = f"ctest exit {rc}"
     ok = len(vs) - len(failed)
     print(f"sam3d ctest -L {args.label}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
@@ -113,74 +77,47 @@ def cmd_ctest(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Renders result files/folders into the one table (stdout) and an evidence folder."""
-    from . import report, results
-
-    name = args.name or time.strftime("report-%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else paths.diagnostics_dir()
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        print(f"sam3d report: --name {name!r}: use letters, digits, '.', '_' and '-' (it names a folder "
-              f"under {out})", file=sys.stderr)
-        return 2
-    try:
-        rs = results.load_many(args.paths)
-        print(report.render(rs), end="")
-        folder = report.write_evidence(rs, out / name)
-    except (results.ResultError, report.ReportError) as e:
-        print(f"sam3d report: {e}", file=sys.stderr)
-        return 2
-    problems = report.problems(rs)
+    name = paths.folder_name(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out)
+    rs = schema.load_many(args.paths)
+    print(table.render(rs), end="")
+    folder = evidence.write_evidence(rs, out / name)
+    problems = checks.problems(rs)
     print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
-          + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / report.NOT_ACCEPTED_FILE})"
+          + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"
              if problems else ""))
     return 1 if problems else 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Prints the table of run B's medians against run A's."""
-    from . import report, results
-
-    try:
-        print(report.compare(args.a, args.b), end="")
-    except (results.ResultError, report.ReportError) as e:
-        print(f"sam3d compare: {e}", file=sys.stderr)
-        return 2
+    print(compare.compare(args.a, args.b), end="")
     return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Builds the variants, runs the benchmark driver on every backend each has, writes the results
-    and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/bench.py)."""
-    from . import bench, profile
-
-    vs = _variants(args.variants)
-    try:
-        driver_args = (["--modes", args.modes] if args.modes else []) + (["--transfer-only"] if args.transfer_only else [])
-        return bench.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build,
+    and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/cli/bench.py)."""
+    vs = variants.select(args.variants)
+    if args.modes is not None:
+        bench_cmd.check_modes(vs, args.modes)
+    driver_args = (("--modes", args.modes) if args.modes else ()) + (("--transfer-only",) if args.transfer_only else ())
+    return bench_cmd.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build,
                            driver_args=driver_args)
-    except (bench.BenchError, profile.ProfileError) as e:
-        print(f"sam3d bench: {e}", file=sys.stderr)
-        return 2
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
     """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz."""
-    from . import bundle
-
-    vs = _variants(args.variants) if args.variants else bundle.gpu_variants()
+    vs = variants.select(args.variants) if args.variants else bundle.gpu_variants()
     no_gpu = [v.name for v in vs if not v.vulkan]
     if no_gpu:
-        print(f"sam3d bundle: {', '.join(no_gpu)} has no Vulkan backend; GPU variants: "
-              + ", ".join(v.name for v in bundle.gpu_variants()), file=sys.stderr)
-        return 2
+        raise Sam3dError(f"{', '.join(no_gpu)} has no Vulkan backend; GPU variants: "
+                         + ", ".join(v.name for v in bundle.gpu_variants()))
     failed = build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
         return 1
-    try:
-        tarball = bundle.make(vs=vs)
-    except (bundle.BundleError, conan.ConanError) as e:
-        print(f"sam3d bundle: {e}", file=sys.stderr)
-        return 1
+    tarball = bundle.make(vs=vs)
     print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB; "
           f"variants {', '.join(v.name for v in vs)}); on the GPU machine: "
           f"tar xzf {tarball.name} && python3 sam3d-device/run.py --out results", flush=True)
@@ -189,45 +126,27 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def cmd_device_import(args: argparse.Namespace) -> int:
     """Renders the raw files of the bundle's run.py into result files and the one table."""
-    from . import bench, bundle
-
-    try:
-        rd, _, accepted = bundle.import_results(args.raw, name=args.name)
-    except (bundle.BundleError, bench.BenchError) as e:
-        print(f"sam3d device-import: {e}", file=sys.stderr)
-        return 2
+    rd, _, accepted = bench_cmd.device_import(args.raw, name=args.name)
     print(f"sam3d device-import: evidence in {rd}{'' if accepted else ' (NOT ACCEPTED)'}")
     return 0 if accepted else 1
 
 
-def _positive(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
-    return n
+def _at_least(minimum: int):
+    """An argparse type: an integer >= minimum."""
+    def parse(text: str) -> int:
+        n = int(text)
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{text}: must be >= {minimum}")
+        return n
+    return parse
 
 
-def _modes(text: str) -> str:
-    from .bench import parse_modes
-
-    try:
-        return parse_modes(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _non_negative(text: str) -> int:
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 0")
-    return n
-
-
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sam3d", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("variants", help="list the variants (the CI matrix reads --json)")
+    s = sub.add_parser("variants", help="list the variants (--json: as records; sam3d.ci builds the CI matrix "
+                                        "from the same records)")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_variants)
@@ -257,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "writes generated/diagnostics/<run-name>/")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.add_argument("--name", help="run name, the evidence folder's name (default: bench-<UTC time>)")
-    s.add_argument("--images", type=_positive, default=20, help="timed images per batching mode (default 20)")
-    s.add_argument("--warmups", type=_non_negative, default=5, help="warm-up images per batching mode (default 5)")
+    s.add_argument("--images", type=_at_least(1), default=20, help="timed images per batching mode (default 20)")
+    s.add_argument("--warmups", type=_at_least(0), default=5, help="warm-up images per batching mode (default 5)")
     s.add_argument("--no-build", action="store_true", help="measure the drivers already built")
-    s.add_argument("--modes", type=_modes,
-                   help="driver modes, off and staged required, e.g. off,staged,zerocopy,queued (default off,staged)")
+    s.add_argument("--modes", help="driver modes (`sam3d_bench --list-modes` lists them; off and staged "
+                                   "required), e.g. off,staged,zerocopy,queued (default off,staged)")
     s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
     s.set_defaults(func=cmd_bench)
 
@@ -274,14 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
     s.set_defaults(func=cmd_device_import)
+    return p
 
-    args = p.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (system.SystemPrerequisiteError, system.HashMismatch, FileNotFoundError) as e:
-        print(f"sam3d: {e}", file=sys.stderr)
+    except Sam3dError as e:  # the one handler: every error a command reports, as one line
+        print(f"sam3d {args.command}: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

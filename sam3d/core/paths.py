@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
+
+from .errors import Sam3dError
+
+# Run and evidence-folder names: they become folder names under generated/diagnostics/.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def root() -> Path:
@@ -18,7 +24,7 @@ def root() -> Path:
     for d in (here, *here.parents):
         if (d / "conanfile.py").is_file() and (d / "native" / "CMakeLists.txt").is_file():
             return d
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
@@ -47,6 +53,14 @@ def diagnostics_dir() -> Path:
     return root() / "generated" / "diagnostics"
 
 
+def folder_name(name: str, what: str, parent: Path, error: type[Sam3dError] = Sam3dError) -> str:
+    """``name`` when it is safe as one folder name under ``parent`` (letters, digits, '.', '_',
+    '-'; no leading '.' or '-'); ``error`` naming ``what`` (e.g. "--name") otherwise."""
+    if not _NAME.fullmatch(name):
+        raise error(f"{what} {name!r}: use letters, digits, '.', '_' and '-' (it names a folder under {parent})")
+    return name
+
+
 def tool(name: str) -> str:
     """A tool from this Python environment's bin folder (the bootstrap venv), else from PATH."""
     here = Path(sys.executable).with_name(name)
@@ -54,7 +68,7 @@ def tool(name: str) -> str:
         return str(here)
     found = shutil.which(name)
     if found is None:
-        raise FileNotFoundError(f"{name} not found: run through ci/bootstrap.sh, which installs requirements.lock")
+        raise Sam3dError(f"{name} not found: run through ci/bootstrap.sh, which installs requirements.lock")
     return found
 
 

@@ -4,7 +4,7 @@ Schema "sam3d-bench-result/1" (all times in milliseconds, sizes in bytes):
 
 {
   "schema": "sam3d-bench-result/1",
-  "variant": "release",                 # sam3d/variants.py name
+  "variant": "release",                 # sam3d/core/variants.py name
   "status": "ok" | "failed",            # failed: "reason" says why, "rows" may be empty
   "reason": null | "build failed: ...",
   "machine": {"hostname": str, "cpu": str, "os": str, "glibc": str},
@@ -18,7 +18,7 @@ Schema "sam3d-bench-result/1" (all times in milliseconds, sizes in bytes):
   "protocol": {"warmups": int, "images": int, "interleaved": true},
   "rows": [                             # one per batching mode, measured in the same process
     {
-      "batching": "on" | "off",
+      "batching": "off" | "on" | "zerocopy" | "queued",  # see BATCHING
       "samples": [                      # timed images only, in run order
         {"image": int, "wall_ms": float, "enqueue_ms": float, "synchronize_ms": float,
          "copy_ms": float, "sync_path_ms": float, "outputs_sha256": str}
@@ -38,7 +38,8 @@ Rules the readers enforce (validate()): an "ok" result has every field above exc
 at least one row, each batching mode at most once, and exactly protocol.images samples per
 row, each with a distinct "image" index (on and off pair by that index). A "failed" result
 needs only schema, variant, status and a non-empty reason; whatever else it records is checked
-too. Readers: load(), load_many(); writer: write() (atomic). The table: sam3d/report.py.
+too. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the driver's
+document), write() (atomic). The table: sam3d/results/table.py.
 """
 
 from __future__ import annotations
@@ -47,18 +48,24 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import Sam3dError
+from ..core.files import write_atomic
+from ..core.variants import Variant
+
 SCHEMA = "sam3d-bench-result/1"
 
 STATUSES = ("ok", "failed")
-# Row modes: "off" (ggml_backend_tensor_set/compute/get), "on" (the staged batch of the
-# spec's design), and the beyond-the-spec modes of sam3d_bench --modes: "zerocopy" (callers
-# fill pinned slots) and "queued" (calls share synchronizations).
+# Row names ("batching"), as the driver's mode table (`sam3d_bench --list-modes`, "row") names
+# them: "off" (ggml_backend_tensor_set/compute/get), "on" (the staged batch of the spec's
+# design), and the beyond-the-spec rows of `sam3d_bench --modes`: "zerocopy" (callers fill
+# pinned slots) and "queued" (calls share synchronizations).
 BATCHING = ("off", "on", "zerocopy", "queued")
+# Rows every driver run has: each row is compared with "off", the others also with "on".
+REQUIRED_ROWS = ("off", "on")
 FALLBACK_REASONS = ("no_async_caps", "foreign_host_buffer", "oversized", "pinned_unavailable")
 COUNTERS = ("async_uploads", "sync_uploads", "async_downloads", "sync_downloads",
             "bytes_uploaded", "bytes_downloaded", "pinned_batches")
@@ -66,7 +73,7 @@ SAMPLE_TIMES = ("wall_ms", "enqueue_ms", "synchronize_ms", "copy_ms", "sync_path
 CAPS = ("async", "host_buffer", "buffer_from_host_ptr", "events")
 
 
-class ResultError(ValueError):
+class ResultError(Sam3dError, ValueError):
     """A result file (or dict) that does not follow the schema; the message names the file and
     the field."""
 
@@ -256,79 +263,100 @@ def _canonical(result: dict) -> str:
     return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
 
 
-def load_many(paths: Iterable[str | os.PathLike]) -> list[dict]:
-    """Results from files and folders, in the order given (folders: recursively, sorted by path).
+def result_files(folder: str | os.PathLike) -> list[Path]:
+    """Every result file under ``folder`` (recursively, sorted by path): each ``*.json`` whose
+    "schema" is sam3d-bench-result/1. Other JSON files (e.g. compile_commands.json) are
+    skipped, but a file that mentions the schema and does not parse is an error (a truncated
+    result must not vanish silently): ResultError names it."""
+    found = []
+    for f in sorted(Path(folder).rglob("*.json")):
+        if not f.is_file():
+            continue
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if SCHEMA not in text:
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ResultError(f"{f}: mentions {SCHEMA} but is not valid JSON (line {e.lineno}: "
+                              f"{e.msg}); delete or re-run it") from None
+        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+            found.append(f)
+    return found
 
-    A file named explicitly must be a valid result file. In a folder, every ``*.json`` whose
-    "schema" is sam3d-bench-result/1 is loaded and validated; other JSON files (e.g.
-    compile_commands.json) are skipped, but a file that mentions the schema and does not parse
-    is an error (a truncated result must not vanish silently). The same result reached twice
+
+def load_many(paths: Iterable[str | os.PathLike]) -> list[dict]:
+    """Results from files and folders, in the order given (folders: result_files()).
+
+    A file named explicitly must be a valid result file. The same result reached twice
     (overlapping paths, or an evidence folder's copy next to its original) is kept once.
     Raises ResultError when a path does not exist, a folder holds no result file, or a result
     is invalid.
     """
     out: list[dict] = []
     seen: set[str] = set()
-
-    def add(result: dict) -> None:
-        key = _canonical(result)
-        if key not in seen:
-            seen.add(key)
-            out.append(result)
-
     for given in paths:
         p = Path(given)
         if p.is_file():
-            add(load(p))
+            files = [p]
         elif p.is_dir():
-            found = 0
-            for f in sorted(p.rglob("*.json")):
-                if not f.is_file():
-                    continue
-                try:
-                    text = f.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError):
-                    continue
-                if SCHEMA not in text:
-                    continue
-                try:
-                    data = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise ResultError(f"{f}: mentions {SCHEMA} but is not valid JSON (line {e.lineno}: "
-                                      f"{e.msg}); delete or re-run it") from None
-                if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-                    continue
-                add(validate(data, str(f)))
-                found += 1
-            if not found:
+            files = result_files(p)
+            if not files:
                 raise ResultError(f"{p}: folder holds no {SCHEMA} result files (*.json, searched recursively)")
         else:
             raise ResultError(f"{p}: no such file or folder")
+        for f in files:
+            result = load(f)
+            key = _canonical(result)
+            if key not in seen:
+                seen.add(key)
+                out.append(result)
     return out
 
 
 def write(path: str | os.PathLike, result: dict) -> Path:
-    """Validates ``result`` and writes it to ``path`` atomically: a temporary file in the same
-    folder, flushed and fsynced, then renamed over ``path``, so readers never see a partial file.
-    Creates the parent folders. Returns the path."""
-    p = Path(path)
-    validate(result, str(p))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return p
+    """Validates ``result`` and writes it to ``path`` atomically (core/files.py), so readers
+    never see a partial file. Creates the parent folders. Returns the path."""
+    validate(result, str(path))
+    return write_atomic(path, json.dumps(result, indent=1) + "\n")
+
+
+def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str | None, prof: dict,
+         machine_info: dict, commit: str, build: dict | None, extra: dict | None = None) -> dict:
+    """A result of this schema from the driver's output document (schema sam3d-bench-driver/1;
+    None when the driver produced none: the result is then "failed" with no rows). ``backend``
+    is the driver's --backend value; ``prof`` the profile's {"path", "sha256", "version"};
+    ``extra`` is merged over the driver's own extra."""
+    name = next(b for b in v.backends if b.lower() == backend)
+    r: dict = {
+        "schema": SCHEMA,
+        "variant": v.name,
+        "status": status,
+        "reason": reason,
+        "machine": machine_info,
+        "build": build,
+        "git_commit": commit,
+        "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
+        "backend": name,
+    }
+    if doc is not None and (doc.get("extra") or {}).get("transfer_only"):
+        # A replay without compute is its own configuration in the table.
+        r["backend"] += " (transfer-only)"
+    if doc is not None:
+        r.update({"device": doc["device"] or name, "caps": doc["caps"], "protocol": doc["protocol"],
+                  "rows": doc["rows"]})
+        x = dict(doc.get("extra") or {})
+    else:
+        r["rows"] = []
+        x = {}
+    x.update(extra or {})
+    r["extra"] = x
+    if status == "failed" and not reason:
+        raise ValueError("a failed result needs a reason")
+    return r
 
 
 def key(result: dict) -> tuple[str, str, str]:

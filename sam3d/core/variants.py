@@ -5,13 +5,15 @@ Each variant is one Conan profile (``sam3d-<name>``), one build folder
 sanitizer is the Conan setting ``compiler.sanitizer`` (see conan/settings_user.yml) and the
 Vulkan backend is the ``vulkan`` option of both the ``ggml`` and ``sam3d-core`` recipes.
 
-The variant set comes from ../shared/design.md ("Variants"): CPU ASan+UBSan+LSan,
-Vulkan UBSan, and a clean -O2 release.
+The variant set: CPU ASan+UBSan+LSan, Vulkan UBSan, and a clean -O2 release. Adding one
+here adds its Conan profile, build folder, CI jobs (sam3d/ci.py) and table rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .errors import Sam3dError
 
 # compiler.sanitizer value (conan/settings_user.yml) -> the GCC -fsanitize= list.
 SANITIZER_FLAGS: dict[str, str] = {
@@ -45,6 +47,8 @@ class Variant:
 
     @property
     def backends(self) -> tuple[str, ...]:
+        """GGML backends the variant runs on, as results name them (the driver's --backend
+        value is the lower-case name)."""
         return ("CPU", "Vulkan") if self.vulkan else ("CPU",)
 
     @property
@@ -108,7 +112,7 @@ VARIANTS: tuple[Variant, ...] = (
 NAMES: tuple[str, ...] = tuple(v.name for v in VARIANTS)
 
 
-class UnknownVariant(ValueError):
+class UnknownVariant(Sam3dError, ValueError):
     pass
 
 
@@ -130,3 +134,12 @@ def select(names: list[str] | tuple[str, ...] | None) -> list[Variant]:
 
 def sanitizer_variants() -> list[Variant]:
     return [v for v in VARIANTS if v.sanitizer is not None]
+
+
+def records(vs: list[Variant] | tuple[Variant, ...] | None = None) -> list[dict]:
+    """The variants as JSON records (`python -m sam3d variants --json` prints them; the CI
+    matrix is built from them): name, summary, build_type, sanitizer, vulkan, backends,
+    compile_flags. All variants when ``vs`` is None."""
+    return [{"name": v.name, "summary": v.summary, "build_type": v.build_type, "sanitizer": v.sanitizer,
+             "vulkan": v.vulkan, "backends": list(v.backends), "compile_flags": list(v.compile_flags)}
+            for v in (VARIANTS if vs is None else vs)]

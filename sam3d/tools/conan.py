@@ -13,16 +13,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import paths, system
-from .variants import VARIANTS, Variant
+import yaml
 
-GGML_REF = "ggml/0.20.2"
+from ..core import paths
+from ..core.errors import Sam3dError
+from ..core.files import write_if_changed
+from ..core.variants import VARIANTS, Variant
+from . import system
+
+GGML_RECIPE = Path("conan") / "recipes" / "ggml"
 CORE_NAME = "sam3d-core"
 BUILD_PROFILE = "sam3d-build"
 
 
-class ConanError(RuntimeError):
+class ConanError(Sam3dError):
     pass
+
+
+def ggml_version() -> str:
+    """The GGML version: the one entry of the GGML recipe's conandata.yml "sources" (the core's
+    conanfile.py reads the same entry for its requirement), in the checkout this package is in."""
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / GGML_RECIPE / "conandata.yml").read_text())
+    (version,) = data["sources"]
+    return str(version)
+
+
+def ggml_ref() -> str:
+    return f"ggml/{ggml_version()}"
 
 
 # Conan's compiler setting -> (C compiler, C++ compiler, Debian package naming them).
@@ -105,27 +122,20 @@ def env() -> dict[str, str]:
     return e
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    if not path.is_file() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-
-
-def ensure_home(variants: list[Variant] = list(VARIANTS)) -> Path:
+def ensure_home(variants: list[Variant] | None = None) -> Path:
     """Create or update the project's Conan home: settings_user.yml, no remotes, profiles."""
+    variants = list(VARIANTS) if variants is None else variants
     home = paths.conan_home()
     home.mkdir(parents=True, exist_ok=True)
     root = paths.root()
-    _write_if_changed(home / "settings_user.yml", (root / "conan" / "settings_user.yml").read_text())
-    _write_if_changed(home / "remotes.json", json.dumps({"remotes": []}, indent=1) + "\n")
-    _write_if_changed(home / "global.conf", "core:non_interactive=True\n")
+    write_if_changed(home / "settings_user.yml", (root / "conan" / "settings_user.yml").read_text())
+    write_if_changed(home / "remotes.json", json.dumps({"remotes": []}, indent=1) + "\n")
+    write_if_changed(home / "global.conf", "core:non_interactive=True\n")
     versions = {c: compiler_version(c) for c in {"gcc", *(v.compiler for v in variants)}}
     vk_inc = system.vulkan_include_dir() if any(v.vulkan for v in variants) else None
     for v in variants:
-        _write_if_changed(home / "profiles" / v.profile_name, profile_text(v, versions[v.compiler], vk_inc))
-    _write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
+        write_if_changed(home / "profiles" / v.profile_name, profile_text(v, versions[v.compiler], vk_inc))
+    write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
     return home
 
 
@@ -150,8 +160,7 @@ def profile_args(v: Variant) -> list[str]:
 
 
 def export_recipes(log: Path | None = None) -> None:
-    name, version = GGML_REF.split("/")
-    run(["export", str(paths.root() / "conan" / "recipes" / name), "--version", version], log=log)
+    run(["export", str(paths.root() / GGML_RECIPE), "--version", ggml_version()], log=log)
 
 
 def build(v: Variant, log: Path | None = None) -> None:
@@ -173,10 +182,10 @@ def _capture(args: list[str]) -> str:
 
 def ggml_packages() -> tuple[str, dict]:
     """(latest GGML recipe revision, {package_id: info}) in the project's Conan home."""
-    data = json.loads(_capture(["list", f"{GGML_REF}#latest:*", "--format=json"]))
+    data = json.loads(_capture(["list", f"{ggml_ref()}#latest:*", "--format=json"]))
     refs = data.get("Local Cache", {})
     if not refs:
-        raise ConanError(f"{GGML_REF} is not in {paths.conan_home()}: run `nox -s build`")
+        raise ConanError(f"{ggml_ref()} is not in {paths.conan_home()}: run `nox -s build`")
     (ref,) = refs.values()
     ((rev, body),) = ref["revisions"].items()
     return rev, body.get("packages", {})
@@ -192,4 +201,4 @@ def ggml_package_folder(v: Variant) -> Path:
     if len(matches) != 1:
         raise ConanError(f"{v.name}: {len(matches)} GGML binaries match (want 1): {matches}; "
                          f"run `nox -s build -- {v.name}`")
-    return Path(_capture(["cache", "path", f"{GGML_REF}#{rev}:{matches[0]}"]).strip())
+    return Path(_capture(["cache", "path", f"{ggml_ref()}#{rev}:{matches[0]}"]).strip())

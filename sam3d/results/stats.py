@@ -1,12 +1,12 @@
 """Benchmark statistics over per-image wall times (milliseconds).
 
-The rules come from ../shared/design.md:
-- "Reference measurements": p95 is nearest-rank, the ceil(0.95 n)-th smallest of n samples
-  (no interpolation, so it is always one of the measured values).
-- "The SAM3D transfer profile (benchmark workload)": batching on and off are measured in the
-  same binary with alternating inputs, so image i of the "on" row and image i of the "off"
-  row form a pair; the on/off speedup is median(off) / median(on), and its spread is the
-  interquartile range of the paired per-image ratios off[i] / on[i].
+The rules:
+- p95 is nearest-rank, the ceil(0.95 n)-th smallest of n samples (no interpolation, so it is
+  always one of the measured values).
+- batching on and off are measured in the same binary with alternating inputs, so image i of
+  the "on" row and image i of the "off" row form a pair; the on/off speedup is median(off) /
+  median(on), and its spread is the interquartile range of the paired per-image ratios
+  off[i] / on[i].
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.errors import Sam3dError
 
-class StatsError(ValueError):
+
+class StatsError(Sam3dError, ValueError):
     pass
 
 
@@ -49,8 +51,8 @@ def median(samples: Sequence[float]) -> float:
 
 
 def p95(samples: Sequence[float]) -> float:
-    """95th percentile in ms, nearest-rank: the ceil(0.95 n)-th smallest sample (design.md,
-    "Reference measurements"). n = 1..20 gives ranks 1, 2, ..., 19, 19; n = 21 gives rank 20."""
+    """95th percentile in ms, nearest-rank: the ceil(0.95 n)-th smallest sample.
+    n = 1..20 gives ranks 1, 2, ..., 19, 19; n = 21 gives rank 20."""
     return nearest_rank(samples, 95)
 
 
@@ -112,8 +114,8 @@ def paired_ratios(off_ms: Sequence[float], on_ms: Sequence[float]) -> list[float
 def speedup(off_ms: Sequence[float], on_ms: Sequence[float]) -> Speedup:
     """median(off) / median(on) in wall ms, with the interquartile range (25th-75th percentile,
     numpy's default linear method) of the per-image ratios off[i] / on[i]. The lists pair by
-    position: element i of each is the same image (design.md: on and off run in the same
-    binary with the same alternating inputs)."""
+    position: element i of each is the same image (on and off run in the same binary with the
+    same alternating inputs)."""
     ratios = paired_ratios(off_ms, on_ms)
     med_on = median(on_ms)
     if med_on <= 0:

@@ -7,13 +7,14 @@ The GPU machine has neither a package registry nor build tools, so the work is s
    driver, GGML's libraries and the shared libraries they need that a bare GPU host may lack
    (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
    build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
-   (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/bundle_run.py), which
-   needs only python3. Every ELF file's required glibc is checked against GLIBC_MAX.
+   (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/running/bundle_run.py)
+   with host.py (sam3d/core/host.py) beside it, which need only python3. Every ELF file's required glibc is checked against GLIBC_MAX.
 2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
    GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
-3. Back here, `import_results()` wraps the raw driver output into result files of the schema
-   in sam3d/results.py, with the build facts from the manifest and the GPU host's machine
-   facts, and renders them with the same report step as `nox -s bench`.
+3. Back here, `python -m sam3d device-import` (sam3d/cli/device.py) reads them back
+   (read_summary(), driver_output()) and wraps the raw driver output into result files of the
+   schema in sam3d/results/schema.py, with the build facts from the manifest and the GPU
+   host's machine facts, rendered like the results of `nox -s bench`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from . import bench, conan, paths, profile, system, variants
+from ..core import host, paths, profile, variants
+from ..core.errors import NotBuilt, Sam3dError
+from ..tools import conan, provenance, system
+from . import driver
 
 BUNDLE_NAME = "sam3d-device"
 # Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
@@ -43,7 +47,7 @@ GLVND_LIBS = {"libEGL.so.1": "libegl1", "libGLdispatch.so.0": "libglvnd0", "libG
 GLVND_DIR = Path("/usr/lib/x86_64-linux-gnu")
 
 
-class BundleError(RuntimeError):
+class BundleError(Sam3dError):
     pass
 
 
@@ -97,14 +101,15 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
     prof = {"sha256": profile.sha256(), "version": profile.load()["version"]}
     shutil.copy2(profile.path(), stage / "profile.json")
     shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
+    shutil.copy2(host.__file__, stage / "host.py")
     shutil.copy2(paths.root() / "native" / "sanitizers" / "ubsan.supp", stage / "ubsan.supp")
-    commit, dirty = bench.git_commit()
+    commit, dirty = provenance.git_commit()
     manifest: dict = {
         "bundle": BUNDLE_NAME,
         "git_commit": commit,
         "git_dirty": dirty,
-        "build_machine": bench.machine(),
-        "glslc": bench.glslc_version(),
+        "build_machine": provenance.machine(),
+        "glslc": provenance.glslc_version(),
         "glibc_max": ".".join(map(str, GLIBC_MAX)),
         "profile": {"path": "profile.json", "sha256": prof["sha256"], "version": prof["version"]},
         "variants": {},
@@ -114,10 +119,10 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
             raise BundleError(f"{v.name} has no Vulkan backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
-                    "sam3d_bench": build / "bench" / "sam3d_bench"}
+                    driver.NAME: driver.path(v)}
         for name, src in binaries.items():
             if not src.is_file():
-                raise BundleError(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
+                raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
         vdir = stage / v.name
         (vdir / "bin").mkdir(parents=True)
         (vdir / "lib").mkdir()
@@ -151,7 +156,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
         if too_new:
             raise BundleError(f"binaries need a glibc newer than {manifest['glibc_max']} (the GPU host's): "
                               + "; ".join(too_new) + ". Build the bundle on Debian 12.")
-        b, x, problems = bench.build_info(v, manifest["glslc"])
+        b, x, problems = provenance.build_info(v, manifest["glslc"])
         if problems:
             raise BundleError("; ".join(problems))
         manifest["variants"][v.name] = {
@@ -169,54 +174,20 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
     return tarball
 
 
-def import_results(raw_dir: Path, name: str | None = None) -> tuple[Path, list[dict], bool]:
-    """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
-    result files in generated/diagnostics/<name>/ and renders the one table.
-
-    Returns (evidence folder, results, accepted)."""
+def read_summary(raw_dir: Path) -> dict:
+    """raw_dir/summary.json, as the bundle's run.py wrote it."""
     summary_path = raw_dir / "summary.json"
     if not summary_path.is_file():
         raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.py wrote (--out)")
-    summary = json.loads(summary_path.read_text())
-    manifest = summary["manifest"]
-    prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
-    name = name or f"device-{summary['machine']['hostname']}"
-    rd = bench.run_dir_for(name)
-    written, reasons, tests = [], [], []
-    for vname, vrun in summary["variants"].items():
-        v = variants.get(vname)
-        vm = manifest["variants"][vname]
-        extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
-                 "build_machine": manifest["build_machine"]}
-        for n, b in enumerate(vrun.get("bench", [])):
-            raw = raw_dir / b["driver_output"] if b.get("driver_output") else None
-            doc = json.loads(raw.read_text()) if raw and raw.is_file() else None
-            status, reason = "ok", None
-            if doc is None:
-                status, reason = "failed", b.get("error") or "the driver wrote no output"
-            r = bench.wrap(v, "vulkan", doc, status=status, reason=reason, prof=prof, machine_info=summary["machine"],
-                           commit=manifest["git_commit"], build=vm["build"], extra=extra)
-            if status == "ok":
-                problems = bench.check(r)
-                if problems:
-                    r["status"], r["reason"] = "failed", "; ".join(problems)
-            if r["status"] != "ok":
-                reasons.append(f"{vname}: {r['reason']}")
-            bench.write_result(rd / f"{vname}-vulkan-{n}.json", r)
-            written.append(r)
-        for kind, t in (vrun.get("device_tests") or {}).items():
-            tests.append(f"| {vname} | {kind} | {t['passed']} | {t['failed']} | {t['skipped']} | "
-                         f"{t['diagnostic_kernel_timestamp_total_ms'] or ''} |")
-            if t["failed"] or t["exit_code"] or not t["passed"]:
-                reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
-                               f"{t['skipped']} skipped, exit {t['exit_code']}")
-    accepted = not reasons
-    bench.report_evidence(written, rd, accepted, "; ".join(reasons) or None)
-    text = "\n".join([f"# Device tests on {summary['machine']['hostname']} ({summary['machine'].get('gpu', '')})", "",
-                      "| variant | run | passed | failed | skipped | kernel timestamps ms (diagnostic) |",
-                      "| --- | --- | --- | --- | --- | --- |", *tests, "",
-                      "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
-                      "with an extra synchronization before compute, never production latency."]) + "\n"
-    (rd / "device-tests.md").write_text(text)
-    print(text, flush=True)
-    return rd, written, accepted
+    return json.loads(summary_path.read_text())
+
+
+def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:
+    """(the driver's document, None) for one benchmark entry of summary.json, or (None, why)."""
+    raw = raw_dir / entry["driver_output"] if entry.get("driver_output") else None
+    if raw is None or not raw.is_file():
+        return None, entry.get("error") or "the driver wrote no output"
+    try:
+        return driver.read_output(raw), None
+    except driver.DriverError as e:
+        return None, str(e)

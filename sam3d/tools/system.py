@@ -14,31 +14,32 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from . import paths
-from .variants import Variant
+from ..core import paths
+from ..core.errors import Sam3dError
+from ..core.variants import Variant
 
 # What every variant needs: the compiler (with libasan/libubsan), GoogleTest, and for the
 # benchmark driver (native/bench) a JSON parser and SHA-256 from OpenSSL's libcrypto.
 BASE_PACKAGES = ("g++", "libgtest-dev", "nlohmann-json3-dev", "libssl-dev")
 # GGML's Vulkan backend: shader compiler, loader + headers, SPIR-V headers (find_package
 # SPIRV-Headers CONFIG in ggml-vulkan's CMakeLists.txt), and Mesa's lavapipe for machines
-# without a GPU; libegl1, libglvnd0 and libglx0 go into the GPU bundle (sam3d/bundle.py, GLVND_LIBS).
+# without a GPU; libegl1, libglvnd0 and libglx0 go into the GPU bundle (sam3d/running/bundle.py, GLVND_LIBS).
 VULKAN_PACKAGES = ("glslc", "libvulkan-dev", "spirv-headers", "mesa-vulkan-drivers", "libegl1", "libglvnd0", "libglx0")
 
 # GGML 0.20.2's Vulkan backend uses VK_EXT_layer_settings (vk::LayerSettingEXT), first in
 # Vulkan-Headers 1.3.261; Debian 12 ships 1.3.239. Debian 13's libvulkan-dev is used instead,
-# unpacked into the shared cache (the system is not changed). design.md, "Supply chain".
+# unpacked into the shared cache (the system is not changed).
 VULKAN_HEADERS_MIN = (1, 3, 261)
 VULKAN_DEV_SUITE = "trixie"
 VULKAN_DEV_VERSION = "1.4.309.0-1"
 VULKAN_DEV_SHA256 = "8d329d465e16168afff58b1bd0dd6db46aac2cc3f56054a481b25a04e90b345a"
 
 
-class SystemPrerequisiteError(RuntimeError):
+class SystemPrerequisiteError(Sam3dError):
     pass
 
 
-class HashMismatch(RuntimeError):
+class HashMismatch(Sam3dError):
     pass
 
 

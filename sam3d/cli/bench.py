@@ -1,0 +1,124 @@
+"""`python -m sam3d bench` and `device-import`: driver runs (sam3d/running/) become checked result
+files, the table and the evidence folder (sam3d/results/)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from ..core import profile, variants
+from ..core.variants import Variant
+from ..results import checks, evidence, schema, table
+from ..running import bench as runner
+from ..running import bundle, driver
+
+
+def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **facts) -> dict:
+    """The result of one driver run: "failed" with ``reason`` when there is one, else checked
+    (results/checks.py) and "failed" with the problems found; a driver document that does not
+    fit the schema keeps the reason and loses its rows. ``facts``: schema.wrap's prof,
+    machine_info, commit, build and extra."""
+    def make(d: dict | None, why: str | None) -> dict:
+        return schema.wrap(v, backend, d, status="failed" if why else "ok", reason=why, **facts)
+
+    try:
+        if reason is None and doc is None:
+            reason = "the driver wrote no output"
+        if reason is None:
+            reason = "; ".join(checks.check(make(doc, None))) or None
+        return schema.validate(make(doc, reason))
+    except (ValueError, KeyError, TypeError) as e:
+        return make(None, f"{reason + '; ' if reason else ''}driver output does not fit the result schema: {e}")
+
+
+def report_evidence(written: list[dict], rd: Path, accepted: bool, reason: str | None) -> None:
+    """Prints the table and writes the evidence folder."""
+    if written:
+        print(table.render(written), flush=True)
+    evidence.write_evidence(written, rd, accepted, reason)
+
+
+def _print_rows(doc: dict) -> None:
+    for row in doc["rows"]:
+        w = [s["wall_ms"] for s in row["samples"]]
+        c = row["counters"]
+        fb = ", ".join(f"{k}={n}" for k, n in c["fallbacks"].items() if n) or "no fallbacks"
+        print(f"      batching {row['batching']:3}: median {statistics.median(w):9.3f} ms; per image "
+              f"{c['async_uploads']}/{c['async_downloads']} async, {c['sync_uploads']}/{c['sync_downloads']} "
+              f"sync up/down, {c['pinned_batches']} pinned batches, {fb}; "
+              f"{c['bytes_uploaded']:,} B up, {c['bytes_downloaded']:,} B down", flush=True)
+
+
+def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmups: int = 5,
+          driver_args: tuple[str, ...] = (), build: bool = True) -> int:
+    """Builds, runs and reports; returns the exit status (0 only when every result is ok).
+
+    Each run writes generated/diagnostics/<run-name>/: one result file per (variant, backend)
+    (schema sam3d-bench-result/1), logs/ (driver output and stderr, build logs), the table and
+    the evidence folder. A variant that fails to build or run keeps a result file with status
+    "failed" and the reason; a run with any failure is kept, marked as not accepted evidence."""
+    t_start = time.monotonic()
+    f = runner.facts()
+    run_name = name or runner.default_run_name()
+    rd = runner.run_dir_for(run_name)
+    print(f"sam3d bench: run {run_name} -> {rd}", flush=True)
+    print(f"sam3d bench: profile {f.prof['path']} v{f.prof['version']} sha256 {f.prof['sha256']}", flush=True)
+    written: list[dict] = []
+    for run in runner.runs(vs, rd, f, images=images, warmups=warmups, driver_args=driver_args, build=build):
+        r = result_of(run.variant, run.backend, run.doc, run.reason, prof=f.prof, machine_info=f.machine,
+                      commit=f.commit, build=run.build, extra=run.extra)
+        schema.write(rd / f"{run.variant.name}-{run.backend}.json", r)
+        written.append(r)
+        if run.ran:
+            print(f"{run.tag}: {r['status']} in {run.seconds:.1f} s"
+                  f"{': ' + r['reason'] if r['reason'] else ''}", flush=True)
+        if run.doc is not None:
+            _print_rows(run.doc)
+    failed = [f"{r['variant']} {r['backend']}: {r['reason']}" for r in written if r["status"] != "ok"]
+    accepted = not failed
+    reason = None if accepted else f"{len(failed)} of {len(written)} runs failed: " + " / ".join(failed)
+    report_evidence(written, rd, accepted, reason)
+    print(f"sam3d bench: {len(written) - len(failed)}/{len(written)} runs ok in {time.monotonic() - t_start:.1f} s; "
+          f"evidence: {rd}{'' if accepted else ' (NOT ACCEPTED)'}", flush=True)
+    return 0 if accepted else 1
+
+
+def device_import(raw_dir: Path, name: str | None = None) -> tuple[Path, list[dict], bool]:
+    """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
+    result files in generated/diagnostics/<name>/ and renders the one table and the device-test
+    table. Returns (evidence folder, results, accepted)."""
+    summary = bundle.read_summary(raw_dir)
+    manifest = summary["manifest"]
+    prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
+    rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}")
+    written, reasons, tests = [], [], []
+    for vname, vrun in summary["variants"].items():
+        v = variants.get(vname)
+        vm = manifest["variants"][vname]
+        extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
+                 "build_machine": manifest["build_machine"]}
+        for n, entry in enumerate(vrun.get("bench", [])):
+            doc, why = bundle.driver_output(raw_dir, entry)
+            r = result_of(v, "vulkan", doc, why, prof=prof, machine_info=summary["machine"],
+                          commit=manifest["git_commit"], build=vm["build"], extra=extra)
+            if r["status"] != "ok":
+                reasons.append(f"{vname}: {r['reason']}")
+            schema.write(rd / f"{vname}-vulkan-{n}.json", r)
+            written.append(r)
+        for kind, t in (vrun.get("device_tests") or {}).items():
+            tests.append((vname, kind, t))
+            if t["failed"] or t["exit_code"] or not t["passed"]:
+                reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
+                               f"{t['skipped']} skipped, exit {t['exit_code']}")
+    accepted = not reasons
+    report_evidence(written, rd, accepted, "; ".join(reasons) or None)
+    text = table.device_tests(summary["machine"], tests)
+    (rd / "device-tests.md").write_text(text)
+    print(text, flush=True)
+    return rd, written, accepted
+
+
+def check_modes(vs: list[Variant], modes: str) -> None:
+    """Refuses a --modes value before any work, by the driver's own table and message."""
+    driver.mode_table(vs, modes)

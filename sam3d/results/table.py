@@ -1,0 +1,222 @@
+"""The benchmark table: one Markdown ("pipe") table over any set of results.
+
+The layout follows llama.cpp's scripts/compare-llama-bench.py: one row per configuration, and
+columns whose value is the same in every row leave the table for a caption line ("all rows:
+backend=CPU, n=20"). Statistics: results/stats.py (p95 nearest-rank, speedup with the IQR of
+paired ratios). Also the device-test table of a GPU run (device_tests).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tabulate import tabulate
+
+from ..core import profile
+from . import schema as res
+from . import stats
+from .checks import output_checks
+from .rows import ReportError, Row, cell, hosts, ms, rows, sibling
+
+
+def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
+    """Each non-off row (by id) -> speedup against the off row of the same result, paired by image index."""
+    out = {}
+    for w in all_rows:
+        if w.mode in ("off", None):
+            continue
+        off = sibling(all_rows, w, "off")
+        if off is None:
+            continue
+        on_ms = {s["image"]: s["wall_ms"] for s in w.data["samples"]}
+        off_ms = {s["image"]: s["wall_ms"] for s in off.data["samples"]}
+        common = sorted(set(on_ms) & set(off_ms))
+        if not common:
+            continue
+        out[id(w)] = stats.speedup([off_ms[i] for i in common], [on_ms[i] for i in common])
+    return out
+
+
+def _savings(all_rows: Sequence[Row]) -> dict[int, str]:
+    """Each row beyond the staged design (the schema's rows other than REQUIRED_ROWS: zero-copy,
+    queued), by id -> the per-image time it saves over "on": median(on wall_ms) - median(row
+    wall_ms) of the same result, in ms and as a share of on."""
+    out = {}
+    for w in all_rows:
+        if w.mode in (*res.REQUIRED_ROWS, None) or not w.ok:
+            continue
+        on = sibling(all_rows, w, "on")
+        if on is None or not on.ok:
+            continue
+        on_ms = stats.median(on.wall_ms)
+        saved = on_ms - stats.median(w.wall_ms)
+        out[id(w)] = f"{saved:.3f} ({saved / on_ms:.0%})"
+    return out
+
+
+def _fallbacks(counters: dict) -> str:
+    fb = counters["fallbacks"]
+    known = [k for k in res.FALLBACK_REASONS if fb.get(k)]
+    extra = sorted(k for k in fb if k not in res.FALLBACK_REASONS and fb[k])
+    return ", ".join(f"{k}={fb[k]}" for k in known + extra) or "none"
+
+
+def _bytes(counters: dict) -> str:
+    up, down = counters["bytes_uploaded"], counters["bytes_downloaded"]
+    mark = "" if (up, down) == (profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES) else " *"
+    return f"{up:,} / {down:,}{mark}"
+
+
+def _floor_ratio(result: dict, median_ms: float) -> str:
+    """The row's median over the transfer floor measured in the same run (the profile's bytes
+    as two large pinned copies; sam3d_bench's extra.transfer_floor), or "" without one."""
+    floor = (result.get("extra") or {}).get("transfer_floor")
+    if not isinstance(floor, dict) or not floor.get("median_ms"):
+        return ""
+    return f"{median_ms / floor['median_ms']:.1f}x ({ms(floor['median_ms'])})"
+
+
+def _profile(result: dict) -> str:
+    p = result.get("profile")
+    return f"{p['sha256'][:12]} v{p['version']}" if isinstance(p, dict) else "-"
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    align: str = "left"
+    movable: bool = True  # may move to the caption when identical in every row
+
+
+def layout(columns: list[Column], table: list[dict[str, str]], keep: set[str] = frozenset()
+            ) -> tuple[list[Column], list[str]]:
+    """Splits columns into those shown and caption items: a movable column whose non-empty
+    value is the same in every row that has one becomes "header=value" in the caption (a failed
+    row has no numbers, so it does not keep "n" in the table); a column that is empty in every
+    row is dropped. Columns in ``keep`` always stay."""
+    shown, caption = [], []
+    for c in columns:
+        values = {row.get(c.header, "") for row in table} - {""}
+        if not values:
+            continue
+        if c.movable and c.header not in keep and len(values) == 1:
+            caption.append(f"{c.header}={values.pop()}")
+        else:
+            shown.append(c)
+    return shown, caption
+
+
+def tabulate_rows(shown: list[Column], table: list[dict[str, str]]) -> str:
+    return tabulate([[cell(row.get(c.header, "")) for c in shown] for row in table],
+                    headers=[c.header for c in shown], tablefmt="pipe",
+                    colalign=[c.align for c in shown], disable_numparse=True)
+
+
+def render(results: Iterable[dict], title: str | None = None) -> str:
+    """One Markdown table over any set of results (validated first; ReportError when empty).
+
+    One row per (variant, backend, device, batching) of each result; a failed result keeps one
+    row with "FAILED: <reason>" where the numbers would be. Columns: machine (only when the
+    results come from more than one host), variant, backend, device, batching, run (only when
+    two results share the same configuration and host), median ms, p95 ms (nearest-rank),
+    min-max ms, n, async up/down, sync up/down, bytes up/down, fallbacks (nonzero reasons
+    only), speedup (on rows: median(off)/median(on) with the IQR of paired per-image ratios),
+    outputs identical, profile. Columns identical in every row move to the caption line above
+    the table; a column showing an output mismatch never moves. Notes below the table state
+    the statistics' rules, the profile's byte totals and every mismatch and failure.
+    """
+    results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
+    if not results:
+        raise ReportError("no results to report: pass result files or folders holding them")
+    all_rows = rows(results)
+    multi_host = len(hosts(results)) > 1
+    confs = Counter((*res.key(w.result), w.host, w.mode) for w in all_rows)
+    duplicated = any(n > 1 for n in confs.values())
+    outputs, warnings = output_checks(all_rows, multi_host)
+    speedups = _speedups(all_rows)
+    savings = _savings(all_rows)
+
+    columns = ([Column("machine")] if multi_host else []) + [
+        Column("variant"), Column("backend"), Column("device"), Column("batching")] + (
+        [Column("run", movable=False)] if duplicated else []) + [
+        Column("median ms", "right", False), Column("p95 ms", "right", False),
+        Column("min-max ms", "right", False), Column("n", "right"),
+        Column("async up/down", "right"), Column("sync up/down", "right"),
+        Column("bytes up/down", "right"), Column("fallbacks"),
+        Column("speedup", "right", False), Column("saved vs on ms", "right", False),
+        Column("x floor", "right", False),
+        Column("outputs identical"), Column("profile")]
+
+    table = []
+    for w in all_rows:
+        r = w.result
+        variant, backend, device = res.key(r)
+        cells = {"machine": w.host, "variant": variant, "backend": backend, "device": device,
+                 "batching": w.mode or "-", "run": f"#{w.index}", "profile": _profile(r),
+                 "outputs identical": outputs[id(w)]}
+        if w.ok:
+            s = stats.summarize(w.wall_ms)
+            c = w.data["counters"]
+            cells.update({
+                "median ms": ms(s.median), "p95 ms": ms(s.p95),
+                "min-max ms": f"{ms(s.min)}-{ms(s.max)}", "n": str(s.n),
+                "async up/down": f"{c['async_uploads']}/{c['async_downloads']}",
+                "sync up/down": f"{c['sync_uploads']}/{c['sync_downloads']}",
+                "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
+                "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
+                "saved vs on ms": savings.get(id(w), ""),
+                "x floor": _floor_ratio(r, s.median)})
+        else:
+            cells["median ms"] = f"FAILED: {r['reason']}"
+        table.append(cells)
+
+    mismatch = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
+    shown, caption = layout(columns, table, keep=mismatch)
+    lines = []
+    if title:
+        lines += [f"## {title}", ""]
+    if caption:
+        lines += ["all rows: " + ", ".join(caption), ""]
+    lines.append(tabulate_rows(shown, table))
+    lines.append("")
+    notes = ["times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
+             "speedup = median(off)/median(on) of the same run, IQR = 25th-75th percentile "
+             "(numpy linear) of the paired per-image off/on ratios."]
+    notes.append(f"bytes per image; the SAM3D transfer profile's totals are {profile.UPLOAD_BYTES:,} uploaded "
+                 f"and {profile.DOWNLOAD_BYTES:,} downloaded"
+                 + ("; * marks rows that differ from them." if any(
+                     row.get("bytes up/down", "").endswith("*") for row in table) else "."))
+    if any(row.get("saved vs on ms") for row in table):
+        notes.append("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
+                     "queued calls save over the spec's staged design in the same run.")
+    if any(row.get("x floor") for row in table):
+        notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes "
+                     "as one host-to-device and one device-to-host copy from pinned memory, asynchronous or "
+                     "synchronous, whichever is faster; its median ms in parentheses).")
+    if duplicated:
+        notes.append("run: #i is the i-th result given; two results share a configuration and host.")
+    for w in all_rows:
+        if not w.ok:
+            notes.append(f"FAILED: {w.label(multi_host)}: {cell(w.result['reason'])} (no timings)")
+    for text in warnings:
+        notes.append(f"WARNING: {text}")
+    lines += [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
+    """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
+    bundle's run.py reports them ("passed", "failed", "skipped",
+    "diagnostic_kernel_timestamp_total_ms")."""
+    columns = [Column("variant"), Column("run"), Column("passed", "right"), Column("failed", "right"),
+               Column("skipped", "right"), Column("kernel timestamps ms (diagnostic)", "right")]
+    table = [{"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
+              "skipped": str(t["skipped"]),
+              "kernel timestamps ms (diagnostic)": str(t["diagnostic_kernel_timestamp_total_ms"] or "")}
+             for variant, kind, t in runs]
+    return "\n".join([f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})", "",
+                      tabulate_rows(columns, table) if table else "no device tests", "",
+                      "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+                      "with an extra synchronization before compute, never production latency."]) + "\n"

@@ -1,0 +1,135 @@
+"""The benchmark driver, build/<variant>/<build_type>/bench/sam3d_bench (native/bench/).
+
+Where it is, the environment it runs in, its mode table, one run of it, and reading what it
+wrote. The driver owns its modes: `sam3d_bench --list-modes [--modes M]` prints its mode table
+(schema "sam3d-bench-modes/1") or refuses M with the message it would give, so the names and
+rules of --modes are written once, in the driver. Its output document carries the schema id
+"sam3d-bench-driver/1", checked here. Times are milliseconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from ..core import host, paths
+from ..core.errors import NotBuilt, Sam3dError
+from ..core.variants import Variant
+from ..tools import ctest
+
+NAME = "sam3d_bench"
+FLAG = "SAM3D_BATCHED_TRANSFERS"
+OUTPUT_SCHEMA = "sam3d-bench-driver/1"
+MODES_SCHEMA = "sam3d-bench-modes/1"
+# A driver run may take long in sanitizer variants on lavapipe; beyond this it is a failure.
+TIMEOUT_S = 3600
+
+
+class DriverError(Sam3dError):
+    """The driver refused its arguments, or wrote something that is not its output schema."""
+
+
+def path(v: Variant) -> Path:
+    return paths.build_dir(v.name, v.build_type) / "bench" / NAME
+
+
+def backends(v: Variant) -> list[str]:
+    """Driver --backend values for a variant: its backends' names in lower case."""
+    return [b.lower() for b in v.backends]
+
+
+def backend_name(v: Variant, backend: str) -> str:
+    """The result's name ("CPU", "Vulkan") of a driver --backend value."""
+    return next(b for b in v.backends if b.lower() == backend)
+
+
+def driver_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The driver's environment: the variant's test environment (tools/ctest.py), any inherited
+    SAM3D_BATCHED_TRANSFERS removed, then SAM3D_BATCHED_TRANSFERS=1 for the "on" session (the
+    driver's "off" session ignores the variable)."""
+    env = ctest.test_env(v, base)
+    env.pop(FLAG, None)
+    env[FLAG] = "1"
+    return env
+
+
+def mode_table(vs: list[Variant], modes: str | None = None) -> list[dict]:
+    """The driver's mode table (every mode, or those of the --modes value ``modes``), from the
+    first variant in ``vs`` whose driver is built: [{"name", "row", "required", "default",
+    "description"}, ...]. DriverError carries the driver's own message when it refuses
+    ``modes``; NotBuilt when no driver is built."""
+    exe = next((path(v) for v in vs if path(v).is_file()), None)
+    if exe is None:
+        raise NotBuilt(f"the benchmark modes come from the driver (`{NAME} --list-modes`), which is not built "
+                       f"for {', '.join(v.name for v in vs)}: build it first (python -m sam3d build "
+                       f"{vs[0].name if vs else 'release'}), or leave --modes out for the default modes")
+    r = subprocess.run([str(exe), "--list-modes", *(["--modes", modes] if modes is not None else [])],
+                       capture_output=True, text=True, timeout=60, check=False)
+    if r.returncode != 0:
+        said = [ln for ln in r.stderr.splitlines() if ln.startswith(f"{NAME}: error: ")]
+        raise DriverError(said[0].removeprefix(f"{NAME}: error: ") if said else f"`{exe} --list-modes` exit "
+                          f"{r.returncode}: {r.stderr.strip()[-300:]}")
+    doc = _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)
+    return doc["modes"]
+
+
+def _document(text: str, where: str, schema: str) -> dict:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DriverError(f"{where} is not JSON ({e}): rebuild the driver") from None
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise DriverError(f"{where} has schema {got!r}, expected {schema!r}: rebuild the driver, or use "
+                          "a sam3d checkout of the same version as the driver")
+    return doc
+
+
+def read_output(p: Path) -> dict:
+    """The driver's output document (schema sam3d-bench-driver/1); DriverError otherwise."""
+    return _document(p.read_text(errors="replace"), f"driver output {p}", OUTPUT_SCHEMA)
+
+
+def error_line(log: Path) -> str:
+    """The most telling line of a driver log: its own error, a sanitizer summary, else the last line."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for pat in ("sam3d_bench: error:", "SUMMARY:", "runtime error:", "CHECK FAILED", "GGML_ASSERT"):
+        hits = [ln.strip() for ln in lines if pat in ln]
+        if hits:
+            return hits[0] if pat != "CHECK FAILED" else "; ".join(hits)
+    return " | ".join(host.log_tail(log, 1))
+
+
+def run(v: Variant, backend: str, out: Path, log: Path, *, images: int, warmups: int, prof_path: Path,
+        env: dict[str, str], driver_args: tuple[str, ...] = ()) -> tuple[int, float]:
+    """Runs the driver once; its stderr goes to ``log``, and its progress lines to the console (at
+    most one every 2 s, plus its summary and errors). Returns (exit status, wall seconds)."""
+    cmd = [str(path(v)), "--profile", str(prof_path), "--backend", backend, "--warmups", str(warmups),
+           "--images", str(images), "--out", str(out), *driver_args]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(f"$ {FLAG}={env.get(FLAG)} {shlex.join(cmd)}\n")
+        f.flush()
+        with subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.PIPE, text=True, errors="replace") as p:
+            last = 0.0
+            for line in p.stderr:
+                f.write(line)
+                now = time.monotonic()
+                s = line.rstrip()
+                if ("median" in s or "error" in s or "CHECK" in s or now - last >= 2.0) and s.startswith(f"{NAME}:"):
+                    print(f"      {s}", flush=True)
+                    last = now
+            try:
+                rc = p.wait(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = p.wait()
+                f.write(f"\nsam3d bench: killed after {TIMEOUT_S} s\n")
+    return rc, time.monotonic() - t0
