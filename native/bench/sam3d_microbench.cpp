@@ -23,6 +23,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sam3d/testing.h"
 #include "sam3d/transfer.h"
 
 namespace {
@@ -43,9 +44,8 @@ ggml_backend_dev_t cpu_dev(ggml_backend_buffer_type_t) { return ggml_backend_dev
 sam3d_session * session(ggml_backend_t backend, sam3d_batching mode, const sam3d_ggml_seam * seam) {
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = mode;
-    o.seam = seam;
     sam3d_session * s = nullptr;
-    if (sam3d_session_create(backend, &o, &s) != SAM3D_OK) {
+    if (sam3d_testing_session_create(backend, &o, seam, &s) != SAM3D_OK) {
         std::fprintf(stderr, "sam3d_microbench: %s\n", sam3d_last_error());
         std::exit(1);
     }
@@ -67,9 +67,7 @@ int main(int argc, char ** argv) {
         if (std::string(argv[i]) == "--calls") calls = std::atol(argv[i + 1]);
     }
     ggml_backend_t backend = ggml_backend_cpu_init();
-    sam3d_ggml_seam seam{};
-    seam.perf_logger = -1;
-    seam.drain_before_compute = -1;
+    sam3d_ggml_seam seam = sam3d_testing_default_seam();
     seam.dev_get_props = props_async;
     seam.dev_host_buffer_type = cpu_buft;
     seam.buft_get_device = cpu_dev;

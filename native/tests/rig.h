@@ -20,6 +20,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "ggml.h"
+#include "sam3d/testing.h"
 #include "sam3d/transfer.h"
 #ifdef SAM3D_VULKAN
 #include "ggml-vulkan.h"
@@ -65,21 +66,14 @@ inline ggml_backend_dev_t cpu_buft_device(ggml_backend_buffer_type_t buft) {
 }
 
 inline sam3d_ggml_seam cpu_staged_seam() {
-    sam3d_ggml_seam s{};
-    s.perf_logger = -1;
-    s.drain_before_compute = -1;
+    sam3d_ggml_seam s = sam3d_testing_default_seam();
     s.dev_get_props = cpu_props_async;
     s.dev_host_buffer_type = cpu_host_buft;
     s.buft_get_device = cpu_buft_device;
     return s;
 }
 
-inline sam3d_ggml_seam real_seam() {
-    sam3d_ggml_seam s{};
-    s.perf_logger = -1;
-    s.drain_before_compute = -1;
-    return s;
-}
+inline sam3d_ggml_seam real_seam() { return sam3d_testing_default_seam(); }
 
 // A backend plus a no_alloc context whose tensors are allocated in one backend buffer.
 class Rig {
@@ -137,9 +131,8 @@ class Rig {
     sam3d_session * session(sam3d_batching batching) {
         sam3d_session_options o = sam3d_session_default_options();
         o.batching = batching;
-        o.seam = &seam_;
         sam3d_session * s = nullptr;
-        const sam3d_status st = sam3d_session_create(backend_, &o, &s);
+        const sam3d_status st = sam3d_testing_session_create(backend_, &o, &seam_, &s);
         EXPECT_EQ(st, SAM3D_OK) << sam3d_last_error();
         if (s) {
             sessions_.push_back(s);

@@ -1,4 +1,4 @@
-// GGML 0.20.2 facts the core and this suite rely on (design.md, "GGML"). A GGML upgrade that
+// GGML 0.20.2 facts the core and this suite rely on (docs/contract.md, "Backend facts"). A GGML upgrade that
 // changes one of them fails here, by name, before it silently changes the core's behaviour.
 #include "rig.h"
 

@@ -148,7 +148,7 @@ TEST_P(DevicePinnedBatch, GoesThroughPinnedPathAndIsExact) {
     pinned_batch(GetParam());
 }
 
-// Two GPUs (design.md: GGML binds Vulkan's host buffer type to device 0): a session on
+// Two GPUs (docs/contract.md, "Backend facts": GGML binds Vulkan's host buffer type to device 0): a session on
 // device 1 takes the synchronous path with foreign_host_buffer counted while device 0
 // batches; results identical. Skips on one GPU.
 TEST(DeviceTwoGpus, DeviceOneFallsBackForeignHostBufferWhileDeviceZeroBatches) {

@@ -1,0 +1,224 @@
+// The C API: argument checks, the session lock (rule 9), and no exception across the API.
+#include <mutex>
+
+#include "calls.h"
+#include "session.h"
+
+namespace {
+
+// Runs `f` with the session's lock held; no exception crosses the C API: an allocation failure
+// becomes SAM3D_ERR_OUT_OF_MEMORY naming `what`, any other exception SAM3D_ERR_INTERNAL.
+template <typename F>
+sam3d_status serialized(sam3d_session & s, const char * what, F && f) {
+    try {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        const sam3d_status st = f();
+        if (st == SAM3D_OK) {
+            sam3d::clear_error();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return sam3d::fail(SAM3D_ERR_OUT_OF_MEMORY, std::string(what) + ": out of host memory (the session's "
+                                                                         "outstanding work was completed)");
+    } catch (const std::exception & e) {
+        return sam3d::fail(SAM3D_ERR_INTERNAL, std::string(what) + ": " + e.what());
+    } catch (...) {
+        return sam3d::fail(SAM3D_ERR_INTERNAL, std::string(what) + ": an exception that is not a std::exception");
+    }
+}
+
+// Creation with the same guarantees (nothing is held yet, so no lock).
+sam3d_status guarded_create(ggml_backend_t backend, const sam3d_session_options * options,
+                            const sam3d_ggml_seam * seam, sam3d_session ** out) {
+    try {
+        const sam3d_status st = sam3d::create(backend, options, seam, out);
+        if (st == SAM3D_OK) {
+            sam3d::clear_error();
+        }
+        return st;
+    } catch (const std::bad_alloc &) {
+        return sam3d::fail(SAM3D_ERR_OUT_OF_MEMORY, "allocating the session");
+    } catch (const std::exception & e) {
+        return sam3d::fail(SAM3D_ERR_INTERNAL, std::string("creating the session: ") + e.what());
+    } catch (...) {
+        return sam3d::fail(SAM3D_ERR_INTERNAL, "creating the session: an exception that is not a std::exception");
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+sam3d_session_options sam3d_session_default_options(void) {
+    sam3d_session_options o;
+    o.batching = SAM3D_BATCHING_FROM_ENV;
+    return o;
+}
+
+sam3d_ggml_seam sam3d_testing_default_seam(void) {
+    sam3d_ggml_seam s{};
+    s.perf_logger = -1;
+    s.drain_before_compute = -1;
+    return s;
+}
+
+sam3d_status sam3d_session_create(ggml_backend_t backend, const sam3d_session_options * options,
+                                  sam3d_session ** out) {
+    return guarded_create(backend, options, nullptr, out);
+}
+
+sam3d_status sam3d_testing_session_create(ggml_backend_t backend, const sam3d_session_options * options,
+                                          const sam3d_ggml_seam * seam, sam3d_session ** out) {
+    return guarded_create(backend, options, seam, out);
+}
+
+void sam3d_testing_fail_allocation(sam3d_session * session, uint64_t n) {
+    if (session != nullptr) {
+        std::lock_guard<std::mutex> lock(session->mutex);
+        session->alloc.arm(n);
+    }
+}
+
+uint64_t sam3d_testing_allocations(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    return session->alloc.count();
+}
+
+void sam3d_session_free(sam3d_session * session) { delete session; }
+
+sam3d_status sam3d_session_run(sam3d_session * session, const sam3d_call * call) {
+    if (session == nullptr || call == nullptr) {
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    }
+    return serialized(*session, "bookkeeping for the call", [&] { return sam3d::run_locked(*session, *call); });
+}
+
+sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
+                                   void ** slots) {
+    if (session == nullptr || requests == nullptr || slots == nullptr || n == 0) {
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL"
+                                                       : n == 0            ? "n is 0"
+                                                                           : "requests or slots is NULL");
+    }
+    return serialized(*session, "slots of the reservation",
+                      [&] { return sam3d::reserve_locked(*session, requests, n, slots); });
+}
+
+bool sam3d_session_reservation_pinned(const sam3d_session * session) {
+    if (session == nullptr) {
+        return false;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    return session->reservation && session->reservation->region.kind == sam3d::Region::Kind::Ring;
+}
+
+sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
+                                  sam3d_ticket * ticket) {
+    if (session == nullptr || call == nullptr) {
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    }
+    return serialized(*session, "bookkeeping for the call",
+                      [&] { return sam3d::submit_locked(*session, *call, flags, ticket); });
+}
+
+sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket) {
+    if (session == nullptr) {
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+    }
+    return serialized(*session, "waiting for the call", [&] { return sam3d::wait_locked(*session, ticket); });
+}
+
+sam3d_status sam3d_session_release(sam3d_session * session, sam3d_ticket ticket) {
+    if (session == nullptr) {
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+    }
+    return serialized(*session, "releasing kept slots", [&] { return sam3d::release_locked(*session, ticket); });
+}
+
+size_t sam3d_session_outstanding(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    size_t n = 0;
+    for (const sam3d::Call & c : session->calls) {
+        n += c.queued && (c.state == sam3d::Call::State::InFlight || c.state == sam3d::Call::State::Complete);
+    }
+    return n;
+}
+
+size_t sam3d_session_staging_in_flight(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    size_t n = session->reservation ? session->reservation->region.ring_bytes() : 0;
+    for (const sam3d::Call & c : session->calls) {
+        n += c.region.ring_bytes();
+    }
+    return n;
+}
+
+bool sam3d_session_batching(const sam3d_session * session) { return session != nullptr && session->batching; }
+
+sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session) {
+    return session ? session->static_fallback : SAM3D_FALLBACK_COUNT;
+}
+
+size_t sam3d_session_staging_alignment(const sam3d_session * session) { return session ? session->alignment : 0; }
+
+void sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {
+    if (session == nullptr || out == nullptr) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    *out = session->counters;
+}
+
+void sam3d_session_reset_counters(sam3d_session * session) {
+    if (session == nullptr) {
+        return;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    const uint64_t held = session->counters.staging_bytes;
+    session->counters = sam3d_counters{};
+    session->counters.staging_bytes = held;
+}
+
+const char * sam3d_last_error(void) { return sam3d::last_error(); }
+
+const char * sam3d_status_name(sam3d_status status) {
+    switch (status) {
+        case SAM3D_OK: return "ok";
+        case SAM3D_ERR_INVALID_ARGUMENT: return "invalid_argument";
+        case SAM3D_ERR_NULL_TENSOR: return "null_tensor";
+        case SAM3D_ERR_NULL_POINTER: return "null_pointer";
+        case SAM3D_ERR_UNALLOCATED_TENSOR: return "unallocated_tensor";
+        case SAM3D_ERR_FOREIGN_TENSOR: return "foreign_tensor";
+        case SAM3D_ERR_EXTENT: return "extent";
+        case SAM3D_ERR_NOT_CONTIGUOUS: return "not_contiguous";
+        case SAM3D_ERR_OVERLAPPING_UPLOADS: return "overlapping_uploads";
+        case SAM3D_ERR_OVERLAPPING_OUTPUTS: return "overlapping_outputs";
+        case SAM3D_ERR_BAD_ENV: return "bad_env";
+        case SAM3D_ERR_COMPUTE: return "compute";
+        case SAM3D_ERR_OUT_OF_MEMORY: return "out_of_memory";
+        case SAM3D_ERR_INTERNAL: return "internal";
+    }
+    return "unknown_status";
+}
+
+const char * sam3d_fallback_name(sam3d_fallback reason) {
+    switch (reason) {
+        case SAM3D_FALLBACK_NO_ASYNC_CAPS: return "no_async_caps";
+        case SAM3D_FALLBACK_FOREIGN_HOST_BUFFER: return "foreign_host_buffer";
+        case SAM3D_FALLBACK_OVERSIZED: return "oversized";
+        case SAM3D_FALLBACK_PINNED_UNAVAILABLE: return "pinned_unavailable";
+        case SAM3D_FALLBACK_COUNT: break;
+    }
+    return "none";
+}
+
+}  // extern "C"

@@ -1,0 +1,196 @@
+// The session and its state: the seam resolved to GGML's functions, the counted allocation
+// point, reservations and calls (each with an explicit state), and the thread's last error.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "sam3d/testing.h"
+#include "sam3d/transfer.h"
+
+namespace sam3d {
+
+// Sets the thread's last error to "<status name>: <message>" and returns `status`.
+sam3d_status fail(sam3d_status status, const std::string & message);
+void clear_error();
+void set_error(const std::string & message);
+const char * last_error();
+
+uint64_t now_ns();
+inline size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
+// total += align_up(size, a); false (total unchanged) when that does not fit in size_t.
+bool add_aligned(size_t * total, size_t size, size_t a);
+
+// The seam with every NULL entry replaced by GGML's own function.
+struct Ggml {
+    decltype(sam3d_ggml_seam::tensor_set) tensor_set;
+    decltype(sam3d_ggml_seam::tensor_get) tensor_get;
+    decltype(sam3d_ggml_seam::tensor_set_async) tensor_set_async;
+    decltype(sam3d_ggml_seam::tensor_get_async) tensor_get_async;
+    decltype(sam3d_ggml_seam::graph_compute) graph_compute;
+    decltype(sam3d_ggml_seam::graph_compute_async) graph_compute_async;
+    decltype(sam3d_ggml_seam::synchronize) synchronize;
+    decltype(sam3d_ggml_seam::dev_get_props) dev_get_props;
+    decltype(sam3d_ggml_seam::dev_host_buffer_type) dev_host_buffer_type;
+    decltype(sam3d_ggml_seam::buft_get_device) buft_get_device;
+    decltype(sam3d_ggml_seam::buft_alloc_buffer) buft_alloc_buffer;
+    decltype(sam3d_ggml_seam::event_new) event_new;
+    decltype(sam3d_ggml_seam::event_free) event_free;
+    decltype(sam3d_ggml_seam::event_record) event_record;
+    decltype(sam3d_ggml_seam::event_synchronize) event_synchronize;
+
+    explicit Ggml(const sam3d_ggml_seam & s);
+};
+
+// The one point every allocation of the core's bookkeeping goes through: counts them and
+// fails the armed one (sam3d_testing_fail_allocation) with std::bad_alloc.
+class Allocations {
+   public:
+    explicit Allocations(uint64_t fail_at) : countdown_(fail_at) {}
+    void operator()() {
+        count_ += 1;
+        if (countdown_ > 0 && --countdown_ == 0) {
+            throw std::bad_alloc();
+        }
+    }
+    // v.reserve(n) through the point (nothing when the capacity is already there).
+    template <class V>
+    void reserve(V & v, size_t n) {
+        if (v.capacity() < n) {
+            (*this)();
+            v.reserve(n);
+        }
+    }
+    void arm(uint64_t n) { countdown_ = n; }
+    uint64_t count() const { return count_; }
+
+   private:
+    uint64_t countdown_;
+    uint64_t count_ = 0;
+};
+
+// Staging memory of a reservation or a call.
+struct Region {
+    enum class Kind { None, Ring, Heap };
+    Kind kind = Kind::None;
+    size_t begin = 0;                   // Ring: [begin, end) of the staging buffer
+    size_t end = 0;
+    std::unique_ptr<uint8_t[]> heap;    // Heap: session-owned slots that cannot batch
+    sam3d_fallback reason = SAM3D_FALLBACK_COUNT;  // Heap on a batching session: why
+
+    size_t ring_bytes() const { return kind == Kind::Ring ? end - begin : 0; }
+};
+
+struct Slot {
+    uint8_t * data;
+    size_t size;
+};
+
+// The current reservation (sam3d_session_reserve), until a submit consumes it or the next
+// reserve drops it.
+struct Reservation {
+    Region region;
+    std::vector<Slot> slots;
+};
+
+// A submitted call the session still tracks: a queued call until its wait, a zero-copy call
+// while its slots are the caller's, a kept call until released and unread.
+struct Call {
+    enum class State {
+        InFlight,  // queued; completion not known yet
+        Complete,  // queued; complete (a synchronize covered it), not waited
+        Reported,  // completion reported; its slots are released by the next reserve (A2)
+        Kept,      // reported, kept: slots held until sam3d_session_release (A4)
+        Released,  // kept and released: freed once every call that read it completed
+    };
+    struct Copy {
+        void * dst;
+        const uint8_t * src;
+        size_t size;
+    };
+
+    uint64_t id = 0;
+    State state = State::InFlight;
+    bool queued = false;
+    bool keep = false;                  // submitted with SAM3D_SUBMIT_KEEP_SLOTS
+    Region region;
+    std::vector<Slot> slots;            // zero-copy: the reservation's slots
+    ggml_backend_event_t event = nullptr;
+    uint64_t last_reader = 0;           // the newest call whose uploads read these (kept) slots
+    sam3d_status status = SAM3D_OK;
+    ggml_status compute_status = GGML_STATUS_SUCCESS;
+    std::vector<Copy> copies;           // a copying queued call's outputs, copied at the wait
+
+    bool done() const { return state != State::InFlight; }
+    // Whether a copying queued call: its region is free once its wait copied its outputs.
+    bool copying() const { return slots.empty() && !keep; }
+};
+
+}  // namespace sam3d
+
+struct sam3d_session {
+    ggml_backend_t backend = nullptr;
+    ggml_backend_dev_t dev = nullptr;
+    sam3d::Ggml ggml;
+    bool batching = false;
+    bool perf_logger = false;
+    bool drain_before_compute = true;
+    bool events = false;  // props.caps.events
+    sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
+    ggml_backend_buffer_type_t host_buft = nullptr;
+    size_t alignment = 0;
+    ggml_backend_buffer_t staging = nullptr;
+    mutable std::mutex mutex;
+    sam3d_counters counters{};
+    sam3d::Allocations alloc;
+
+    std::unique_ptr<sam3d::Reservation> reservation;
+    std::list<sam3d::Call> calls;
+    uint64_t next_id = 1;
+    size_t ring_head = 0;
+    std::vector<ggml_backend_event_t> event_pool;  // events of freed calls, for reuse
+    size_t events_created = 0;
+
+    // Scratch reused across calls (sized through the allocation point).
+    struct Range {
+        const void * key;
+        uintptr_t begin;
+        uintptr_t end;
+        size_t index;
+    };
+    std::vector<Range> ranges;
+    std::vector<const uint8_t *> up_ptrs;
+    std::vector<uint8_t *> down_ptrs;
+    std::vector<sam3d::Call *> kept_sources;
+    std::vector<std::pair<size_t, size_t>> held;
+    std::vector<bool> used;
+
+    sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam);
+    ~sam3d_session();
+    sam3d_session(const sam3d_session &) = delete;
+    sam3d_session & operator=(const sam3d_session &) = delete;
+};
+
+namespace sam3d {
+
+using Session = sam3d_session;
+
+// Marks every in-flight call complete (after a synchronize the caller made).
+void mark_all_done(Session & s);
+// Completes every in-flight call with one synchronize (no-op when none is in flight).
+void complete_all(Session & s);
+// Frees a call's region and gives its (complete) event back to the pool.
+void free_call(Session & s, std::list<Call>::iterator it);
+// Whether the call with id `id` (0: none) is complete: a call no longer tracked is.
+bool call_done(const Session & s, uint64_t id);
+
+// sam3d_session_create / sam3d_testing_session_create (seam NULL: GGML's own functions).
+sam3d_status create(ggml_backend_t backend, const sam3d_session_options * options, const sam3d_ggml_seam * seam,
+                    sam3d_session ** out);
+
+}  // namespace sam3d
