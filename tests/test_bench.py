@@ -210,3 +210,34 @@ def test_check_rejects_unknown_modes_and_missing_on():
     doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
     assert "got ['off', 'on', 'turbo']" in checks.check(
         results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+
+
+# ---------------------------------------------------------------- the driver's mode table and output schema
+def test_driver_mode_table_names_the_schemas_rows():
+    """The modes are declared once, in the driver; its rows are the result schema's. Needs a
+    built driver (`nox -s build`)."""
+    table = driver.mode_table(list(variants.VARIANTS))
+    assert [m["name"] for m in table] == ["staged", "off", "zerocopy", "queued"]
+    assert sorted(m["row"] for m in table) == sorted(results.BATCHING)
+    assert {m["row"] for m in table if m["required"]} == set(results.REQUIRED_ROWS)
+    assert [m["row"] for m in driver.mode_table(list(variants.VARIANTS), "queued,off,staged")] == ["on", "off", "queued"]
+    with pytest.raises(driver.DriverError, match=r"^--modes 'off': off and staged are required"):
+        driver.mode_table(list(variants.VARIANTS), "off")
+
+
+def test_modes_without_a_built_driver_name_the_build_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(driver.paths, "root", lambda: tmp_path)
+    with pytest.raises(driver.NotBuilt, match=r"not built for cpu-asan: build it first \(python -m sam3d build cpu-asan\)"):
+        driver.mode_table([CPU_ASAN], "off,staged")
+
+
+def test_driver_output_must_carry_its_schema(tmp_path):
+    p = tmp_path / "driver.json"
+    p.write_text(json.dumps({**_doc(), "schema": driver.OUTPUT_SCHEMA}))
+    assert driver.read_output(p)["rows"] == _doc()["rows"]
+    p.write_text(json.dumps(_doc()))
+    with pytest.raises(driver.DriverError, match="has schema None, expected 'sam3d-bench-driver/1'"):
+        driver.read_output(p)
+    p.write_text("{")
+    with pytest.raises(driver.DriverError, match="is not JSON"):
+        driver.read_output(p)

@@ -1,0 +1,128 @@
+// sam3d_bench's parts (one file each): the options and mode table (options.cpp), the profile
+// (profile.cpp), the replay (replay.cpp), the measurements (measure.cpp), the output document
+// (output.cpp) and main (main.cpp). Transfers go only through the core's public C API
+// (sam3d/transfer.h); GGML creates the backend, the tensors and the graphs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "sam3d/transfer.h"
+
+namespace sam3d_bench {
+
+using json = nlohmann::json;
+
+constexpr size_t kElement = sizeof(float);  // the profile is F32 throughout
+
+// A failure with the driver's exit status: 1 bad arguments, profile or setup; 2 a core call
+// failed. (3, a check failed after the output was written, is main's.)
+struct Error : std::runtime_error {
+    int code;
+    Error(int c, const std::string & m) : std::runtime_error(m), code(c) {}
+};
+
+[[noreturn]] void die(int code, const std::string & message);
+
+// ---------------------------------------------------------------- modes (options.cpp)
+// The replay modes, declared once: kModeTable below gives each its --modes name, its row name
+// in the output ("batching"), whether every run needs it and what it does. `--list-modes`
+// prints the table as JSON (schema kModesSchema); sam3d/running/driver.py reads it there.
+enum Mode : int { kOn, kOff, kZeroCopy, kQueued, kModeCount };
+
+struct ModeInfo {
+    Mode mode;
+    const char * name;  // the --modes name
+    const char * row;   // the output row's "batching"
+    bool required;      // every run has it (each row is compared with off, the others also with on)
+    const char * description;
+};
+
+extern const ModeInfo kModeTable[kModeCount];
+extern const char * const kModesSchema;
+const char * row_name(Mode m);
+json mode_table_json(const std::vector<Mode> & modes);
+
+// ---------------------------------------------------------------- options (options.cpp)
+struct Options {
+    std::string profile;
+    std::string backend = "cpu";
+    int device = 0;
+    int warmups = 5;
+    int images = 20;
+    // CPU backend threads. 1 by default: the replay's compute is light, and GGML's CPU threads
+    // spin at a barrier after every node, so with more threads a busy machine measures
+    // scheduling (seconds per image on 2 loaded cores) instead of transfers.
+    int threads = 1;
+    std::string out;
+    std::vector<Mode> modes;  // in table order; the required modes when --modes is not given
+    bool transfer_only = false;
+    bool list_modes = false;
+};
+
+Options parse_args(int argc, char ** argv);
+
+// ---------------------------------------------------------------- the profile (profile.cpp)
+struct Dep {
+    size_t upload;
+    size_t graph;
+    size_t download;
+};
+
+struct GraphSpec {
+    std::string name;
+    std::string op;
+    bool synchronous = false;
+    std::vector<size_t> uploads;    // bytes
+    std::vector<size_t> downloads;  // bytes
+    std::vector<Dep> deps;
+};
+
+struct Profile {
+    std::string path;
+    std::string name;
+    int version = 0;
+    std::string sha256;
+    std::vector<GraphSpec> graphs;
+    size_t n_uploads = 0, n_downloads = 0, upload_bytes = 0, download_bytes = 0;
+};
+
+Profile load_profile(const std::string & path);
+
+// SHA-256 through OpenSSL's libcrypto (EVP).
+class Sha256 {
+   public:
+    Sha256();
+    ~Sha256();
+    Sha256(const Sha256 &) = delete;
+    Sha256 & operator=(const Sha256 &) = delete;
+    void update(const void * p, size_t n);
+    std::string hex();
+
+   private:
+    EVP_MD_CTX * ctx_;
+};
+
+// ---------------------------------------------------------------- measurements (measure.cpp)
+double now_ms();
+double ms(uint64_t ns);
+double median(std::vector<double> v);
+sam3d_counters snapshot(sam3d_session * s);
+sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b);
+// The per-image counts of the result schema (times are per sample).
+json count_json(const sam3d_counters & c);
+// The transfer floor (null on a device without a host buffer type) and the driver overhead.
+json measure_floor(ggml_backend_t backend, ggml_backend_dev_t dev, size_t up_bytes, size_t down_bytes, int warmups,
+                   int images);
+json measure_overhead(ggml_backend_t backend, sam3d_session * on, sam3d_session * off, size_t n_graphs, int warmups,
+                      int images);
+
+}  // namespace sam3d_bench

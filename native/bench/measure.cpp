@@ -1,0 +1,169 @@
+// What sam3d_bench measures besides the replay itself: the clock, the core's counters per
+// image, the transfer floor of the device and the driver's own overhead. Milliseconds, bytes.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+namespace sam3d_bench {
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+sam3d_counters snapshot(sam3d_session * s) {
+    sam3d_counters c{};
+    sam3d_session_counters(s, &c);
+    return c;
+}
+
+sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b) {
+    sam3d_counters d{};
+    d.calls = b.calls - a.calls;
+    d.rejected_calls = b.rejected_calls - a.rejected_calls;
+    d.failed_calls = b.failed_calls - a.failed_calls;
+    d.async_uploads = b.async_uploads - a.async_uploads;
+    d.sync_uploads = b.sync_uploads - a.sync_uploads;
+    d.async_downloads = b.async_downloads - a.async_downloads;
+    d.sync_downloads = b.sync_downloads - a.sync_downloads;
+    d.bytes_uploaded = b.bytes_uploaded - a.bytes_uploaded;
+    d.bytes_downloaded = b.bytes_downloaded - a.bytes_downloaded;
+    d.pinned_batches = b.pinned_batches - a.pinned_batches;
+    for (int k = 0; k < SAM3D_FALLBACK_COUNT; ++k) d.fallbacks[k] = b.fallbacks[k] - a.fallbacks[k];
+    d.enqueue_ns = b.enqueue_ns - a.enqueue_ns;
+    d.synchronize_ns = b.synchronize_ns - a.synchronize_ns;
+    d.copy_ns = b.copy_ns - a.copy_ns;
+    d.sync_path_ns = b.sync_path_ns - a.sync_path_ns;
+    d.staging_bytes = b.staging_bytes;
+    d.staging_allocations = b.staging_allocations - a.staging_allocations;
+    return d;
+}
+
+// The per-image counts of the result schema (times are per sample).
+json count_json(const sam3d_counters & c) {
+    json f = json::object();
+    for (int k = 0; k < SAM3D_FALLBACK_COUNT; ++k) {
+        f[sam3d_fallback_name(static_cast<sam3d_fallback>(k))] = c.fallbacks[k];
+    }
+    return json{{"async_uploads", c.async_uploads},     {"sync_uploads", c.sync_uploads},
+                {"async_downloads", c.async_downloads}, {"sync_downloads", c.sync_downloads},
+                {"bytes_uploaded", c.bytes_uploaded},   {"bytes_downloaded", c.bytes_downloaded},
+                {"pinned_batches", c.pinned_batches},   {"fallbacks", f}};
+}
+
+double ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+// The transfer floor: the profile's bytes as two large copies from and to pinned host memory
+// (ggml_backend_dev_host_buffer_type), host to device then device to host, through GGML
+// directly (not the core): the least a per-image transfer can cost on this device. Measured
+// both ways GGML offers, and the floor is the faster: asynchronous (tensor_set_async and
+// tensor_get_async from pinned memory, then one ggml_backend_synchronize: DMA copies on a
+// discrete GPU) and synchronous (ggml_backend_tensor_set/get; on a GPU whose device memory is
+// host-visible, GGML's Vulkan backend writes it with a CPU memcpy). Null when the device has
+// no host buffer type (CPU).
+json measure_floor(ggml_backend_t backend, ggml_backend_dev_t dev, size_t up_bytes, size_t down_bytes, int warmups,
+                   int images) {
+    ggml_backend_buffer_type_t host_buft = ggml_backend_dev_host_buffer_type(dev);
+    if (host_buft == nullptr) return nullptr;
+    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(host_buft, up_bytes + down_bytes);
+    if (host == nullptr) die(1, "floor: allocating pinned host memory failed");
+    const bool pinned = ggml_backend_buffer_get_type(host) == host_buft;
+    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_bytes));
+    ggml_tensor * down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_bytes));
+    ggml_backend_buffer_t dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    if (dbuf == nullptr) die(1, "floor: allocating device tensors failed");
+    auto * mem = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
+    std::memset(mem, 0x5a, up_bytes + down_bytes);
+    std::vector<double> h2d, d2h, sync_total, async_total;
+    for (int i = 0; i < warmups + images; ++i) {
+        double t0 = now_ms();
+        ggml_backend_tensor_set(up, mem, 0, up_bytes);
+        const double t1 = now_ms();
+        ggml_backend_tensor_get(down, mem + up_bytes, 0, down_bytes);
+        const double t2 = now_ms();
+        ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
+        ggml_backend_tensor_get_async(backend, down, mem + up_bytes, 0, down_bytes);
+        ggml_backend_synchronize(backend);
+        const double t3 = now_ms();
+        if (i >= warmups) {
+            h2d.push_back(t1 - t0);
+            d2h.push_back(t2 - t1);
+            sync_total.push_back(t2 - t0);
+            async_total.push_back(t3 - t2);
+        }
+    }
+    ggml_backend_buffer_free(dbuf);
+    ggml_free(ctx);
+    ggml_backend_buffer_free(host);
+    const bool async_faster = median(async_total) <= median(sync_total);
+    const std::vector<double> & total = async_faster ? async_total : sync_total;
+    return json{{"median_ms", median(total)}, {"samples_ms", total},
+                {"how", async_faster ? "async" : "sync"},
+                {"async_median_ms", median(async_total)}, {"sync_median_ms", median(sync_total)},
+                {"sync_h2d_median_ms", median(h2d)}, {"sync_d2h_median_ms", median(d2h)},
+                {"upload_bytes", up_bytes}, {"download_bytes", down_bytes}, {"pinned", pinned},
+                {"what", "the profile's bytes as one upload and one download from pinned host memory: async = "
+                         "ggml_backend_tensor_set_async + get_async + one synchronize, sync = "
+                         "ggml_backend_tensor_set + get; the floor is the faster median"}};
+}
+
+// Driver overhead: the same replay loop (same call count, same sessions) with empty transfers
+// and a one-element graph per call, and with no graph at all; per image ms, keyed
+// "trivial_graphs_<row>" and "no_graphs_<row>" for the "on" and "off" sessions.
+json measure_overhead(ggml_backend_t backend, sam3d_session * on, sam3d_session * off, size_t n_graphs, int warmups,
+                      int images) {
+    ggml_init_params ip = {ggml_tensor_overhead() * n_graphs * 2 + ggml_graph_overhead_custom(8, false) * n_graphs + 4096,
+                           nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    if (ctx == nullptr) die(1, "ggml_init for the overhead graphs failed");
+    std::vector<ggml_cgraph *> gs;
+    std::vector<ggml_tensor *> ins;
+    for (size_t g = 0; g < n_graphs; ++g) {
+        ggml_tensor * a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+        ggml_set_input(a);
+        ggml_tensor * out = ggml_scale(ctx, a, 1.0f);
+        ggml_set_output(out);
+        ggml_cgraph * gr = ggml_new_graph_custom(ctx, 8, false);
+        ggml_build_forward_expand(gr, out);
+        gs.push_back(gr);
+        ins.push_back(a);
+    }
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    if (buf == nullptr) die(1, "allocating the overhead graphs failed");
+    const float one = 1.0f;
+    for (ggml_tensor * a : ins) ggml_backend_tensor_set(a, &one, 0, sizeof one);
+    json out = json::object();
+    const std::pair<Mode, sam3d_session *> sessions[] = {{kOn, on}, {kOff, off}};
+    for (const auto & [mode, session] : sessions) {
+        for (int with_graph = 1; with_graph >= 0; --with_graph) {
+            std::vector<double> samples;
+            for (int i = 0; i < warmups + images; ++i) {
+                const double t0 = now_ms();
+                for (size_t g = 0; g < n_graphs; ++g) {
+                    sam3d_call c{nullptr, 0, with_graph ? gs[g] : nullptr, nullptr, 0, false};
+                    if (sam3d_session_run(session, &c) != SAM3D_OK) {
+                        die(2, std::string("overhead replay: ") + sam3d_last_error());
+                    }
+                }
+                if (i >= warmups) samples.push_back(now_ms() - t0);
+            }
+            const std::string key = std::string(with_graph ? "trivial_graphs" : "no_graphs") + "_" + row_name(mode);
+            out[key] = json{{"median_ms", median(samples)}, {"samples_ms", samples}};
+        }
+    }
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+    return out;
+}
+
+}  // namespace sam3d_bench

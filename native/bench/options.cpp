@@ -1,0 +1,154 @@
+// sam3d_bench's command line and its mode table (the one place the modes are declared).
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "bench.h"
+
+namespace sam3d_bench {
+
+void die(int code, const std::string & message) { throw Error(code, message); }
+
+const char * const kModesSchema = "sam3d-bench-modes/1";
+
+// In the order the output lists the rows (the default protocol first).
+const ModeInfo kModeTable[kModeCount] = {
+    {kOn, "staged", "on", true, "batching on, sam3d_session_run (the spec's staged batch)"},
+    {kOff, "off", "off", true, "batching off, sam3d_session_run (GGML's blocking tensor_set/compute/get)"},
+    {kZeroCopy, "zerocopy", "zerocopy", false,
+     "batching on, inputs written into reserved staging slots and outputs read in place "
+     "(sam3d_session_reserve + SAM3D_SUBMIT_ZERO_COPY); the producer's writes of independent inputs and "
+     "reads of outputs are not timed (in the other modes they happen before and after a call)"},
+    {kQueued, "queued", "queued", false,
+     "zerocopy, with SAM3D_SUBMIT_QUEUED: a graph is waited only when a later graph's upload takes its "
+     "download (depends_on_downloads), when the staging ring has no room for the next reservation, before "
+     "the synchronous graph, and at the end of the image"},
+};
+
+const char * row_name(Mode m) { return kModeTable[m].row; }
+
+json mode_table_json(const std::vector<Mode> & modes) {
+    json out = json::array();
+    for (Mode m : modes) {
+        const ModeInfo & i = kModeTable[m];
+        out.push_back(json{{"name", i.name}, {"row", i.row}, {"required", i.required}, {"description", i.description}});
+    }
+    return json{{"schema", kModesSchema}, {"modes", out}};
+}
+
+namespace {
+
+std::string usage() {
+    std::string u =
+        "usage: sam3d_bench --profile PATH [--backend cpu|vulkan] [--device N] [--warmups N] [--images N]\n"
+        "                   [--threads N] [--out FILE.json] [--modes M[,M...]] [--transfer-only]\n"
+        "       sam3d_bench --list-modes [--modes M[,M...]]\n"
+        "  --profile   the transfer profile (native/bench/profiles/sam3d-transfer-v1.json)\n"
+        "  --backend   GGML backend to replay on (default cpu)\n"
+        "  --device    Vulkan device index (default 0)\n"
+        "  --warmups   untimed images per mode before the timed ones (default 5)\n"
+        "  --images    timed images per mode (default 20)\n"
+        "  --threads   CPU backend threads (default 1)\n"
+        "  --out       result JSON (default: stdout)\n"
+        "  --modes     replay modes, comma-separated (default: the required ones, off,staged):\n";
+    for (const ModeInfo & i : kModeTable) {
+        u += std::string("              ") + i.name + (i.required ? " (required)" : "") + ": " + i.description + "\n";
+    }
+    u += "  --transfer-only  replay the transfers without compute (graph = NULL): output tensors hold a\n"
+         "              fixed pattern, so ratios to the transfer floor can be measured\n"
+         "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
+         "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
+    return u;
+}
+
+int parse_int(const std::string & flag, const char * v, int min) {
+    char * end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (end == v || *end != '\0' || x < min || x > 1000000) {
+        die(1, flag + " " + v + ": expected an integer >= " + std::to_string(min));
+    }
+    return static_cast<int>(x);
+}
+
+// The --modes value as modes in table order; refuses unknown and missing required names.
+std::vector<Mode> parse_modes(const std::string & v) {
+    bool want[kModeCount] = {};
+    std::stringstream ss(v + ",");
+    std::string m;
+    while (std::getline(ss, m, ',')) {
+        const ModeInfo * found = nullptr;
+        for (const ModeInfo & i : kModeTable) {
+            if (m == i.name) found = &i;
+        }
+        if (found == nullptr) {
+            std::string names;
+            for (const ModeInfo & i : kModeTable) names += std::string(names.empty() ? "" : ", ") + i.name;
+            die(1, "--modes '" + v + "': unknown mode '" + m + "' (use " + names + ")");
+        }
+        want[found->mode] = true;
+    }
+    std::vector<Mode> modes;
+    for (const ModeInfo & i : kModeTable) {
+        if (i.required && !want[i.mode]) {
+            die(1, "--modes '" + v + "': off and staged are required (every row is compared with off, the "
+                                     "zerocopy and queued rows also with staged)");
+        }
+        if (want[i.mode]) modes.push_back(i.mode);
+    }
+    return modes;
+}
+
+}  // namespace
+
+Options parse_args(int argc, char ** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(usage().c_str(), stdout);
+            std::exit(0);
+        }
+        if (a == "--transfer-only" || a == "--list-modes") {
+            (a == "--transfer-only" ? o.transfer_only : o.list_modes) = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            die(1, a + " needs a value (or is unknown)\n" + usage());
+        }
+        const char * v = argv[++i];
+        if (a == "--profile") {
+            o.profile = v;
+        } else if (a == "--backend") {
+            o.backend = v;
+        } else if (a == "--device") {
+            o.device = parse_int(a, v, 0);
+        } else if (a == "--warmups") {
+            o.warmups = parse_int(a, v, 0);
+        } else if (a == "--images") {
+            o.images = parse_int(a, v, 1);
+        } else if (a == "--threads") {
+            o.threads = parse_int(a, v, 1);
+        } else if (a == "--out") {
+            o.out = v;
+        } else if (a == "--modes") {
+            o.modes = parse_modes(v);
+        } else {
+            die(1, "unknown option " + a + "\n" + usage());
+        }
+    }
+    if (o.modes.empty()) {
+        for (const ModeInfo & i : kModeTable) {
+            if (i.required || o.list_modes) o.modes.push_back(i.mode);
+        }
+    }
+    if (o.profile.empty() && !o.list_modes) {
+        die(1, "--profile is required\n" + usage());
+    }
+    if (o.backend != "cpu" && o.backend != "vulkan") {
+        die(1, "--backend " + o.backend + ": use cpu or vulkan");
+    }
+    return o;
+}
+
+}  // namespace sam3d_bench

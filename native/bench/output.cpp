@@ -1,0 +1,141 @@
+// The checks over one run's measurements and the output document (see output.h).
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "output.h"
+
+namespace sam3d_bench {
+
+const char * const kOutputSchema = "sam3d-bench-driver/1";
+
+namespace {
+
+double row_median(const ModeRun & r) {
+    std::vector<double> v;
+    for (const auto & x : r.samples) v.push_back(x["wall_ms"].get<double>());
+    return median(v);
+}
+
+std::string str(const char * s) { return s ? s : ""; }
+
+}  // namespace
+
+int write_output(const Measured & m) {
+    const Options & o = *m.options;
+    const std::vector<Mode> & modes = o.modes;
+    const ModeRun & off = m.runs[kOff];
+    const size_t total = off.shas.size();
+
+    // Checks: counts the same every image, outputs identical to off, deterministic per data set.
+    std::vector<std::string> problems;
+    json rows = json::array();
+    json mode_extra = json::object();
+    for (Mode mode : modes) {
+        const ModeRun & r = m.runs[mode];
+        const json first = count_json(r.per_image.front());
+        for (size_t i = 1; i < r.per_image.size(); ++i) {
+            if (count_json(r.per_image[i]) != first) {
+                problems.push_back(std::string("batching ") + row_name(mode) + ": counters of timed image " +
+                                   std::to_string(i) + " differ from image 0");
+                break;
+            }
+        }
+        rows.push_back(json{{"batching", row_name(mode)}, {"samples", r.samples}, {"counters", first}});
+        const sam3d_counters & c = r.per_image.front();
+        json x = {{"calls_per_image", c.calls},
+                  {"failed_calls", c.failed_calls},
+                  {"rejected_calls", c.rejected_calls},
+                  {"staging_bytes", c.staging_bytes},
+                  {"staging_allocations_total", snapshot(r.session).staging_allocations},
+                  {"warmup_wall_ms", r.warm_ms},
+                  {"session_batching", sam3d_session_batching(r.session)},
+                  {"static_fallback", sam3d_fallback_name(sam3d_session_static_fallback(r.session))},
+                  {"staging_alignment", sam3d_session_staging_alignment(r.session)}};
+        if (!r.excluded_ms.empty()) x["slot_fill_and_read_ms_excluded"] = r.excluded_ms;
+        if (mode == kQueued) {
+            // Wait points per image (the same every image: the replay is deterministic).
+            x["dependency_wait_points_per_image"] = m.dependency_waits;
+            x["ring_wait_points_per_image"] = m.ring_waits;
+        }
+        mode_extra[row_name(mode)] = x;
+    }
+    bool identical = true, deterministic = true;
+    for (Mode mode : modes) {
+        if (mode != kOff && m.runs[mode].shas != off.shas) {
+            identical = false;
+            problems.push_back(std::string("outputs differ between batching ") + row_name(mode) + " and off");
+        }
+    }
+    for (size_t i = 2; i < total; ++i) {
+        if (off.shas[i] != off.shas[i - 2]) deterministic = false;
+    }
+    // Transfer-only: nothing is computed, outputs are the fixed pattern whatever the inputs.
+    const bool inputs_matter = o.transfer_only || total < 2 || off.shas[0] != off.shas[1];
+    if (!deterministic) problems.push_back("outputs of the same input data set differ between images");
+    if (!inputs_matter) problems.push_back("the two input data sets give the same outputs");
+
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const ggml_backend_dev_props & p = m.props;
+    json doc = {
+        {"schema", kOutputSchema},
+        {"tool", "sam3d_bench"},
+        {"backend", o.backend == "cpu" ? "CPU" : "Vulkan"},
+        {"device", str(p.description)},
+        {"caps", {{"async", p.caps.async},
+                  {"host_buffer", p.caps.host_buffer},
+                  {"buffer_from_host_ptr", p.caps.buffer_from_host_ptr},
+                  {"events", p.caps.events}}},
+        {"protocol", {{"warmups", o.warmups}, {"images", o.images}, {"interleaved", true}}},
+        {"profile", {{"path", m.profile->path}, {"name", m.profile->name}, {"version", m.profile->version},
+                     {"sha256", m.profile->sha256}}},
+        {"rows", rows},
+        {"extra",
+         {{"driver_overhead_ms_per_image", m.overhead.at(std::string("trivial_graphs_") + row_name(kOff)).at("median_ms")},
+          {"driver_overhead", m.overhead},
+          {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024u},
+          {"transfer_floor", m.floor},
+          {"device_tensor_bytes", m.device_bytes},
+          {"ggml_device", {{"name", str(p.name)},
+                           {"description", str(p.description)},
+                           {"backend", ggml_backend_name(m.backend)},
+                           {"memory_total", p.memory_total},
+                           {"device_id", str(p.device_id)}}},
+          {"cpu_threads", o.backend == "cpu" ? o.threads : 0},
+          {"modes", mode_extra},
+          {"mode_table", mode_table_json(modes).at("modes")},
+          {"order", m.order},
+          {"input_data_set", "image k (warm-ups first) uses data set k mod 2"},
+          {"outputs_identical_on_off", identical},
+          {"outputs_deterministic", deterministic},
+          {"inputs_change_outputs", inputs_matter},
+          {"problems", problems}}},
+    };
+    if (o.transfer_only) doc["extra"]["transfer_only"] = true;
+    const std::string text = doc.dump(1) + "\n";
+    if (o.out.empty()) {
+        std::fputs(text.c_str(), stdout);
+    } else {
+        std::ofstream f(o.out, std::ios::binary);
+        if (!(f << text)) die(1, "cannot write " + o.out);
+    }
+
+    for (Mode mode : modes) {
+        const double med = row_median(m.runs[mode]);
+        std::fprintf(stderr, "sam3d_bench: %-8s median %9.3f ms", row_name(mode), med);
+        if (m.floor.is_object()) {
+            std::fprintf(stderr, "  (%.2fx the transfer floor)", med / m.floor.at("median_ms").get<double>());
+        }
+        std::fputc('\n', stderr);
+    }
+    std::fprintf(stderr, "sam3d_bench: outputs %s in every mode%s\n", identical ? "identical" : "DIFFERENT",
+                 o.transfer_only ? " (transfer-only)" : "");
+    for (const std::string & pr : problems) std::fprintf(stderr, "sam3d_bench: CHECK FAILED: %s\n", pr.c_str());
+    return problems.empty() ? 0 : 3;
+}
+
+}  // namespace sam3d_bench

@@ -1,0 +1,44 @@
+// sam3d_bench's output: the checks over what was measured and the one JSON document (schema
+// kOutputSchema), which sam3d/running/driver.py reads and sam3d/results/schema.py wraps into a
+// "sam3d-bench-result/1" file. Units: bytes, milliseconds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench.h"
+
+namespace sam3d_bench {
+
+extern const char * const kOutputSchema;
+
+// One mode's measurements over all images (warm-ups included where said).
+struct ModeRun {
+    sam3d_session * session = nullptr;
+    json samples = json::array();          // timed images: the schema's sample objects
+    std::vector<double> warm_ms;           // warm-up wall times
+    std::vector<sam3d_counters> per_image; // timed images' counter deltas
+    std::vector<std::string> shas;         // every image's outputs_sha256, warm-ups first
+    std::vector<double> excluded_ms;       // timed images' excluded host time (zerocopy, queued)
+};
+
+// Everything one driver run measured.
+struct Measured {
+    const Options * options = nullptr;
+    const Profile * profile = nullptr;
+    ggml_backend_t backend = nullptr;
+    ggml_backend_dev_props props{};
+    size_t device_bytes = 0;
+    ModeRun runs[kModeCount];
+    std::vector<std::string> order;  // per image, the modes in the order they ran
+    size_t dependency_waits = 0;     // queued, per image
+    size_t ring_waits = 0;           // queued, per image
+    json overhead;
+    json floor;
+};
+
+// Checks what was measured, writes the document (--out, else stdout) and the console summary.
+// Returns the exit status: 0, or 3 when a check failed (the document is written either way).
+int write_output(const Measured & m);
+
+}  // namespace sam3d_bench

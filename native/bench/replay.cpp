@@ -1,0 +1,377 @@
+// The replay: each graph of the profile really computes on its inputs with GGML (op
+// "scale_add": out[j] = 0.5 * fit(in[j mod n]) + the other inputs' fits; op "add": the sum of
+// all inputs' fits; fit = the first |out[j]| elements, tiled with ggml_repeat_4d when the
+// input is shorter), so every output depends on the inputs and results are bit-exact on one
+// backend. Inputs alternate between two data sets ("images"); dependent uploads read the
+// earlier download's host buffer (on, off) or its kept output slot (zerocopy, queued).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "replay.h"
+
+namespace sam3d_bench {
+
+namespace {
+
+// ---------------------------------------------------------------- deterministic inputs
+// Small multiples of 0.25 in [-2, 2): exact in F32, so sums stay far from overflow.
+void fill(std::vector<float> & v, uint64_t seed) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    for (float & f : v) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        f = static_cast<float>(static_cast<int>(x % 16u) - 8) * 0.25f;
+    }
+}
+
+// ---------------------------------------------------------------- GGML graphs
+ggml_tensor * fit(ggml_context * ctx, ggml_tensor * x, int64_t n) {
+    const int64_t have = x->ne[0];
+    if (have >= n) {
+        return ggml_view_1d(ctx, x, n, 0);
+    }
+    const int64_t reps = (n + have - 1) / have;
+    return ggml_view_1d(ctx, ggml_repeat_4d(ctx, x, have, reps, 1, 1), n, 0);
+}
+
+struct BuiltGraph {
+    std::vector<ggml_tensor *> inputs;
+    std::vector<ggml_tensor *> outputs;
+    ggml_cgraph * graph = nullptr;
+};
+
+constexpr size_t kGraphNodes = 512;
+
+BuiltGraph build_graph(ggml_context * ctx, const GraphSpec & s) {
+    BuiltGraph b;
+    for (size_t i = 0; i < s.uploads.size(); ++i) {
+        ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(s.uploads[i] / kElement));
+        ggml_set_name(t, (s.name + ".in" + std::to_string(i)).c_str());
+        ggml_set_input(t);
+        b.inputs.push_back(t);
+    }
+    b.graph = ggml_new_graph_custom(ctx, kGraphNodes, false);
+    const size_t n = b.inputs.size();
+    for (size_t j = 0; j < s.downloads.size(); ++j) {
+        const int64_t m = static_cast<int64_t>(s.downloads[j] / kElement);
+        ggml_tensor * acc = nullptr;
+        for (size_t i = 0; i < n; ++i) {
+            ggml_tensor * term = fit(ctx, b.inputs[i], m);
+            if (s.op == "scale_add" && i == j % n) {
+                term = ggml_scale(ctx, term, 0.5f);
+            }
+            acc = acc == nullptr ? term : ggml_add(ctx, acc, term);
+        }
+        if (acc->op == GGML_OP_VIEW || acc->op == GGML_OP_NONE) {
+            acc = ggml_add(ctx, acc, acc);  // "add" with one input: in + in, so the output is computed
+        }
+        ggml_set_name(acc, (s.name + ".out" + std::to_string(j)).c_str());
+        ggml_set_output(acc);
+        ggml_build_forward_expand(b.graph, acc);
+        b.outputs.push_back(acc);
+    }
+    return b;
+}
+
+}  // namespace
+
+struct Replay::State {
+    const Profile & profile;
+    ggml_backend_t backend;
+    std::vector<BuiltGraph> graphs;
+    // inputs[data set][graph][upload]; empty for uploads fed by a dependency
+    std::vector<std::vector<std::vector<float>>> inputs[2];
+    // outputs[mode][graph][download]
+    std::vector<std::vector<std::vector<float>>> outputs[kModeCount];
+    // descriptors[mode][data set][graph] of the copying modes (on, off)
+    std::vector<std::vector<sam3d_upload>> ups[kModeCount][2];
+    std::vector<std::vector<sam3d_download>> downs[kModeCount][2];
+    std::vector<sam3d_call> calls[kModeCount][2];
+    bool transfer_only = false;
+    // zerocopy and queued scratch
+    sam3d_session * session_ = nullptr;
+    std::vector<sam3d_slot_request> req;
+    std::vector<void *> slots;
+    std::vector<sam3d_upload> zc_ups;
+    std::vector<sam3d_download> zc_downs;
+    std::vector<sam3d_ticket> tickets;
+    std::vector<std::vector<void *>> out_slots;  // each graph's output slots
+    std::vector<size_t> last_reader;             // the last graph that uploads a graph's download (0: none)
+    std::vector<sam3d_ticket> kept;              // tickets of kept calls not released yet (0: none)
+    double excluded_ms = 0;       // producer writes and consumer reads of slots in the last image (not timed)
+    size_t dependency_waits = 0;  // queued, last image: wait points before an input that takes an earlier download
+    size_t ring_waits = 0;        // queued, last image: wait points because the staging ring had no room
+
+    State(const Profile & p, ggml_backend_t be, bool no_compute) : profile(p), backend(be), transfer_only(no_compute) {}
+
+    // Transfer-only replay: output tensors hold a fixed pattern (nothing computes them).
+    void fill_outputs() {
+        for (size_t g = 0; g < graphs.size(); ++g) {
+            for (size_t j = 0; j < graphs[g].outputs.size(); ++j) {
+                std::vector<float> v(static_cast<size_t>(ggml_nelements(graphs[g].outputs[j])));
+                fill(v, 0xABCDull ^ (g << 16) ^ j);
+                ggml_backend_tensor_set(graphs[g].outputs[j], v.data(), 0, v.size() * kElement);
+            }
+        }
+    }
+
+    void prepare(ggml_context * ctx) {
+        for (const GraphSpec & s : profile.graphs) graphs.push_back(build_graph(ctx, s));
+        const size_t ng = profile.graphs.size();
+        for (int d = 0; d < 2; ++d) {
+            inputs[d].resize(ng);
+            for (size_t g = 0; g < ng; ++g) {
+                const GraphSpec & s = profile.graphs[g];
+                inputs[d][g].resize(s.uploads.size());
+                for (size_t i = 0; i < s.uploads.size(); ++i) {
+                    const bool fed = std::any_of(s.deps.begin(), s.deps.end(), [&](const Dep & x) { return x.upload == i; });
+                    if (!fed) {
+                        inputs[d][g][i].resize(s.uploads[i] / kElement);
+                        fill(inputs[d][g][i], (static_cast<uint64_t>(d) << 40) ^ (g << 16) ^ i);
+                    }
+                }
+            }
+        }
+        for (int m = 0; m < kModeCount; ++m) {
+            outputs[m].resize(ng);
+            for (size_t g = 0; g < ng; ++g) {
+                for (size_t b : profile.graphs[g].downloads) outputs[m][g].emplace_back(b / kElement, -1.0f);
+            }
+        }
+        for (int m : {kOn, kOff}) {
+            for (int d = 0; d < 2; ++d) {
+                ups[m][d].resize(ng);
+                downs[m][d].resize(ng);
+                for (size_t g = 0; g < ng; ++g) {
+                    const GraphSpec & s = profile.graphs[g];
+                    for (size_t i = 0; i < s.uploads.size(); ++i) {
+                        const void * src = inputs[d][g][i].data();
+                        for (const Dep & x : s.deps) {
+                            if (x.upload == i) src = outputs[m][x.graph][x.download].data();
+                        }
+                        ups[m][d][g].push_back(sam3d_upload{graphs[g].inputs[i], src, 0, s.uploads[i]});
+                    }
+                    for (size_t j = 0; j < s.downloads.size(); ++j) {
+                        downs[m][d][g].push_back(sam3d_download{graphs[g].outputs[j], outputs[m][g][j].data(), 0, s.downloads[j]});
+                    }
+                }
+                for (size_t g = 0; g < ng; ++g) {
+                    calls[m][d].push_back(sam3d_call{ups[m][d][g].data(), ups[m][d][g].size(),
+                                                     transfer_only ? nullptr : graphs[g].graph,
+                                                     downs[m][d][g].data(), downs[m][d][g].size(),
+                                                     profile.graphs[g].synchronous});
+                }
+            }
+        }
+    }
+
+    // One image: every graph in profile order. Returns the wall time in ms.
+    double run(sam3d_session * s, Mode mode, int data) {
+        if (mode == kZeroCopy) return run_zero_copy(s, data);
+        if (mode == kQueued) return run_queued(s, data);
+        const std::vector<sam3d_call> & cs = calls[mode][data];
+        const double t0 = now_ms();
+        for (size_t g = 0; g < cs.size(); ++g) {
+            const sam3d_status st = sam3d_session_run(s, &cs[g]);
+            if (st != SAM3D_OK) {
+                die(2, std::string("graph ") + profile.graphs[g].name + " (batching " + row_name(mode) +
+                           "): sam3d_session_run failed: " + sam3d_last_error());
+            }
+        }
+        return now_ms() - t0;
+    }
+
+    [[noreturn]] void failed(size_t g, const char * what) {
+        die(2, std::string("graph ") + profile.graphs[g].name + " (" + what + "): " + sam3d_last_error());
+    }
+
+    // Zero-copy modes. Per graph: reserve slots for its independent uploads and its downloads,
+    // write the inputs into them, submit. Writing an independent input into its slot stands for
+    // its producer writing it there (the other modes find their inputs ready in caller memory):
+    // that write is excluded from the wall time. An input that takes an earlier graph's download
+    // is uploaded straight from that graph's output slot, kept for it (SAM3D_SUBMIT_KEEP_SLOTS)
+    // and released after its last reader's submit, as the other modes read the earlier
+    // download's buffer. Outputs are copied out of their slots once their completion is
+    // reported, to verify them; that read stands for the consumer (excluded, as in the other
+    // modes). `excluded_ms` holds the excluded host time of the last image.
+    const void * fed_by(size_t g, size_t i) const {
+        for (const Dep & x : profile.graphs[g].deps) {
+            if (x.upload == i) return out_slots[x.graph][x.download];
+        }
+        return nullptr;
+    }
+
+    // Reserves graph g's slots; returns whether they are pinned staging.
+    bool reserve(size_t g) {
+        const GraphSpec & sp = profile.graphs[g];
+        req.clear();
+        for (size_t i = 0; i < sp.uploads.size(); ++i) {
+            if (fed_by(g, i) == nullptr) req.push_back({sp.uploads[i]});
+        }
+        for (size_t b : sp.downloads) req.push_back({b});
+        slots.assign(req.size(), nullptr);
+        if (sam3d_session_reserve(session_, req.data(), req.size(), slots.data()) != SAM3D_OK) failed(g, "reserve");
+        return sam3d_session_reservation_pinned(session_);
+    }
+
+    // Writes graph g's independent inputs into their slots and builds its call.
+    sam3d_call fill_slots(size_t g, int data, double * excluded) {
+        const GraphSpec & sp = profile.graphs[g];
+        zc_ups.clear();
+        zc_downs.clear();
+        size_t k = 0;
+        for (size_t i = 0; i < sp.uploads.size(); ++i) {
+            const void * src = fed_by(g, i);
+            if (src == nullptr) {
+                const double t = now_ms();
+                std::memcpy(slots[k], inputs[data][g][i].data(), sp.uploads[i]);
+                *excluded += now_ms() - t;
+                src = slots[k++];
+            }
+            zc_ups.push_back(sam3d_upload{graphs[g].inputs[i], src, 0, sp.uploads[i]});
+        }
+        out_slots[g].assign(slots.begin() + static_cast<std::ptrdiff_t>(k), slots.end());
+        for (size_t j = 0; j < sp.downloads.size(); ++j) {
+            zc_downs.push_back(sam3d_download{graphs[g].outputs[j], out_slots[g][j], 0, sp.downloads[j]});
+        }
+        return sam3d_call{zc_ups.data(), zc_ups.size(), transfer_only ? nullptr : graphs[g].graph, zc_downs.data(),
+                          zc_downs.size(), sp.synchronous};
+    }
+
+    // Copies graph g's outputs out of its slots (verification; excluded).
+    void keep_outputs(size_t g, Mode mode, double * excluded) {
+        const double t = now_ms();
+        const GraphSpec & sp = profile.graphs[g];
+        for (size_t j = 0; j < sp.downloads.size(); ++j) {
+            std::memcpy(outputs[mode][g][j].data(), out_slots[g][j], sp.downloads[j]);
+        }
+        *excluded += now_ms() - t;
+    }
+
+    // Submits graph g's zero-copy call (kept when a later graph reads its outputs), then
+    // releases the kept calls whose last reader g is.
+    void submit_slots(size_t g, const sam3d_call & c, unsigned flags, const char * what) {
+        if (last_reader[g] > g) flags |= SAM3D_SUBMIT_KEEP_SLOTS;
+        sam3d_ticket * t = (flags & (SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_QUEUED)) ? &tickets[g] : nullptr;
+        if (sam3d_session_submit(session_, &c, flags, t) != SAM3D_OK) failed(g, what);
+        for (const Dep & x : profile.graphs[g].deps) {
+            if (last_reader[x.graph] == g && kept[x.graph] != 0) {
+                if (sam3d_session_release(session_, kept[x.graph]) != SAM3D_OK) failed(x.graph, "release");
+                kept[x.graph] = 0;  // a graph may read the same download twice
+            }
+        }
+        kept[g] = (flags & SAM3D_SUBMIT_KEEP_SLOTS) ? tickets[g] : 0;
+    }
+
+    void begin_slots(sam3d_session * s) {
+        session_ = s;
+        const size_t ng = graphs.size();
+        tickets.assign(ng, 0);
+        kept.assign(ng, 0);
+        out_slots.assign(ng, {});
+        if (last_reader.empty()) {
+            last_reader.assign(ng, 0);
+            for (size_t g = 0; g < ng; ++g) {
+                for (const Dep & x : profile.graphs[g].deps) last_reader[x.graph] = std::max(last_reader[x.graph], g);
+            }
+        }
+    }
+
+    // zerocopy: one synchronization per graph (SAM3D_SUBMIT_ZERO_COPY).
+    double run_zero_copy(sam3d_session * s, int data) {
+        begin_slots(s);
+        double excluded = 0;
+        const double t0 = now_ms();
+        for (size_t g = 0; g < graphs.size(); ++g) {
+            reserve(g);
+            const sam3d_call c = fill_slots(g, data, &excluded);
+            submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "zerocopy");
+            keep_outputs(g, kZeroCopy, &excluded);
+        }
+        excluded_ms = excluded;
+        return now_ms() - t0 - excluded;
+    }
+
+    // queued: zero-copy calls submitted with SAM3D_SUBMIT_QUEUED. Tickets are waited in
+    // submission order, and only when needed: before a graph whose input takes an earlier
+    // graph's download (the profile's depends_on_downloads), when the staging ring has no room
+    // for the next reservation (the oldest call is waited and the reservation retried), before
+    // the synchronous image encoder, and at the end of the image.
+    double run_queued(sam3d_session * s, int data) {
+        begin_slots(s);
+        double excluded = 0;
+        const size_t ng = graphs.size();
+        size_t next_wait = 0;  // graphs before this one have been waited
+        dependency_waits = ring_waits = 0;
+        // Waits the tickets of graphs [next_wait, end), the newest first (one synchronization
+        // completes them all); counts one wait point if there was any.
+        auto wait_until = [&](size_t end, size_t * wait_points) {
+            size_t last = end;
+            while (last > next_wait && tickets[last - 1] == 0) --last;
+            if (last > next_wait) {
+                if (sam3d_session_wait(s, tickets[last - 1]) != SAM3D_OK) failed(last - 1, "queued wait");
+                for (size_t g = next_wait; g + 1 < last; ++g) {
+                    if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
+                }
+                for (size_t g = next_wait; g < last; ++g) {
+                    if (tickets[g] != 0) keep_outputs(g, kQueued, &excluded);
+                }
+                *wait_points += 1;
+            }
+            next_wait = std::max(next_wait, end);
+        };
+        const double t0 = now_ms();
+        for (size_t g = 0; g < ng; ++g) {
+            const GraphSpec & sp = profile.graphs[g];
+            size_t dep_end = sp.synchronous ? g : 0;
+            for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
+            wait_until(dep_end, &dependency_waits);
+            while (!reserve(g) && next_wait < g) wait_until(next_wait + 1, &ring_waits);
+            const sam3d_call c = fill_slots(g, data, &excluded);
+            if (sp.synchronous) {
+                submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "queued, synchronous graph");
+                keep_outputs(g, kQueued, &excluded);
+                tickets[g] = 0;  // complete on return: nothing to wait
+                next_wait = g + 1;
+                continue;
+            }
+            submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, "queued submit");
+        }
+        size_t end_waits = 0;
+        wait_until(ng, &end_waits);
+        excluded_ms = excluded;
+        return now_ms() - t0 - excluded;
+    }
+
+    std::string digest(Mode mode) {
+        Sha256 h;
+        for (const auto & g : outputs[mode]) {
+            for (const auto & o : g) h.update(o.data(), o.size() * kElement);
+        }
+        return h.hex();
+    }
+};
+
+
+Replay::Replay(const Profile & profile, ggml_backend_t backend, bool transfer_only)
+    : s_(std::make_unique<State>(profile, backend, transfer_only)) {}
+Replay::~Replay() = default;
+
+size_t Replay::context_bytes(const Profile & profile) {
+    size_t n_tensors = 0;
+    for (const GraphSpec & s : profile.graphs) n_tensors += s.uploads.size() + s.downloads.size() * (5 * s.uploads.size() + 2);
+    return ggml_tensor_overhead() * (n_tensors + 16) + ggml_graph_overhead_custom(kGraphNodes, false) * profile.graphs.size();
+}
+
+void Replay::prepare(ggml_context * ctx) { s_->prepare(ctx); }
+void Replay::fill_outputs() { s_->fill_outputs(); }
+double Replay::run(sam3d_session * s, Mode mode, int data) { return s_->run(s, mode, data); }
+std::string Replay::digest(Mode mode) { return s_->digest(mode); }
+double Replay::excluded_ms() const { return s_->excluded_ms; }
+size_t Replay::dependency_waits() const { return s_->dependency_waits; }
+size_t Replay::ring_waits() const { return s_->ring_waits; }
+
+}  // namespace sam3d_bench

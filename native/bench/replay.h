@@ -1,0 +1,42 @@
+// The replay of one image: every graph of the profile in order, through the core's C API, in
+// one of the modes of kModeTable (bench.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench.h"
+
+namespace sam3d_bench {
+
+class Replay {
+   public:
+    // transfer_only: the calls carry no graph (output tensors hold a fixed pattern).
+    Replay(const Profile & profile, ggml_backend_t backend, bool transfer_only);
+    ~Replay();
+    Replay(const Replay &) = delete;
+    Replay & operator=(const Replay &) = delete;
+
+    // The no_alloc GGML context size prepare() needs for the profile's tensors and graphs.
+    static size_t context_bytes(const Profile & profile);
+    // Builds the graphs in ctx (no_alloc) and the inputs and descriptors of every mode.
+    void prepare(ggml_context * ctx);
+    // Transfer-only replay: writes the fixed pattern into the output tensors (after allocation).
+    void fill_outputs();
+    // One image in `mode` with input data set `data` (0 or 1). Returns the wall time in ms.
+    double run(sam3d_session * s, Mode mode, int data);
+    // SHA-256 of all downloads of the last image in `mode`, in profile order.
+    std::string digest(Mode mode);
+
+    // The last image's host time excluded from the zerocopy and queued wall times (producer
+    // writes and consumer reads of slots), and the queued mode's wait points per image.
+    double excluded_ms() const;
+    size_t dependency_waits() const;
+    size_t ring_waits() const;
+
+   private:
+    struct State;
+    std::unique_ptr<State> s_;
+};
+
+}  // namespace sam3d_bench
