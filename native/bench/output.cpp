@@ -22,29 +22,49 @@ double row_median(const ModeRun & r) {
 
 std::string str(const char * s) { return s ? s : ""; }
 
-}  // namespace
-
-int write_output(const Measured & m) {
-    const Options & o = *m.options;
-    const std::vector<Mode> & modes = o.modes;
-    const ModeRun & off = m.runs[kOff];
-    const size_t total = off.shas.size();
-
-    // Checks: counts the same every image, outputs identical to off, deterministic per data set.
+struct Checks {
     std::vector<std::string> problems;
-    json rows = json::array();
-    json mode_extra = json::object();
-    for (Mode mode : modes) {
+    bool identical = true;      // every mode's outputs equal off's, image by image
+    bool deterministic = true;  // the same data set gives the same outputs every time
+    bool inputs_matter = true;  // the two data sets give different outputs (or nothing computes)
+};
+
+// Counts the same every timed image, outputs identical to off, deterministic per data set.
+Checks check(const Measured & m) {
+    const Options & o = *m.options;
+    const ModeRun & off = m.runs[kOff];
+    Checks c;
+    for (Mode mode : o.modes) {
         const ModeRun & r = m.runs[mode];
-        const json first = count_json(r.per_image.front());
         for (size_t i = 1; i < r.per_image.size(); ++i) {
-            if (count_json(r.per_image[i]) != first) {
-                problems.push_back(std::string("batching ") + row_name(mode) + ": counters of timed image " +
-                                   std::to_string(i) + " differ from image 0");
+            if (count_json(r.per_image[i]) != count_json(r.per_image.front())) {
+                c.problems.push_back(std::string("batching ") + row_name(mode) + ": counters of timed image " +
+                                     std::to_string(i) + " differ from image 0");
                 break;
             }
         }
-        rows.push_back(json{{"batching", row_name(mode)}, {"samples", r.samples}, {"counters", first}});
+    }
+    for (Mode mode : o.modes) {
+        if (mode != kOff && m.runs[mode].shas != off.shas) {
+            c.identical = false;
+            c.problems.push_back(std::string("outputs differ between batching ") + row_name(mode) + " and off");
+        }
+    }
+    for (size_t i = 2; i < off.shas.size(); ++i) {
+        if (off.shas[i] != off.shas[i - 2]) c.deterministic = false;
+    }
+    // Transfer-only: nothing is computed, outputs are the fixed pattern whatever the inputs.
+    c.inputs_matter = o.transfer_only || off.shas.size() < 2 || off.shas[0] != off.shas[1];
+    if (!c.deterministic) c.problems.push_back("outputs of the same input data set differ between images");
+    if (!c.inputs_matter) c.problems.push_back("the two input data sets give the same outputs");
+    return c;
+}
+
+// Per mode: the session's facts and the counters that are not per-image schema fields.
+json mode_extra(const Measured & m) {
+    json out = json::object();
+    for (Mode mode : m.options->modes) {
+        const ModeRun & r = m.runs[mode];
         const sam3d_counters & c = r.per_image.front();
         json x = {{"calls_per_image", c.calls},
                   {"failed_calls", c.failed_calls},
@@ -61,23 +81,18 @@ int write_output(const Measured & m) {
             x["dependency_wait_points_per_image"] = m.dependency_waits;
             x["ring_wait_points_per_image"] = m.ring_waits;
         }
-        mode_extra[row_name(mode)] = x;
+        out[row_name(mode)] = x;
     }
-    bool identical = true, deterministic = true;
-    for (Mode mode : modes) {
-        if (mode != kOff && m.runs[mode].shas != off.shas) {
-            identical = false;
-            problems.push_back(std::string("outputs differ between batching ") + row_name(mode) + " and off");
-        }
-    }
-    for (size_t i = 2; i < total; ++i) {
-        if (off.shas[i] != off.shas[i - 2]) deterministic = false;
-    }
-    // Transfer-only: nothing is computed, outputs are the fixed pattern whatever the inputs.
-    const bool inputs_matter = o.transfer_only || total < 2 || off.shas[0] != off.shas[1];
-    if (!deterministic) problems.push_back("outputs of the same input data set differ between images");
-    if (!inputs_matter) problems.push_back("the two input data sets give the same outputs");
+    return out;
+}
 
+json document(const Measured & m, const Checks & c) {
+    const Options & o = *m.options;
+    json rows = json::array();
+    for (Mode mode : o.modes) {
+        const ModeRun & r = m.runs[mode];
+        rows.push_back(json{{"batching", row_name(mode)}, {"samples", r.samples}, {"counters", count_json(r.per_image.front())}});
+    }
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     const ggml_backend_dev_props & p = m.props;
@@ -106,25 +121,21 @@ int write_output(const Measured & m) {
                            {"memory_total", p.memory_total},
                            {"device_id", str(p.device_id)}}},
           {"cpu_threads", o.backend == "cpu" ? o.threads : 0},
-          {"modes", mode_extra},
-          {"mode_table", mode_table_json(modes).at("modes")},
+          {"modes", mode_extra(m)},
+          {"mode_table", mode_table_json(o.modes).at("modes")},
           {"order", m.order},
           {"input_data_set", "image k (warm-ups first) uses data set k mod 2"},
-          {"outputs_identical_on_off", identical},
-          {"outputs_deterministic", deterministic},
-          {"inputs_change_outputs", inputs_matter},
-          {"problems", problems}}},
+          {"outputs_identical_on_off", c.identical},
+          {"outputs_deterministic", c.deterministic},
+          {"inputs_change_outputs", c.inputs_matter},
+          {"problems", c.problems}}},
     };
     if (o.transfer_only) doc["extra"]["transfer_only"] = true;
-    const std::string text = doc.dump(1) + "\n";
-    if (o.out.empty()) {
-        std::fputs(text.c_str(), stdout);
-    } else {
-        std::ofstream f(o.out, std::ios::binary);
-        if (!(f << text)) die(1, "cannot write " + o.out);
-    }
+    return doc;
+}
 
-    for (Mode mode : modes) {
+void print_summary(const Measured & m, const Checks & c) {
+    for (Mode mode : m.options->modes) {
         const double med = row_median(m.runs[mode]);
         std::fprintf(stderr, "sam3d_bench: %-8s median %9.3f ms", row_name(mode), med);
         if (m.floor.is_object()) {
@@ -132,10 +143,25 @@ int write_output(const Measured & m) {
         }
         std::fputc('\n', stderr);
     }
-    std::fprintf(stderr, "sam3d_bench: outputs %s in every mode%s\n", identical ? "identical" : "DIFFERENT",
-                 o.transfer_only ? " (transfer-only)" : "");
-    for (const std::string & pr : problems) std::fprintf(stderr, "sam3d_bench: CHECK FAILED: %s\n", pr.c_str());
-    return problems.empty() ? 0 : 3;
+    std::fprintf(stderr, "sam3d_bench: outputs %s in every mode%s\n", c.identical ? "identical" : "DIFFERENT",
+                 m.options->transfer_only ? " (transfer-only)" : "");
+    for (const std::string & pr : c.problems) std::fprintf(stderr, "sam3d_bench: CHECK FAILED: %s\n", pr.c_str());
+}
+
+}  // namespace
+
+int write_output(const Measured & m) {
+    const Checks c = check(m);
+    const std::string text = document(m, c).dump(1) + "\n";
+    const std::string & out = m.options->out;
+    if (out.empty()) {
+        std::fputs(text.c_str(), stdout);
+    } else {
+        std::ofstream f(out, std::ios::binary);
+        if (!(f << text)) die(1, "cannot write " + out);
+    }
+    print_summary(m, c);
+    return c.problems.empty() ? 0 : 3;
 }
 
 }  // namespace sam3d_bench
