@@ -1,5 +1,6 @@
 import os
 
+import yaml
 from conan import ConanFile
 from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
 from conan.tools.files import copy
@@ -19,13 +20,18 @@ class Sam3dCoreConan(ConanFile):
     options = {"vulkan": [True, False], "fPIC": [True, False]}
     default_options = {"vulkan": False, "fPIC": True}
     exports_sources = "native/*", "cmake/*", "LICENSE"
+    # The one GGML version: the only entry of the GGML recipe's conandata.yml (sam3d/tools/conan.py
+    # reads the same), exported with this recipe so `conan create` finds it too.
+    exports = "conan/recipes/ggml/conandata.yml"
 
     def layout(self):
         cmake_layout(self, src_folder="native")
 
     def requirements(self):
         # The variant's profile sets ggml/*:vulkan to the same value as this package's option.
-        self.requires("ggml/0.20.2", transitive_headers=True)
+        with open(os.path.join(self.recipe_folder, "conan", "recipes", "ggml", "conandata.yml")) as f:
+            (ggml_version,) = yaml.safe_load(f)["sources"]
+        self.requires(f"ggml/{ggml_version}", transitive_headers=True)
 
     def generate(self):
         tc = CMakeToolchain(self)
