@@ -40,6 +40,7 @@ struct Probe {
     bool blocked = false;           // a compute_async entry is blocked now
     bool released = false;
     int alloc_mode = 0;             // 0 real, 1 NULL, 2 ordinary CPU memory (buffer_from_ptr)
+    bool block_alloc = false;       // the next alloc_buffer entry blocks until release()
     ggml_backend_dev_t buft_device_result = nullptr;  // for buft_device_override
 };
 
@@ -56,6 +57,7 @@ inline void reset() {
     p.active = p.max_active = 0;
     p.fail_compute = p.block_compute = p.blocked = p.released = false;
     p.alloc_mode = 0;
+    p.block_alloc = false;
     p.buft_device_result = nullptr;
 }
 
@@ -145,7 +147,7 @@ inline void set_fail_compute(bool fail) {
     get().fail_compute = fail;
 }
 
-// Waits until a compute_async entry is blocked; release() lets it go on.
+// Waits until a compute_async (or alloc_buffer) entry is blocked; release() lets it go on.
 inline void wait_blocked() {
     Probe & p = get();
     std::unique_lock<std::mutex> l(p.mutex);
@@ -220,9 +222,16 @@ inline ggml_backend_buffer_t alloc_buffer(ggml_backend_buffer_type_t buft, size_
     int mode = 0;
     {
         Probe & p = get();
-        std::lock_guard<std::mutex> l(p.mutex);
+        std::unique_lock<std::mutex> l(p.mutex);
         p.alloc_calls += 1;
         mode = p.alloc_mode;
+        if (p.block_alloc) {
+            p.block_alloc = false;
+            p.blocked = true;
+            p.cv.notify_all();
+            p.cv.wait(l, [&] { return p.released; });
+            p.blocked = false;
+        }
     }
     if (mode == 1) {
         return nullptr;

@@ -1,10 +1,11 @@
-// Zero-copy staging and queued calls (transfer.h, "zero-copy and queued calls"): exactness and
+// Zero-copy staging and queued calls (docs/contract.md A1-A7): exactness and
 // counters, no staging copies, slot lifetime, queued == synchronous, errors at the wait with
 // outstanding work completed, the in-flight bound (zero-copy and copying), submissions from two
 // threads, and slots of call n+1 written while call n's download is still in flight.
 #include <functional>
 
 #include "cases.h"
+#include "deferred.h"
 #include "probe.h"
 #include "rig.h"
 
@@ -12,56 +13,6 @@ using rig::Kind;
 using rig::Rig;
 
 namespace {
-
-// An in-order asynchronous queue over the CPU backend: async uploads, graphs and downloads are
-// only recorded, and run in order at synchronize, the way a device reads and writes pinned
-// memory later. Uploads read their host memory then, downloads write it then.
-namespace deferred {
-std::mutex g_mutex;
-std::vector<std::function<void()>> g_ops;
-int g_syncs = 0;
-
-void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
-    std::lock_guard<std::mutex> l(g_mutex);
-    g_ops.push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
-}
-void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
-    std::lock_guard<std::mutex> l(g_mutex);
-    g_ops.push_back([=] { ggml_backend_tensor_get_async(b, t, data, off, size); });
-}
-ggml_status compute_async(ggml_backend_t b, ggml_cgraph * g) {
-    std::lock_guard<std::mutex> l(g_mutex);
-    g_ops.push_back([=] { ggml_backend_graph_compute(b, g); });
-    return GGML_STATUS_SUCCESS;
-}
-void synchronize(ggml_backend_t b) {
-    std::vector<std::function<void()>> ops;
-    {
-        std::lock_guard<std::mutex> l(g_mutex);
-        ops.swap(g_ops);
-        g_syncs += 1;
-    }
-    for (auto & op : ops) {
-        op();
-    }
-    ggml_backend_synchronize(b);
-}
-size_t pending() {
-    std::lock_guard<std::mutex> l(g_mutex);
-    return g_ops.size();
-}
-void reset() {
-    std::lock_guard<std::mutex> l(g_mutex);
-    g_ops.clear();
-    g_syncs = 0;
-}
-void install(sam3d_ggml_seam & s) {
-    s.tensor_set_async = set_async;
-    s.tensor_get_async = get_async;
-    s.graph_compute_async = compute_async;
-    s.synchronize = synchronize;
-}
-}  // namespace deferred
 
 bool staged(sam3d_session * s) {
     return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;

@@ -1,0 +1,152 @@
+// An in-order asynchronous queue over the CPU backend, as a seam: async uploads, graphs and
+// downloads are only recorded and run in order at synchronize, the way a device reads and
+// writes pinned memory later (uploads read their host memory then, downloads write it then).
+// Events are markers on top of it: recording one notes the queue position, synchronizing one
+// runs the queue up to there (GGML's CPU backend has no events).
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "probe.h"
+#include "rig.h"
+
+namespace deferred {
+
+struct Marker {
+    size_t upto = 0;       // ops before the record
+    bool recorded = false;
+};
+
+inline std::mutex g_mutex;
+inline std::vector<std::function<void()>> g_ops;
+inline size_t g_done = 0;  // ops run so far (positions count from the start)
+inline int g_syncs = 0;
+inline int g_events_new = 0;
+inline int g_events_free = 0;
+inline int g_event_records = 0;
+inline int g_event_syncs = 0;
+inline bool g_fail_event_new = false;    // event_new returns NULL
+inline bool g_throw_event_record = false;
+
+inline void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
+    probe::Enter e("set_async", data);
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
+}
+inline void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
+    probe::Enter e("get_async", data);
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_tensor_get_async(b, t, data, off, size); });
+}
+inline ggml_status compute_async(ggml_backend_t b, ggml_cgraph * g) {
+    {
+        std::lock_guard<std::mutex> l(probe::get().mutex);
+        if (probe::get().fail_compute) {
+            probe::get().events.push_back({"compute_async", nullptr, std::this_thread::get_id()});
+            return GGML_STATUS_FAILED;
+        }
+    }
+    probe::Enter e("compute_async");
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.push_back([=] { ggml_backend_graph_compute(b, g); });
+    return GGML_STATUS_SUCCESS;
+}
+// Runs the first `n` pending ops.
+inline void run_ops(size_t n) {
+    std::vector<std::function<void()>> ops;
+    {
+        std::lock_guard<std::mutex> l(g_mutex);
+        n = std::min(n, g_ops.size());
+        ops.assign(g_ops.begin(), g_ops.begin() + static_cast<std::ptrdiff_t>(n));
+        g_ops.erase(g_ops.begin(), g_ops.begin() + static_cast<std::ptrdiff_t>(n));
+        g_done += n;
+    }
+    for (auto & op : ops) {
+        op();
+    }
+}
+inline void synchronize(ggml_backend_t b) {
+    probe::Enter e("synchronize");
+    {
+        std::lock_guard<std::mutex> l(g_mutex);
+        g_syncs += 1;
+    }
+    run_ops(SIZE_MAX);
+    ggml_backend_synchronize(b);
+}
+inline size_t pending() {
+    std::lock_guard<std::mutex> l(g_mutex);
+    return g_ops.size();
+}
+
+inline ggml_backend_event_t event_new(ggml_backend_dev_t) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    if (g_fail_event_new) {
+        return nullptr;
+    }
+    g_events_new += 1;
+    return reinterpret_cast<ggml_backend_event_t>(new Marker);
+}
+inline void event_free(ggml_backend_event_t e) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_events_free += 1;
+    delete reinterpret_cast<Marker *>(e);
+}
+inline void event_record(ggml_backend_event_t e, ggml_backend_t) {
+    probe::Enter en("event_record");
+    std::lock_guard<std::mutex> l(g_mutex);
+    if (g_throw_event_record) {
+        throw std::runtime_error("event_record failed (test)");
+    }
+    auto * m = reinterpret_cast<Marker *>(e);
+    m->upto = g_done + g_ops.size();
+    m->recorded = true;
+    g_event_records += 1;
+}
+inline void event_synchronize(ggml_backend_event_t e) {
+    probe::Enter en("event_synchronize");
+    auto * m = reinterpret_cast<Marker *>(e);
+    size_t n = 0;
+    {
+        std::lock_guard<std::mutex> l(g_mutex);
+        g_event_syncs += 1;
+        n = m->recorded && m->upto > g_done ? m->upto - g_done : 0;
+    }
+    run_ops(n);
+}
+
+inline void reset() {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_ops.clear();
+    g_done = 0;
+    g_syncs = g_events_new = g_events_free = g_event_records = g_event_syncs = 0;
+    g_fail_event_new = g_throw_event_record = false;
+}
+
+inline void install(sam3d_ggml_seam & s) {
+    s.tensor_set_async = set_async;
+    s.tensor_get_async = get_async;
+    s.graph_compute_async = compute_async;
+    s.synchronize = synchronize;
+}
+
+// Props with caps.events on (and async/host buffer, as cpu_staged).
+inline void props_with_events(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
+    rig::cpu_props_async(dev, props);
+    props->caps.events = true;
+}
+
+// The deferred queue plus events, on a cpu_staged seam.
+inline void install_with_events(sam3d_ggml_seam & s) {
+    install(s);
+    s.dev_get_props = props_with_events;
+    s.event_new = event_new;
+    s.event_free = event_free;
+    s.event_record = event_record;
+    s.event_synchronize = event_synchronize;
+}
+
+}  // namespace deferred

@@ -1,0 +1,276 @@
+// The one execution plan (docs/contract.md rules 3, 4, 8 and A5): the bound is decided on
+// aligned sizes on every path, slots that fell back never make a pinned batch, a call without
+// transfers is never a fallback, sums that overflow are oversized, and views without a buffer
+// of their own run wherever GGML's blocking calls take them.
+#include "cases.h"
+#include "probe.h"
+#include "rig.h"
+
+using rig::Kind;
+using rig::Rig;
+
+namespace {
+
+std::vector<Kind> staged_kinds() {
+    std::vector<Kind> k = {Kind::CpuStaged};
+#ifdef SAM3D_VULKAN
+    k.push_back(Kind::Vulkan);
+#endif
+    return k;
+}
+
+bool staged(sam3d_session * s) {
+    return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
+}
+
+}  // namespace
+
+class PlanBound : public testing::TestWithParam<Kind> {
+   protected:
+    void SetUp() override { probe::reset(); }
+};
+
+// Raw bytes within the bound, aligned bytes over it (an upload of half + 1 bytes aligns to
+// half + A, a download of half - A + 1 to half): run, a queued copying submit and a reservation
+// all fall back as oversized; the results are exact.
+TEST_P(PlanBound, RawBytesWithinTheBoundButAlignedOverItFallBackOnEveryPath) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half + 1), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const size_t al = sam3d_session_staging_alignment(s);
+    ASSERT_GT(al, 1u) << "needs a host buffer type with an alignment above 1";
+    const size_t up_bytes = half + 1, down_bytes = half - al + 1;
+    ASSERT_LE(up_bytes + down_bytes, SAM3D_STAGING_BOUND_BYTES) << "raw bytes within the bound";
+    ASSERT_GT(((up_bytes + al - 1) / al + (down_bytes + al - 1) / al) * al, SAM3D_STAGING_BOUND_BYTES);
+    const std::vector<uint8_t> src = rig::pattern(up_bytes, 3), want = rig::pattern(half, 4);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(down_bytes, 0);
+    sam3d_upload u[] = {rig::up(in, src.data(), up_bytes)};
+    sam3d_download d[] = {rig::down(out, dst.data(), down_bytes)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), down_bytes));
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+    EXPECT_EQ(r.counters(s).pinned_batches, 0u) << "run";
+
+    std::fill(dst.begin(), dst.end(), 0);
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), down_bytes));
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 2);
+    EXPECT_EQ(r.counters(s).pinned_batches, 0u) << "copying queued submit";
+
+    sam3d_slot_request req[2] = {{up_bytes}, {down_bytes}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "reserve";
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+    std::memcpy(p[0], src.data(), up_bytes);
+    sam3d_upload zu[] = {rig::up(in, p[0], up_bytes)};
+    sam3d_download zd[] = {rig::down(out, p[1], down_bytes)};
+    sam3d_call zc{zu, 1, nullptr, zd, 1, false};
+    ASSERT_EQ(sam3d_session_submit(s, &zc, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(p[1], want.data(), down_bytes));
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 3);
+    EXPECT_EQ(r.counters(s).pinned_batches, 0u) << "zero-copy submit";
+}
+
+// A zero-copy call whose uploads come only from kept slots batches only if those slots are
+// pinned ring memory (A5): kept slots that fell back (pinned_unavailable, or oversized) make
+// the call fall back for the same reason, on the synchronous path, and it stays exact.
+TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    if (r.kind() == Kind::CpuStaged) {
+        r.seam().buft_alloc_buffer = probe::alloc_buffer;
+    }
+    const int64_t n = (17 << 20) / 4;  // two 17 MiB slots: one reservation over the bound
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    const size_t bytes = static_cast<size_t>(n) * 4;
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    struct Case {
+        const char * name;
+        sam3d_fallback reason;
+    };
+    for (const Case & k : {Case{"oversized", SAM3D_FALLBACK_OVERSIZED}, Case{"pinned_unavailable", SAM3D_FALLBACK_PINNED_UNAVAILABLE}}) {
+        if (k.reason == SAM3D_FALLBACK_PINNED_UNAVAILABLE && r.kind() != Kind::CpuStaged) {
+            continue;  // the failing allocator is a seam entry of the CPU rig
+        }
+        SCOPED_TRACE(k.name);
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        // Call 1 (kept): uploads a and b, downloads them back into its slots.
+        std::vector<sam3d_slot_request> req = {{bytes}, {bytes}};
+        if (k.reason == SAM3D_FALLBACK_PINNED_UNAVAILABLE) {
+            req = {{bytes / 4}, {bytes / 4}};
+            probe::get().alloc_mode = 1;
+        }
+        void * p[2] = {nullptr, nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req.data(), 2, p), SAM3D_OK) << sam3d_last_error();
+        probe::get().alloc_mode = 0;
+        ASSERT_FALSE(sam3d_session_reservation_pinned(s));
+        const size_t part = req[0].size;
+        std::memcpy(p[0], a.data(), part);
+        sam3d_upload u1[] = {rig::up(w.a, p[0], part)};
+        sam3d_download d1[] = {rig::down(w.a, p[1], part)};
+        sam3d_call c1{u1, 1, nullptr, d1, 1, false};
+        sam3d_ticket k1 = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k1), SAM3D_OK)
+            << sam3d_last_error();
+        sam3d_session_reset_counters(s);
+        // Call 2: uploads from the kept output slot only, then computes; the ring is free and
+        // allocation works now, but the slot is heap memory.
+        ggml_backend_tensor_set(w.b, b.data(), 0, bytes);
+        sam3d_upload u2[] = {rig::up(w.b, p[1], part)};
+        sam3d_call c2{u2, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+        const sam3d_counters kc = r.counters(s);
+        EXPECT_EQ(kc.pinned_batches, 0u) << "a call reading heap slots counted as a pinned batch";
+        cases::expect_fallbacks(kc, k.reason, 1);
+        EXPECT_EQ(kc.sync_uploads, 1u);
+        EXPECT_EQ(kc.async_uploads, 0u);
+        std::vector<float> back(part / 4);
+        ggml_backend_tensor_get(w.b, back.data(), 0, part);
+        EXPECT_EQ(back, std::vector<float>(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(part / 4)));
+        ASSERT_EQ(sam3d_session_release(s, k1), SAM3D_OK) << sam3d_last_error();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(staged_kinds()), rig::param_name);
+
+class PlanCounting : public testing::TestWithParam<Kind> {
+   protected:
+    void SetUp() override { probe::reset(); }
+};
+
+// A call without transfers stages nothing: never a fallback and never a pinned batch, on a
+// session with a static fallback as on one without, batching on or off (rule 8).
+TEST_P(PlanCounting, GraphOnlyCallIsNeverAFallback) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 256;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    ggml_backend_tensor_set(w.a, a.data(), 0, n * 4);
+    ggml_backend_tensor_set(w.b, b.data(), 0, n * 4);
+    for (sam3d_batching mode : {SAM3D_BATCHING_ON, SAM3D_BATCHING_OFF}) {
+        sam3d_session * s = r.session(mode);
+        sam3d_call c{nullptr, 0, w.graph, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+        sam3d_ticket t = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        const sam3d_counters k = r.counters(s);
+        EXPECT_EQ(k.calls, 2u);
+        cases::expect_fallbacks(k);
+        EXPECT_EQ(k.pinned_batches, 0u);
+        std::vector<float> out(n);
+        ggml_backend_tensor_get(w.out, out.data(), 0, n * 4);
+        EXPECT_EQ(out, cases::expected(a, b));
+    }
+}
+
+// Views created after their source was allocated have data and a view source but no buffer of
+// their own: GGML's blocking set/get take them, so batching off (and every synchronous path)
+// accepts them; the batched path uses GGML's async set/get, which need tensor->buffer, and
+// refuses them naming the fix; after ggml_backend_view_init they batch.
+TEST_P(PlanCounting, ViewsWithoutTheirOwnBufferRunWhereGgmlsBlockingCallsTakeThem) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 1000;
+    ggml_tensor * big = r.f32(4 * n, "big");
+    r.alloc();
+    ggml_tensor * v = ggml_view_1d(r.ctx(), big, n, 1024 * sizeof(float));  // after the allocation
+    ggml_set_name(v, "late_view");
+    ASSERT_EQ(v->buffer, nullptr);
+    ASSERT_NE(v->data, nullptr);
+    const std::vector<float> a = rig::ramp(n, 5.0f);
+    auto roundtrip = [&](sam3d_session * s, bool synchronous) {
+        std::vector<float> back(n, -1.0f);
+        sam3d_upload u[] = {rig::up(v, a.data(), n * 4)};
+        sam3d_download d[] = {rig::down(v, back.data(), n * 4)};
+        sam3d_call c{u, 1, nullptr, d, 1, synchronous};
+        const sam3d_status st = sam3d_session_run(s, &c);
+        if (st == SAM3D_OK) {
+            EXPECT_EQ(back, a);
+        } else {
+            EXPECT_EQ(back, std::vector<float>(n, -1.0f)) << "a refused call wrote its dst";
+        }
+        return st;
+    };
+    sam3d_session * off = r.session(SAM3D_BATCHING_OFF);
+    EXPECT_EQ(roundtrip(off, false), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> whole(4 * n);
+    ggml_backend_tensor_get(big, whole.data(), 0, 4 * n * 4);
+    EXPECT_EQ(std::vector<float>(whole.begin() + 1024, whole.begin() + 1024 + n), a) << "the view's bytes of its source";
+    sam3d_session * on = r.session(SAM3D_BATCHING_ON);
+    EXPECT_EQ(roundtrip(on, true), SAM3D_OK) << "synchronous call: " << sam3d_last_error();
+    probe::reset();
+    const sam3d_status st = roundtrip(on, false);
+    if (staged(on)) {
+        EXPECT_EQ(st, SAM3D_ERR_UNALLOCATED_TENSOR);
+        EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].tensor ('late_view') is a view without a buffer of its own");
+        EXPECT_CONTAINS(sam3d_last_error(), "ggml_backend_view_init");
+        EXPECT_TRUE(probe::events().empty()) << "a refused call reached the seam";
+        EXPECT_EQ(r.counters(on).rejected_calls, 1u);
+        EXPECT_EQ(r.counters(on).calls, 1u);
+        ASSERT_EQ(ggml_backend_view_init(v), GGML_STATUS_SUCCESS);
+        EXPECT_EQ(roundtrip(on, false), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(r.counters(on).pinned_batches, 1u);
+    } else {
+        EXPECT_EQ(st, SAM3D_OK) << "the synchronous path takes the view: " << sam3d_last_error();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PlanCounting, testing::ValuesIn(rig::kinds()), rig::param_name);
+
+namespace {
+void set_nothing(ggml_tensor *, const void * data, size_t, size_t) { probe::Enter e("set", data); }
+void get_nothing(const ggml_tensor *, void * data, size_t, size_t) { probe::Enter e("get", data); }
+}  // namespace
+
+// Aligned sizes whose sum does not fit in size_t are oversized (rule 3), not a small sum: a
+// tensor that claims 2^63 bytes (only its metadata; the seam's blocking set/get do nothing) with
+// two uploads and two downloads of 2^62 bytes each.
+TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    probe::record_all(r.seam());
+    r.seam().tensor_set = set_nothing;
+    r.seam().tensor_get = get_nothing;
+    r.bytes(64, "real");
+    r.alloc();
+    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * huge = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, int64_t(1) << 61);
+    ggml_set_name(huge, "huge");
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 64);
+    huge->buffer = buf;
+    huge->data = ggml_backend_buffer_get_base(buf);
+    ASSERT_EQ(ggml_nbytes(huge), size_t(1) << 63);
+    const size_t q = size_t(1) << 62;
+    static uint8_t host[64];
+    uint8_t * base = host;
+    sam3d_upload u[] = {rig::up(huge, base, q, 0), rig::up(huge, base, q, q)};
+    sam3d_download d[] = {rig::down(huge, base, q, 0), rig::down(huge, base + q, q, q)};
+    sam3d_call c{u, 2, nullptr, d, 2, false};
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    const sam3d_counters k = r.counters(s);
+    cases::expect_fallbacks(k, SAM3D_FALLBACK_OVERSIZED, 1);
+    EXPECT_EQ(k.pinned_batches, 0u);
+    EXPECT_EQ(k.sync_uploads, 2u);
+    EXPECT_EQ(k.staging_allocations, 0u);
+    const std::vector<std::string> want = {"set", "set", "get", "get"};
+    EXPECT_EQ(probe::names(), want);
+    ggml_backend_buffer_free(buf);
+    ggml_free(ctx);
+}
