@@ -84,7 +84,7 @@ class _Checker:
 
     def fail(self, field: str, problem: str) -> None:
         raise ResultError(f"{self.source}: field {field!r}: {problem} "
-                          f"(schema {SCHEMA}: see the docstring of sam3d/results.py)")
+                          f"(schema {SCHEMA}: see the docstring of sam3d/results/schema.py)")
 
     def get(self, obj: Mapping, key: str, where: str) -> Any:
         field = f"{where}.{key}" if where else key
@@ -127,6 +127,14 @@ class _Checker:
 
     def listing(self, obj, key, where):
         return self.typed(obj, key, where, (list,), "a list")
+
+    def objects(self, items: list, where: str):
+        """(field name, item) of each entry of a list that must hold objects."""
+        for i, item in enumerate(items):
+            w = f"{where}[{i}]"
+            if not isinstance(item, dict):
+                self.fail(w, f"expected an object, got {type(item).__name__}")
+            yield w, item
 
 
 def validate(result: Any, source: str = "<result>") -> dict:
@@ -198,10 +206,7 @@ def validate(result: Any, source: str = "<result>") -> dict:
         if not failed and not rows:
             c.fail("rows", "is empty; an ok result has at least one batching mode")
         seen = set()
-        for i, row in enumerate(rows):
-            w = f"rows[{i}]"
-            if not isinstance(row, dict):
-                c.fail(w, f"expected an object, got {type(row).__name__}")
+        for w, row in c.objects(rows, "rows"):
             mode = c.get(row, "batching", w)
             if mode not in BATCHING:
                 c.fail(f"{w}.batching", f"is {mode!r}, expected one of {', '.join(BATCHING)}")
@@ -214,10 +219,7 @@ def validate(result: Any, source: str = "<result>") -> dict:
             if not failed and images is not None and len(samples) != images:
                 c.fail(f"{w}.samples", f"has {len(samples)} entries but protocol.images is {images}")
             imgs = set()
-            for j, s in enumerate(samples):
-                ws = f"{w}.samples[{j}]"
-                if not isinstance(s, dict):
-                    c.fail(ws, f"expected an object, got {type(s).__name__}")
+            for ws, s in c.objects(samples, f"{w}.samples"):
                 img = c.integer(s, "image", ws)
                 if img in imgs:
                     c.fail(f"{ws}.image", f"image {img} appears twice in {w}")
