@@ -1,5 +1,8 @@
 """Nox sessions: thin wrappers over `python -m sam3d` (the logic lives in the sam3d package).
 
+Each session is one function calling one command of sam3d/cli/main.py; a new command (for
+example a mutation run) gets its session here, next to the others (README, "Architecture").
+
 Sessions run in the environment made by ci/bootstrap.sh from requirements.lock, so every
 tool is the locked one. Arguments after `--` go straight to the sam3d command, e.g.
 `nox -s build -- cpu-asan` or `nox -s bench -- --images 5 release`.
