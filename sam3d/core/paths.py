@@ -16,7 +16,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def root() -> Path:
     """The checkout: $SAM3D_ROOT, else the nearest folder above the cwd holding conanfile.py and
-    native/, else the folder above this package (an editable install)."""
+    native/, else the checkout this package lies in (an editable install)."""
     env = os.environ.get("SAM3D_ROOT")
     if env:
         return Path(env).resolve()
