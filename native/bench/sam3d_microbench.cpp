@@ -1,18 +1,21 @@
 // sam3d_microbench: the core's own costs, through its C API, on the CPU backend.
 //
-//   1. bookkeeping per call (validation, layout, counters) for 10 uploads + 10 downloads of
-//      64 bytes each on the staged path (the CPU backend with the seam forcing caps on and the
-//      CPU buffer type as staging: GGML then sets/gets synchronously, so the copies are a few
-//      hundred bytes and the call is dominated by the core's bookkeeping), and the same call
-//      with batching off (ggml_backend_tensor_set/get only) for reference; ns per call;
+//   1. bookkeeping per call (validation, plan, layout, counters) for 10 uploads + 10 downloads
+//      of 64 bytes each on every path: sam3d_session_run staged, a copying queued submit and its
+//      wait, a zero-copy submit (with its reservation), a queued zero-copy submit and its wait,
+//      a kept zero-copy submit and its release (the CPU backend with the seam forcing caps on
+//      and the CPU buffer type as staging: GGML then sets/gets synchronously, so the copies are a
+//      few hundred bytes and the call is dominated by the core's bookkeeping), and run with
+//      batching off (ggml_backend_tensor_set/get only) for reference; ns per call;
 //   2. staging copy speed: one 16 MiB upload + one 16 MiB download on the staged path, the
 //      core's copy_ns counter against a plain memcpy of the same bytes; GB/s;
-//   3. host memory: the staging bytes the session asked of GGML, and the heap growth
-//      (mallinfo2) over 10,000 warm calls, which must be 0.
+//   3. host memory: the staging bytes the session asked of GGML, and per path the heap growth
+//      (mallinfo2) over the timed warm calls (100,000 by default), which must be 0 (exit 2 if not).
 // Prints one JSON object. Usage: sam3d_microbench [--calls N]
 #include <malloc.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,12 +55,14 @@ sam3d_session * session(ggml_backend_t backend, sam3d_batching mode, const sam3d
     return s;
 }
 
-void run(sam3d_session * s, const sam3d_call & c) {
-    if (sam3d_session_run(s, &c) != SAM3D_OK) {
+void check(sam3d_status st) {
+    if (st != SAM3D_OK) {
         std::fprintf(stderr, "sam3d_microbench: %s\n", sam3d_last_error());
         std::exit(1);
     }
 }
+
+void run(sam3d_session * s, const sam3d_call & c) { check(sam3d_session_run(s, &c)); }
 
 }  // namespace
 
@@ -94,26 +99,79 @@ int main(int argc, char ** argv) {
     }
     const sam3d_call c{ups.data(), ups.size(), nullptr, downs.data(), downs.size(), false};
 
-    double per_call[2];
-    long heap_growth = 0;
-    uint64_t staging_bytes = 0;
-    for (int m = 0; m < 2; ++m) {
-        sam3d_session * s = session(backend, m == 0 ? SAM3D_BATCHING_ON : SAM3D_BATCHING_OFF, &seam);
-        for (int i = 0; i < 1000; ++i) run(s, c);  // warm: staging allocated, scratch vectors sized
+    // Every path, on its own session: warm-up, then `calls` timed calls and the heap growth
+    // over them (mallinfo2().uordblks, bytes in use), which must be 0.
+    std::vector<sam3d_slot_request> req(2 * n, sam3d_slot_request{small});
+    std::vector<void *> slot(2 * n);
+    std::vector<sam3d_upload> zups(n);
+    std::vector<sam3d_download> zdowns(n);
+    auto zero_copy_call = [&] {
+        for (int i = 0; i < n; ++i) {
+            zups[i] = {ins[i], slot[i], 0, small};
+            zdowns[i] = {outs[i], slot[n + i], 0, small};
+        }
+        return sam3d_call{zups.data(), zups.size(), nullptr, zdowns.data(), zdowns.size(), false};
+    };
+    auto reserve = [&](sam3d_session * s) { check(sam3d_session_reserve(s, req.data(), req.size(), slot.data())); };
+    struct Path {
+        const char * name;
+        sam3d_batching mode;
+        std::function<void(sam3d_session *)> one;  // one call of the path
+    };
+    const std::vector<Path> paths = {
+        {"run_staged", SAM3D_BATCHING_ON, [&](sam3d_session * s) { run(s, c); }},
+        {"run_off", SAM3D_BATCHING_OFF, [&](sam3d_session * s) { run(s, c); }},
+        {"copying_queued", SAM3D_BATCHING_ON,
+         [&](sam3d_session * s) {
+             sam3d_ticket t = 0;
+             check(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t));
+             check(sam3d_session_wait(s, t));
+         }},
+        {"zero_copy", SAM3D_BATCHING_ON,
+         [&](sam3d_session * s) {
+             reserve(s);
+             const sam3d_call z = zero_copy_call();
+             check(sam3d_session_submit(s, &z, SAM3D_SUBMIT_ZERO_COPY, nullptr));
+         }},
+        {"zero_copy_queued", SAM3D_BATCHING_ON,
+         [&](sam3d_session * s) {
+             reserve(s);
+             const sam3d_call z = zero_copy_call();
+             sam3d_ticket t = 0;
+             check(sam3d_session_submit(s, &z, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t));
+             check(sam3d_session_wait(s, t));
+         }},
+        {"kept", SAM3D_BATCHING_ON,
+         [&](sam3d_session * s) {
+             reserve(s);
+             const sam3d_call z = zero_copy_call();
+             sam3d_ticket t = 0;
+             check(sam3d_session_submit(s, &z, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &t));
+             check(sam3d_session_release(s, t));
+         }},
+    };
+    std::string rows;
+    bool heap_ok = true;
+    for (const Path & p : paths) {
+        sam3d_session * s = session(backend, p.mode, &seam);
+        for (int i = 0; i < 1000; ++i) p.one(s);  // warm: staging allocated, scratch and pools sized
         const size_t heap0 = mallinfo2().uordblks;
         const double t0 = now_ns();
-        for (long i = 0; i < calls; ++i) run(s, c);
-        per_call[m] = (now_ns() - t0) / static_cast<double>(calls);
-        if (m == 0) {
-            heap_growth = static_cast<long>(mallinfo2().uordblks) - static_cast<long>(heap0);
-            sam3d_counters k{};
-            sam3d_session_counters(s, &k);
-            staging_bytes = k.staging_bytes;
-            if (k.pinned_batches < static_cast<uint64_t>(calls)) {
-                std::fprintf(stderr, "sam3d_microbench: the staged path did not run\n");
-                return 1;
-            }
+        for (long i = 0; i < calls; ++i) p.one(s);
+        const double ns = (now_ns() - t0) / static_cast<double>(calls);
+        const long growth = static_cast<long>(mallinfo2().uordblks) - static_cast<long>(heap0);
+        heap_ok = heap_ok && growth == 0;
+        sam3d_counters k{};
+        sam3d_session_counters(s, &k);
+        if (p.mode == SAM3D_BATCHING_ON && k.pinned_batches < static_cast<uint64_t>(calls)) {
+            std::fprintf(stderr, "sam3d_microbench: %s did not take the staged path\n", p.name);
+            return 1;
         }
+        char row[256];
+        std::snprintf(row, sizeof(row),
+                      "%s\n  \"%s\": {\"ns_per_call\": %.1f, \"heap_growth_bytes\": %ld, \"staging_bytes_asked_of_ggml\": %llu}",
+                      rows.empty() ? "" : ",", p.name, ns, growth, static_cast<unsigned long long>(k.staging_bytes));
+        rows += row;
         sam3d_session_free(s);
     }
 
@@ -140,13 +198,11 @@ int main(int argc, char ** argv) {
 
     std::printf(
         "{\"calls\": %ld, \"descriptors\": %d, \"descriptor_bytes\": %zu,\n"
-        " \"staged_ns_per_call\": %.1f, \"off_ns_per_call\": %.1f,\n"
-        " \"heap_growth_bytes_over_warm_calls\": %ld, \"staging_bytes_asked_of_ggml\": %llu,\n"
+        " \"paths\": {%s},\n"
         " \"staging_copy_gb_per_s\": %.2f, \"memcpy_gb_per_s\": %.2f, \"copy_bytes\": %zu}\n",
-        calls, 2 * n, small, per_call[0], per_call[1], heap_growth, static_cast<unsigned long long>(staging_bytes),
-        staging_gbs, memcpy_gbs, 2 * big);
+        calls, 2 * n, small, rows.c_str(), staging_gbs, memcpy_gbs, 2 * big);
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
     ggml_backend_free(backend);
-    return heap_growth == 0 ? 0 : 2;
+    return heap_ok ? 0 : 2;
 }
