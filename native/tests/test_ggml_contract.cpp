@@ -134,3 +134,53 @@ TEST(GgmlContractVulkan, HostBufferAllocationHasTheHostBufferType) {
     ggml_backend_buffer_free(b);
 }
 #endif
+
+#ifdef SAM3D_VULKAN
+// GGML_VK_ASYNC_USE_TRANSFER_QUEUE (and AMD dGPUs by default) put async uploads on a separate
+// transfer queue. GGML 0.20.2 covers them with the event: ggml_backend_vk_event_record first
+// submits the transfer context (ggml_vk_submit_transfer_ctx, signalling the transfer
+// semaphore), and the compute submission that sets the event and signals its timeline
+// semaphore waits on that semaphore (ggml_vk_get_compute_ctx). So a transfers-only queued
+// call's event signals only after the transfer queue has read the ring, and the core may hand
+// its region out again after that event's wait. This case runs in its own process with the
+// variable set (GGML reads it at device start-up; on a single-queue device such as lavapipe it
+// has no effect and the case checks the ordinary path): the region of a waited transfers-only
+// call is handed out again and overwritten at once, while the upload's bytes stay intact.
+TEST(TransferQueue, EventOfATransfersOnlyCallCoversTheTransferQueueReads) {
+    ASSERT_NE(std::getenv("GGML_VK_ASYNC_USE_TRANSFER_QUEUE"), nullptr) << "run through CTest";
+    rig::Rig r(rig::Kind::Vulkan);
+    RIG_REQUIRE(r);
+    const size_t big = size_t(16) << 20, other = size_t(15) << 20;
+    ggml_tensor * a = r.bytes(static_cast<int64_t>(big), "a");
+    ggml_tensor * b = r.bytes(static_cast<int64_t>(other), "b");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> xa = rig::pattern(big, 1), xb = rig::pattern(other, 2);
+    auto queued_upload = [&](ggml_tensor * t, const std::vector<uint8_t> & x, void ** slot) {
+        sam3d_slot_request req = {x.size()};
+        EXPECT_EQ(sam3d_session_reserve(s, &req, 1, slot), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+        std::memcpy(*slot, x.data(), x.size());
+        sam3d_upload u[] = {rig::up(t, *slot, x.size())};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        sam3d_ticket k = 0;
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &k), SAM3D_OK)
+            << sam3d_last_error();
+        return k;
+    };
+    void * p1 = nullptr;
+    void * p2 = nullptr;
+    const sam3d_ticket t1 = queued_upload(a, xa, &p1);
+    const sam3d_ticket t2 = queued_upload(b, xb, &p2);
+    ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();  // an older call: its event
+    sam3d_slot_request again = {big};
+    void * p3 = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &again, 1, &p3), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(p3, p1) << "the waited call's region is handed out again (the ring head has no room)";
+    std::memset(p3, 0xEE, big);
+    ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+    std::vector<uint8_t> back(big);
+    ggml_backend_tensor_get(a, back.data(), 0, big);
+    EXPECT_TRUE(back == xa) << "the upload read its ring region after the event signalled";
+}
+#endif
