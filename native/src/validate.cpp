@@ -36,20 +36,23 @@ sam3d_status check_descriptor(const Session & s, const char * array, size_t i, c
         return fail(SAM3D_ERR_NOT_CONTIGUOUS, where(array, i, "tensor") + " ('" + t->name + "') is not contiguous");
     }
     const size_t nbytes = ggml_nbytes(t);
-    const std::string extent = "[" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
-                               std::to_string(size) + ") is not inside the " + std::to_string(nbytes) +
-                               " bytes of tensor '" + t->name + "'";
+    // The message names the bad field: the offset or the size alone past the end, else both.
+    const auto extent = [&](const std::string & field) {
+        return fail(SAM3D_ERR_EXTENT, field + ": [" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+                                          std::to_string(size) + ") is not inside the " + std::to_string(nbytes) +
+                                          " bytes of tensor '" + t->name + "'");
+    };
     if (size == 0) {
         return fail(SAM3D_ERR_EXTENT, where(array, i, "size") + " is 0: give the number of bytes to transfer");
     }
     if (offset > nbytes) {
-        return fail(SAM3D_ERR_EXTENT, where(array, i, "offset") + ": " + extent);
+        return extent(where(array, i, "offset"));
     }
     if (size > nbytes) {
-        return fail(SAM3D_ERR_EXTENT, where(array, i, "size") + ": " + extent);
+        return extent(where(array, i, "size"));
     }
     if (size > nbytes - offset) {
-        return fail(SAM3D_ERR_EXTENT, where(array, i, "offset") + " + " + where(array, i, "size") + ": " + extent);
+        return extent(where(array, i, "offset") + " + " + where(array, i, "size"));
     }
     if (reinterpret_cast<uintptr_t>(host) > UINTPTR_MAX - size) {
         return fail(SAM3D_ERR_EXTENT, where(array, i, "size") + ": [" + where(array, i, up ? "src" : "dst") +
