@@ -232,7 +232,7 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
     const ggml_status compute = c.compute_status;
     // Reported; a failed kept call is released by its wait (A4).
     c.state = c.keep && st == SAM3D_OK ? Call::State::Kept : Call::State::Reported;
-    if (c.copying()) {
+    if (c.freed_at_wait()) {
         free_call(s, it);  // a copying call's region is free once its outputs are copied
     }
     if (st != SAM3D_OK) {

@@ -17,7 +17,6 @@ sam3d_status fail(sam3d_status status, const std::string & message) {
     return status;
 }
 void clear_error() { g_last_error.clear(); }
-void set_error(const std::string & message) { g_last_error = message; }
 const char * last_error() { return g_last_error.c_str(); }
 
 uint64_t now_ns() {

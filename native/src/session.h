@@ -18,7 +18,6 @@ namespace sam3d {
 // Sets the thread's last error to "<status name>: <message>" and returns `status`.
 sam3d_status fail(sam3d_status status, const std::string & message);
 void clear_error();
-void set_error(const std::string & message);
 const char * last_error();
 
 uint64_t now_ns();
@@ -127,8 +126,9 @@ struct Call {
     std::vector<Copy> copies;           // a copying queued call's outputs, copied at the wait
 
     bool done() const { return state != State::InFlight; }
-    // Whether a copying queued call: its region is free once its wait copied its outputs.
-    bool copying() const { return slots.empty() && !keep; }
+    // Whether the call holds no slots the caller may read after its wait (a copying call, or a
+    // zero-copy call reading kept slots only): it is freed by its wait.
+    bool freed_at_wait() const { return slots.empty() && !keep; }
 };
 
 }  // namespace sam3d
