@@ -24,19 +24,6 @@ uint64_t now_ns() {
         std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-bool add_aligned(size_t * total, size_t size, size_t a) {
-    const size_t al = a > 1 ? a : 1;
-    if (size > SIZE_MAX - (al - 1)) {
-        return false;
-    }
-    const size_t aligned = align_up(size, al);
-    if (*total > SIZE_MAX - aligned) {
-        return false;
-    }
-    *total += aligned;
-    return true;
-}
-
 Ggml::Ggml(const sam3d_ggml_seam & s)
     : tensor_set(s.tensor_set ? s.tensor_set : ggml_backend_tensor_set),
       tensor_get(s.tensor_get ? s.tensor_get : ggml_backend_tensor_get),

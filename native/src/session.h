@@ -23,7 +23,18 @@ const char * last_error();
 uint64_t now_ns();
 inline size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
 // total += align_up(size, a); false (total unchanged) when that does not fit in size_t.
-bool add_aligned(size_t * total, size_t size, size_t a);
+inline bool add_aligned(size_t * total, size_t size, size_t a) {
+    const size_t al = a > 1 ? a : 1;
+    if (size > SIZE_MAX - (al - 1)) {
+        return false;
+    }
+    const size_t aligned = align_up(size, al);
+    if (*total > SIZE_MAX - aligned) {
+        return false;
+    }
+    *total += aligned;
+    return true;
+}
 
 // The seam with every NULL entry replaced by GGML's own function.
 struct Ggml {

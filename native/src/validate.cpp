@@ -1,7 +1,6 @@
 #include "validate.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 
 namespace sam3d {
@@ -12,10 +11,10 @@ std::string where(const char * array, size_t i, const char * field) {
     return std::string(array) + "[" + std::to_string(i) + "]." + field;
 }
 
-// Rule 1 for one descriptor; `array` is "uploads" or "downloads".
-sam3d_status check_descriptor(const Session & s, const char * array, size_t i, const ggml_tensor * t,
-                              const void * host, size_t offset, size_t size) {
-    const bool up = std::strcmp(array, "uploads") == 0;
+// Rule 1 for one descriptor (an upload when `up`, else a download).
+sam3d_status check_descriptor(const Session & s, bool up, size_t i, const ggml_tensor * t, const void * host,
+                              size_t offset, size_t size) {
+    const char * array = up ? "uploads" : "downloads";
     if (t == nullptr) {
         return fail(SAM3D_ERR_NULL_TENSOR, where(array, i, "tensor") + " is NULL");
     }
@@ -86,13 +85,13 @@ sam3d_status validate(Session & s, const sam3d_call & c) {
     }
     for (size_t i = 0; i < c.n_uploads; ++i) {
         const sam3d_upload & u = c.uploads[i];
-        if (sam3d_status st = check_descriptor(s, "uploads", i, u.tensor, u.src, u.offset, u.size)) {
+        if (sam3d_status st = check_descriptor(s, true, i, u.tensor, u.src, u.offset, u.size)) {
             return st;
         }
     }
     for (size_t i = 0; i < c.n_downloads; ++i) {
         const sam3d_download & d = c.downloads[i];
-        if (sam3d_status st = check_descriptor(s, "downloads", i, d.tensor, d.dst, d.offset, d.size)) {
+        if (sam3d_status st = check_descriptor(s, false, i, d.tensor, d.dst, d.offset, d.size)) {
             return st;
         }
     }
