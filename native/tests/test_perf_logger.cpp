@@ -40,6 +40,47 @@ TEST(PerfLogger, StagedPathDrainsAndStaysExact) {
     EXPECT_EQ(r.counters(on).pinned_batches, 4u);
 }
 
+// The same on the queued and zero-copy paths: a queued copying call and a queued zero-copy call
+// drain before compute (GGML would abort otherwise) and match batching off.
+TEST(PerfLogger, QueuedAndZeroCopyCallsDrainAndStayExact) {
+    REQUIRE_PERF_LOGGER();
+    probe::reset();
+    Rig r(Kind::Vulkan);
+    RIG_REQUIRE(r);
+    probe::record_all(r.seam());
+    const int64_t n = 4096;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 3.0f), b = rig::ramp(n, 4.0f), want = cases::expected(a, b);
+    const std::vector<std::string> enqueued = {"set_async", "set_async", "synchronize", "compute_async", "get_async"};
+    std::vector<float> dst(n, -1.0f);
+    sam3d_upload u[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
+    sam3d_download d[] = {rig::down(w.out, dst.data(), n * 4)};
+    sam3d_call c{u, 2, w.graph, d, 1, false};
+    sam3d_ticket t = 0;
+    probe::reset();
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(probe::names(), enqueued);
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    sam3d_slot_request req[3] = {{n * 4}, {n * 4}, {n * 4}};
+    void * p[3] = {nullptr, nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 3, p), SAM3D_OK) << sam3d_last_error();
+    std::memcpy(p[0], a.data(), n * 4);
+    std::memcpy(p[1], b.data(), n * 4);
+    sam3d_upload zu[] = {rig::up(w.a, p[0], n * 4), rig::up(w.b, p[1], n * 4)};
+    sam3d_download zd[] = {rig::down(w.out, p[2], n * 4)};
+    sam3d_call zc{zu, 2, w.graph, zd, 1, false};
+    probe::reset();
+    ASSERT_EQ(sam3d_session_submit(s, &zc, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
+        << sam3d_last_error();
+    EXPECT_EQ(probe::names(), enqueued);
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(p[2], want.data(), n * 4));
+    EXPECT_EQ(r.counters(s).pinned_batches, 2u);
+}
+
 // Without the drain (seam drain_before_compute = 0), async uploads are still open when graph
 // compute starts and GGML aborts: GGML_ASSERT(ctx->compute_ctx.expired()).
 TEST(PerfLoggerDeath, WithoutDrainGgmlAbortsOnOpenUploads) {
