@@ -196,6 +196,7 @@ def ggml_package_folder(v: Variant) -> Path:
     rev, pkgs = ggml_packages()
     matches = [pid for pid, p in pkgs.items()
                if p["info"]["settings"]["build_type"] == v.build_type
+               and p["info"]["settings"]["compiler"] == v.compiler
                and p["info"]["settings"].get("compiler.sanitizer") == v.sanitizer
                and p["info"]["options"]["vulkan"] == str(v.vulkan)]
     if len(matches) != 1:
