@@ -23,9 +23,14 @@ fi
 stamp="$venv/.requirements.sha256"
 want=$(cat "$root/requirements.lock" "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "bootstrap: creating $venv from requirements.lock"
-    rm -rf "$venv"
-    "$py" -m venv "$venv"
+    # An existing environment is updated in place, never deleted: another command of this
+    # checkout may be running its cmake or ninja right now.
+    if [ -x "$venv/bin/python" ]; then
+        echo "bootstrap: updating $venv from requirements.lock"
+    else
+        echo "bootstrap: creating $venv from requirements.lock"
+        "$py" -m venv "$venv"
+    fi
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --only-binary=:all: \
         -r "$root/requirements.lock"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
