@@ -64,3 +64,9 @@ def bundle(session: nox.Session) -> None:
     """Pack the GPU variants into build/bundle/sam3d-device.tar.gz for a GPU machine that has
     only the driver and python3; bring its results back with `python -m sam3d device-import`."""
     _sam3d(session, "bundle")
+
+
+@nox.session(tags=["mutants"])
+def mutants(session: nox.Session) -> None:
+    """Mutation check of the core: every mutant in native/mutants.toml must be killed by its variant's normal suite."""
+    _sam3d(session, "mutants")

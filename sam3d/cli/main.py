@@ -17,7 +17,7 @@ from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
-from ..running import bundle
+from ..running import bundle, mutants
 from ..tools import ctest
 from ..tools.build import build_variants, indented
 from . import bench as bench_cmd
@@ -131,6 +131,32 @@ def cmd_device_import(args: argparse.Namespace) -> int:
     return 0 if accepted else 1
 
 
+def cmd_mutants(args: argparse.Namespace) -> int:
+    """Builds the variants the mutants name, then applies, builds and tests each mutant of the list."""
+    ms = mutants.load(Path(args.list) if args.list else None)
+    if args.mutants:
+        unknown = sorted(set(args.mutants) - {m.name for m in ms})
+        if unknown:
+            raise Sam3dError(f"unknown mutant {', '.join(unknown)}; mutants: {', '.join(m.name for m in ms)}")
+        ms = [m for m in ms if m.name in args.mutants]
+    if args.variant:
+        ms = [m for m in ms if m.variant in args.variant]
+        if not ms:
+            raise Sam3dError(f"no mutant of the list runs in {', '.join(args.variant)}")
+    vs = variants.select(sorted({m.variant for m in ms}))
+    failed = build_variants(vs)
+    if failed:
+        print(f"sam3d mutants: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
+        return 1
+    t0 = time.monotonic()
+    outcomes = mutants.run(ms, progress=lambda line: print(line, flush=True))
+    print(mutants.table(outcomes))
+    bad = [o for o in outcomes if not o.ok]
+    print(f"sam3d mutants: {len(outcomes) - len(bad)}/{len(outcomes)} killed as listed in "
+          f"{time.monotonic() - t0:.0f} s" + (f"; not: {', '.join(o.mutant.name for o in bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
 def _at_least(minimum: int):
     """An argparse type: an integer >= minimum."""
     def parse(text: str) -> int:
@@ -193,6 +219,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
     s.set_defaults(func=cmd_device_import)
+
+    s = sub.add_parser("mutants", help="apply each mutant of native/mutants.toml to a scratch copy of the core, "
+                                       "build it and run the normal suite; every mutant must be killed")
+    s.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutant names (default: all)")
+    s.add_argument("--variant", action="append", metavar="VARIANT", help="only the mutants of this variant")
+    s.add_argument("--list", metavar="FILE", help="the mutant list (default native/mutants.toml)")
+    s.set_defaults(func=cmd_mutants)
     return p
 
 
