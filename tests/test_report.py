@@ -303,20 +303,20 @@ def test_write_evidence_caller_reason(tmp_path, make_result):
 def test_compare_flags_a_real_change(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=[x + 0.05 for x in OFF]))
-    md = compare.compare(tmp_path / "a", tmp_path / "b")
+    md = compare.compare(tmp_path / "a", tmp_path / "b").markdown()
     _, header, rows = parse(md)
     on, off = by(rows, batching="on"), by(rows, batching="off")
-    assert on["change"] == "**faster** (beyond spread)"
+    assert on["change"] == "**faster**"
     assert on["B/A"] == "0.900"
-    assert off["change"] == "within spread"       # +0.05 ms against an IQR of ~0.95 ms
-    assert "1 of 2 rows changed beyond the spread" in md
+    assert off["change"] == "no change"       # +0.05 ms: +0.05 %, far below the 5 % minimum effect
+    assert "1 of 2 rows changed" in md
 
 
 def test_compare_one_sided_and_failed_rows(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "a" / "x.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(status="failed", reason="timeout", on_ms=None, off_ms=None))
-    _, _, rows = parse(compare.compare(tmp_path / "a", tmp_path / "b"))
+    _, _, rows = parse(compare.compare(tmp_path / "a", tmp_path / "b").markdown())
     assert by(rows, variant="cpu-asan", batching="on")["change"] == "only in A"
     for mode in ("on", "off"):   # the failed B result stands against both of A's rows
         row = by(rows, variant="release", batching=mode)
@@ -333,6 +333,19 @@ def test_compare_refuses_different_profiles(tmp_path, make_result, capsys):
     assert "a" * 64 in str(e.value) and "b" * 64 in str(e.value)
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
     assert "refusing to compare runs on different profiles" in capsys.readouterr().err
+    assert cli.main(["compare", "--force", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "WARNING: forced: different profiles" in capsys.readouterr().out
+
+
+def test_compare_refuses_different_machines(tmp_path, make_result, capsys):
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF, host="host-a"))
+    results.write(tmp_path / "b" / "r.json", make_result(on_ms=ON, off_ms=OFF, host="host-b"))
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to compare runs of different machines" in err and "host-b (Test CPU)" in err
+    assert cli.main(["compare", "--force", "--format", "json", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["forced"][0].startswith("different machines") and len(doc["rows"]) == 2
 
 
 # --- CLI ------------------------------------------------------------------------------------

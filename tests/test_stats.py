@@ -96,13 +96,18 @@ def test_speedup_needs_equal_lengths():
         stats.speedup([1.0, 2.0], [1.0])
 
 
-def test_change_band():
-    a = [9.0, 10.0, 11.0, 12.0]            # median 10.5, IQR 9.75-11.25, half-IQR/median = 0.75/10.5
-    ratio, lo, hi = stats.change_band(a, [x * 1.05 for x in a])
-    h = 2 * 0.75 / 10.5
-    assert ratio == pytest.approx(1.05)
-    assert (lo, hi) == (pytest.approx(1 - h), pytest.approx(1 + h))
-    assert lo < ratio < hi
-    # no spread at all: any change lies outside
-    ratio, lo, hi = stats.change_band([10.0] * 4, [11.0] * 4)
-    assert (ratio, lo, hi) == (pytest.approx(1.1), 1.0, 1.0)
+def test_change_needs_significance_and_effect():
+    a = [10.0 + 0.01 * i for i in range(20)]            # median 10.095
+    slower = stats.change(a, [x * 1.10 for x in a])     # every B sample above most of A's
+    assert slower.verdict == "slower" and slower.ratio == pytest.approx(1.10) and slower.p < 0.05
+    assert stats.change(a, [x * 0.90 for x in a]).verdict == "faster"
+    # significant but below the minimum effect: +1 % is no change at the default 5 %
+    small = stats.change(a, [x + 0.2 for x in a])
+    assert small.p < 0.05 and small.verdict == "no change"
+    assert stats.change(a, [x + 0.2 for x in a], min_effect=0.01).verdict == "slower"
+    # a large ratio from 3 samples each is not significant (the test's smallest p is 0.1)
+    few = stats.change([10.0, 11.0, 12.0], [13.0, 14.0, 15.0])
+    assert few.p >= 0.05 and few.verdict == "no change"
+    # identical samples: p = 1
+    same = stats.change(a, list(a))
+    assert (same.ratio, same.p, same.verdict) == (1.0, 1.0, "no change")

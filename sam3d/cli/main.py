@@ -90,8 +90,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Prints the table of run B's medians against run A's."""
-    print(compare.compare(args.a, args.b), end="")
+    """Prints run B against run A; exit 1 when a row changed the way --fail-on names."""
+    c = compare.compare(args.a, args.b, min_effect=args.min_effect, alpha=args.alpha, force=args.force)
+    print(c.json() if args.format == "json" else c.markdown(), end="")
+    if args.fail_on and c.changed(args.fail_on):
+        rows = c.changed(args.fail_on)
+        print(f"sam3d compare: {len(rows)} row(s) {args.fail_on if args.fail_on != 'any' else 'changed'}: "
+              + "; ".join(f"{r['variant']} {r['backend']} {r['batching']} B/A {r['B/A']} (p {r['p']})" for r in rows),
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -167,6 +174,17 @@ def _at_least(minimum: int):
     return parse
 
 
+def _share(text: str) -> float:
+    """An argparse type: a number in [0, 1)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: not a number") from None
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be >= 0 and < 1 (0.05 = 5%)")
+    return x
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sam3d", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -193,9 +211,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", metavar="DIR", help="where the evidence folder goes (default generated/diagnostics)")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("compare", help="compare two runs' medians (B over A); refuses different profiles")
+    s = sub.add_parser("compare", help="compare two runs (B against A): medians and a Mann-Whitney U test per "
+                                       "row; refuses different profiles or machines unless --force")
     s.add_argument("a", metavar="A", help="folder (or file) of the baseline run")
     s.add_argument("b", metavar="B", help="folder (or file) of the run compared with it")
+    s.add_argument("--fail-on", choices=sorted(compare.FAIL_ON), help="exit 1 when a row is slower, faster, "
+                   "or either (any)")
+    s.add_argument("--min-effect", type=_share, default=compare.MIN_EFFECT,
+                   help=f"smallest change of B/A that counts, as a share (default {compare.MIN_EFFECT:g} = 5%%)")
+    s.add_argument("--alpha", type=_share, default=compare.ALPHA,
+                   help=f"significance level of the test (default {compare.ALPHA:g})")
+    s.add_argument("--force", action="store_true", help="compare runs of different profiles or machines anyway")
+    s.add_argument("--format", choices=("markdown", "json"), default="markdown")
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("bench", help="build, then run the transfer benchmark in each variant and backend; "

@@ -1,10 +1,13 @@
-"""Comparing two runs: medians of B over A per matching row, changes beyond the runs' own spread
-flagged; runs on different profiles are refused."""
+"""Comparing two runs: per matching row, median(B)/median(A) and a Mann-Whitney U test of the
+per-image samples; a row changed when the difference is significant and at least the minimum
+effect. Runs of different profiles or machines are refused unless forced."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from . import schema as res
 from . import stats
@@ -13,7 +16,56 @@ from .table import Column, layout, tabulate_rows
 
 
 class ProfileMismatch(ReportError):
-    """Two runs measured different profile files; their timings are never compared."""
+    """Two runs measured different profile files; compared only when forced."""
+
+
+class MachineMismatch(ReportError):
+    """Two runs were measured on different machines; compared only when forced."""
+
+
+# --fail-on: which verdicts make `compare` exit 1.
+FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "any": ("slower", "faster")}
+MIN_EFFECT = 0.05
+ALPHA = 0.05
+COLUMNS = [Column("variant"), Column("backend"), Column("device"), Column("batching"),
+           Column("A median ms", "right", False), Column("B median ms", "right", False),
+           Column("B/A", "right", False), Column("p", "right", False), Column("change", movable=False)]
+
+
+@dataclass
+class Comparison:
+    """The rows of B against A (each a dict of the COLUMNS' cells plus "verdict": slower,
+    faster, no change, only in A, only in B or not comparable) and the test's settings."""
+
+    where_a: str
+    where_b: str
+    rows: list[dict] = field(default_factory=list)
+    min_effect: float = MIN_EFFECT
+    alpha: float = ALPHA
+    forced: list[str] = field(default_factory=list)
+
+    def changed(self, fail_on: str = "any") -> list[dict]:
+        """The rows whose verdict --fail-on ``fail_on`` fails on."""
+        return [r for r in self.rows if r["verdict"] in FAIL_ON[fail_on]]
+
+    def markdown(self) -> str:
+        table = [{k: v for k, v in r.items() if k != "verdict"} for r in self.rows]
+        shown, caption = layout(COLUMNS, table)
+        lines = [f"A: {self.where_a}", f"B: {self.where_b}", ""]
+        lines += [f"WARNING: forced: {text}" for text in self.forced] + ([""] if self.forced else [])
+        if caption:
+            lines += ["all rows: " + ", ".join(caption), ""]
+        lines += [tabulate_rows(shown, table), "",
+                  "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
+                  "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when "
+                  f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
+                  f"- {len(self.changed())} of {len(self.rows)} rows changed."]
+        return "\n".join(lines) + "\n"
+
+    def json(self) -> str:
+        return json.dumps({"a": self.where_a, "b": self.where_b, "min_effect": self.min_effect,
+                           "alpha": self.alpha, "forced": self.forced, "rows": self.rows,
+                           "changed": len(self.changed())}, indent=1) + "\n"
 
 
 def _by_config(results: Sequence[dict], side: str, where: str) -> dict[tuple, Row]:
@@ -36,17 +88,30 @@ def _profiles(results: Sequence[dict], side: str, where: str) -> set[str]:
     return shas
 
 
-def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", where_b: str = "B") -> str:
-    """The comparison table of run B against run A (see compare())."""
+def _machines(results: Sequence[dict]) -> set[str]:
+    return {h for h in (res.hostname(r) for r in results) if h}
+
+
+def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", where_b: str = "B", *,
+                    min_effect: float = MIN_EFFECT, alpha: float = ALPHA, force: bool = False) -> Comparison:
+    """The Comparison of run B against run A (see compare())."""
     a = [res.validate(r, f"{where_a} result #{i}") for i, r in enumerate(a, 1)]
     b = [res.validate(r, f"{where_b} result #{i}") for i, r in enumerate(b, 1)]
     pa, pb = _profiles(a, "A", where_a), _profiles(b, "B", where_b)
+    forced = []
     if pa and pb and pa != pb:
-        raise ProfileMismatch(
-            f"refusing to compare runs on different profiles: A ({where_a}) used profile sha256 "
-            f"{next(iter(pa))}, B ({where_b}) used {next(iter(pb))}; runs on different profiles are "
-            "never compared; re-run one side with the "
-            "other's profile file")
+        text = (f"A ({where_a}) used profile sha256 {next(iter(pa))}, B ({where_b}) used {next(iter(pb))}")
+        if not force:
+            raise ProfileMismatch(f"refusing to compare runs on different profiles: {text}; re-run one side "
+                                  "with the other's profile file (--force compares anyway)")
+        forced.append(f"different profiles: {text}")
+    ma, mb = _machines(a), _machines(b)
+    if ma and mb and ma != mb:
+        text = f"A ({where_a}) ran on {', '.join(sorted(ma))}, B ({where_b}) on {', '.join(sorted(mb))}"
+        if not force:
+            raise MachineMismatch(f"refusing to compare runs of different machines: {text}; compare runs of "
+                                  "one machine (--force compares anyway)")
+        forced.append(f"different machines: {text}")
     ra, rb = _by_config(a, "A", where_a), _by_config(b, "B", where_b)
 
     def failed_peer(k: tuple, other: dict[tuple, Row]) -> Row | None:
@@ -75,56 +140,35 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
                           "device, batching): nothing to compare; compare runs of the same variants on "
                           "the same device")
     keys = sorted(pairs, key=lambda k: (variant_rank(k[0]), k[0], k[1], k[2], MODE_ORDER.get(k[3], 2)))
-    table = []
-    flagged = 0
+    out = Comparison(str(where_a), str(where_b), min_effect=min_effect, alpha=alpha, forced=forced)
     for k in keys:
         wa, wb = pairs[k]
         cells = dict(zip(("variant", "backend", "device", "batching"), k))
         if wa is None or wb is None:
-            cells["change"] = "only in A" if wb is None else "only in B"
+            cells["verdict"] = cells["change"] = "only in A" if wb is None else "only in B"
             side = wa or wb
             cells["A median ms" if wb is None else "B median ms"] = (
                 ms(stats.median(side.wall_ms)) if side.ok else f"FAILED: {side.result['reason']}")
         elif not (wa.ok and wb.ok):
             cells["A median ms"] = ms(stats.median(wa.wall_ms)) if wa.ok else f"FAILED: {wa.result['reason']}"
             cells["B median ms"] = ms(stats.median(wb.wall_ms)) if wb.ok else f"FAILED: {wb.result['reason']}"
-            cells["change"] = "not comparable (failed)"
+            cells["verdict"] = cells["change"] = "not comparable (failed)"
         else:
-            ratio, lo, hi = stats.change_band(wa.wall_ms, wb.wall_ms)
-            cells["A median ms"] = ms(stats.median(wa.wall_ms))
-            cells["B median ms"] = ms(stats.median(wb.wall_ms))
-            cells["B/A"] = f"{ratio:.3f}"
-            cells["band"] = f"{lo:.3f}-{hi:.3f}"
-            if ratio > hi:
-                cells["change"] = "**slower** (beyond spread)"
-                flagged += 1
-            elif ratio < lo:
-                cells["change"] = "**faster** (beyond spread)"
-                flagged += 1
-            else:
-                cells["change"] = "within spread"
-        table.append(cells)
-    columns = [Column("variant"), Column("backend"), Column("device"), Column("batching"),
-               Column("A median ms", "right", False), Column("B median ms", "right", False),
-               Column("B/A", "right", False), Column("band", "right", False), Column("change", movable=False)]
-    shown, caption = layout(columns, table)
-    lines = [f"A: {where_a}", f"B: {where_b}", ""]
-    if caption:
-        lines += ["all rows: " + ", ".join(caption), ""]
-    lines += [tabulate_rows(shown, table), "",
-              "- B/A = median(B)/median(A) of per-image wall ms; band = 1 +/- (half-IQR(A)/median(A) + "
-              "half-IQR(B)/median(B)), quartiles by numpy's linear method; a ratio outside the band is a "
-              "change beyond the runs' own spread (their interquartile ranges no longer overlap).",
-              f"- {flagged} of {len(table)} rows changed beyond the spread."]
-    return "\n".join(lines) + "\n"
+            c = stats.change(wa.wall_ms, wb.wall_ms, min_effect=min_effect, alpha=alpha)
+            cells.update({"A median ms": ms(stats.median(wa.wall_ms)), "B median ms": ms(stats.median(wb.wall_ms)),
+                          "B/A": f"{c.ratio:.3f}", "p": f"{c.p:.2g}", "verdict": c.verdict,
+                          "change": f"**{c.verdict}**" if c.verdict != "no change" else c.verdict})
+        out.rows.append(cells)
+    return out
 
 
-def compare(folder_a: str | os.PathLike, folder_b: str | os.PathLike) -> str:
-    """A Markdown table of B against A: per matching (variant, backend, device, batching) row,
-    the two medians, their ratio B/A and the band of the runs' own spread (stats.change_band);
-    rows outside the band are flagged slower/faster. Rows present on one side only, or failed,
-    are listed as such. Raises ProfileMismatch when the two folders' results were made from
-    different profiles (profile.sha256), and ReportError/ResultError for unusable folders."""
+def compare(folder_a: str | os.PathLike, folder_b: str | os.PathLike, **options) -> Comparison:
+    """B against A: per matching (variant, backend, device, batching) row, the two medians, their
+    ratio B/A and the Mann-Whitney U p-value of the per-image samples (stats.change); a row is
+    slower or faster when significant (p < alpha) and at least min_effect away from 1. Rows on
+    one side only, or failed, are listed as such. Raises ProfileMismatch / MachineMismatch when
+    the two folders' results come from different profiles or machines (unless force=True), and
+    ReportError/ResultError for unusable folders. ``options``: min_effect, alpha, force."""
     a = res.load_many([folder_a])
     b = res.load_many([folder_b])
-    return compare_results(a, b, str(folder_a), str(folder_b))
+    return compare_results(a, b, str(folder_a), str(folder_b), **options)

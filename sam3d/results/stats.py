@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from ..core.errors import Sam3dError
 
@@ -124,26 +125,30 @@ def speedup(off_ms: Sequence[float], on_ms: Sequence[float]) -> Speedup:
     return Speedup(ratio=median(off_ms) / med_on, iqr_low=lo, iqr_high=hi, n=len(ratios))
 
 
-def relative_half_iqr(samples: Sequence[float]) -> float:
-    """Half the interquartile range divided by the median (dimensionless): the run's own
-    relative spread, used by the comparison band (see change_band)."""
-    s = summarize(samples)
-    if s.median <= 0:
-        raise StatsError("median must be > 0 ms to express a relative spread")
-    return (s.q75 - s.q25) / 2 / s.median
+@dataclass(frozen=True)
+class Change:
+    """Run B against run A: ratio = median(B) / median(A) of the per-image wall ms; p: the
+    two-sided Mann-Whitney U test's p-value (scipy.stats.mannwhitneyu) that the two runs' samples
+    come from the same distribution; verdict: "slower" or "faster" when p < alpha and the ratio
+    differs from 1 by at least min_effect, else "no change"."""
+
+    ratio: float
+    p: float
+    verdict: str
 
 
-def change_band(a_ms: Sequence[float], b_ms: Sequence[float]) -> tuple[float, float, float]:
-    """(ratio, band_low, band_high) for comparing run B against run A.
-
-    ratio = median(B) / median(A). The band is 1 +/- h with h = half-IQR(A)/median(A) +
-    half-IQR(B)/median(B) (quartiles by numpy's default linear method): the ratio lies outside
-    it exactly when the two medians are further apart, relative to each, than the two runs'
-    interquartile half-widths together, i.e. roughly when the runs' interquartile ranges no
-    longer overlap. A ratio outside the band is a change beyond the runs' own spread.
-    """
-    ma, mb = median(a_ms), median(b_ms)
+def change(a_ms: Sequence[float], b_ms: Sequence[float], *, min_effect: float = 0.05,
+           alpha: float = 0.05) -> Change:
+    """The Change of run B against run A (see Change): a significant difference (Mann-Whitney U,
+    two-sided, p < alpha) that is also at least ``min_effect`` (a share of median(A); 0.05 = 5 %)
+    is "slower" or "faster"; anything else is "no change"."""
+    a, b = _values(a_ms, "A samples"), _values(b_ms, "B samples")
+    ma = median(a)
     if ma <= 0:
         raise StatsError("median(A) must be > 0 ms to form a ratio")
-    h = relative_half_iqr(a_ms) + relative_half_iqr(b_ms)
-    return mb / ma, 1.0 - h, 1.0 + h
+    ratio = median(b) / ma
+    p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue) if a != b else 1.0
+    verdict = "no change"
+    if p < alpha and abs(ratio - 1.0) >= min_effect:
+        verdict = "slower" if ratio > 1.0 else "faster"
+    return Change(ratio=ratio, p=p, verdict=verdict)
