@@ -8,14 +8,37 @@ tool is the locked one. Arguments after `--` go straight to the sam3d command, e
 `nox -s build -- cpu-asan` or `nox -s bench -- --images 5 release`.
 """
 
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
 import nox
+import nox.virtualenv
 
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["build"]
+# No session makes an environment (venv_backend "none"), so uv is never used: tell nox so
+# instead of letting it probe for uv and log "uv binary not found." in every session.
+nox.virtualenv.HAS_UV, nox.virtualenv.UV = False, "uv"
+nox.virtualenv.UV_VERSION = nox.virtualenv.version.Version("0")
+
+
+def _check_env(session: nox.Session) -> None:
+    """Stops the session at once, in one line, unless it runs in ci/bootstrap.sh's environment
+    (the sam3d package importable and this interpreter first on PATH as `python`)."""
+    python = shutil.which("python")
+    here = Path(sys.executable).parent
+    if (importlib.util.find_spec("sam3d") is None or python is None
+            or Path(python).parent.resolve() != here.resolve() or not os.environ.get("VIRTUAL_ENV")):
+        session.error("not in the project's environment: run `ci/bootstrap.sh nox ...` "
+                      f"(e.g. ci/bootstrap.sh nox -s {session.name})")
 
 
 def _sam3d(session: nox.Session, *args: str) -> None:
+    _check_env(session)
     session.run("python", "-m", "sam3d", *args, *session.posargs, external=True)
 
 
@@ -33,20 +56,23 @@ def sanitize(session: nox.Session) -> None:
 
 @nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
-    """Build every variant, run the sam3d pytest suite, then `ctest -L normal` in release."""
+    """Build every variant, run the pytest suite, then `ctest -L normal` in release."""
+    _check_env(session)
     session.run("python", "-m", "sam3d", "build", external=True)
-    session.run("python", "-m", "pytest", "tests", *session.posargs, external=True)
+    session.run("python", "-m", "pytest", "tests", "--junitxml=build/reports/pytest.xml", *session.posargs,
+                external=True)
     session.run("python", "-m", "sam3d", "ctest", "-L", "normal", "release", external=True)
 
 
 @nox.session(tags=["bench"])
 def bench(session: nox.Session) -> None:
-    """Build, then run the transfer benchmark in every variant and backend that can run here;
-    writes one table and generated/diagnostics/<run-name>/ (e.g. `-- --images 5 release`)."""
+    """Build, then benchmark every variant and backend here into one table and an evidence folder.
+
+    The evidence goes to generated/diagnostics/<run-name>/ (e.g. `-- --images 5 release`)."""
     _sam3d(session, "bench")
 
 
-@nox.session(tags=["bench"])
+@nox.session(tags=["report"])
 def report(session: nox.Session) -> None:
     """Render result files or evidence folders into the one table (`python -m sam3d report`)."""
     _sam3d(session, "report")
@@ -54,15 +80,18 @@ def report(session: nox.Session) -> None:
 
 @nox.session(tags=["device"])
 def device(session: nox.Session) -> None:
-    """On a machine with an NVIDIA GPU and the build tools: `ctest -L device` in the Vulkan
-    variants (without a GPU every case reports "skipped: no GPU")."""
+    """Run `ctest -L device` in the Vulkan variants (a GPU machine with the build tools).
+
+    Without a GPU every case reports "skipped: no GPU"."""
     _sam3d(session, "ctest", "-L", "device", "vulkan-ubsan", "release")
 
 
-@nox.session(tags=["device"])
+@nox.session(tags=["bundle"])
 def bundle(session: nox.Session) -> None:
-    """Pack the GPU variants into build/bundle/sam3d-device.tar.gz for a GPU machine that has
-    only the driver and python3; bring its results back with `python -m sam3d device-import`."""
+    """Pack the Vulkan variants into build/bundle/sam3d-device.tar.gz for a GPU machine.
+
+    That machine needs only its driver and python3; bring its results back with
+    `python -m sam3d device-import`."""
     _sam3d(session, "bundle")
 
 
