@@ -14,6 +14,7 @@ least one test fails, and the list is honest only if every expected test is amon
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -155,12 +156,19 @@ def _suite(v: Variant, build: Path, junit: Path, log) -> tuple[list[str], int]:
         return ["(ctest wrote no report)"], 0
     failed, passed = [], 0
     for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("name", "?").split("  # ")[0]  # GoogleTest's "# GetParam() = ..." comment
         status = case.get("status", "")
         if case.find("failure") is not None or case.find("error") is not None or status == "fail":
-            failed.append(case.get("name", "?"))
+            failed.append(name)
         elif status != "notrun" and case.find("skipped") is None:
             passed += 1
     return failed, passed
+
+
+def kills(expected: str, killer: str) -> bool:
+    """Whether CTest test `killer` is the test `expected` names: the same name, or expected's
+    Suite.Case inside a parameterized GoogleTest name (Prefix/Suite.Case/param)."""
+    return re.fullmatch(rf"(?:[^/]+/)?{re.escape(expected)}(?:/[^/]+)?", killer) is not None
 
 
 def run(selected: list[Mutant], progress=print) -> list[Outcome]:
@@ -201,7 +209,7 @@ def run(selected: list[Mutant], progress=print) -> list[Outcome]:
                         o.verdict = "did not build"
                     else:
                         o.killers, o.passed = _suite(v, build, root / f"{name}-{m.name}.xml", log)
-                        missing = [t for t in m.killed_by if t not in o.killers]
+                        missing = [t for t in m.killed_by if not any(kills(t, k) for k in o.killers)]
                         if not o.killers:
                             o.verdict = "survived"
                         elif o.passed == 0:
