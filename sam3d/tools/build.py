@@ -10,10 +10,9 @@ from . import conan, system
 
 
 def prepare(vs: list[Variant]) -> None:
-    """System packages, the project's Conan home and profiles, the exported GGML recipe."""
+    """System packages, the project's Conan home and profiles (each build exports the GGML recipe)."""
     system.ensure_packages(vs)
     conan.ensure_home(vs)
-    conan.export_recipes(log=paths.logs_dir() / "conan-export.log")
 
 
 def log_path(v: Variant):

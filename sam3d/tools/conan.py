@@ -1,8 +1,10 @@
-"""Conan driving: the project's own Conan home, the per-variant profiles, and builds.
+"""Conan driving: the project's own Conan home, the per-variant profiles, builds and publishing.
 
 The Conan home is never the user's: it lives in the shared cache (paths.conan_home()), so all
-clones on one machine share its package cache. It has no remote (every package here is built
-from a recipe in this repository), so nothing ever waits on a server.
+clones on one machine share its package cache; every Conan invocation holds its lock
+(conan_lock.py). It has no remote unless SAM3D_CONAN_REMOTE names one (conan_remote.py): then
+builds take GGML's binaries from it when it has them, fall back to building here with one
+warning when it does not answer, and `publish` uploads a variant's packages to it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..core import paths
 from ..core.errors import Sam3dError
 from ..core.files import write_if_changed
 from ..core.variants import VARIANTS, Variant
-from . import system
+from . import conan_lock, conan_remote, system
 
 GGML_RECIPE = Path("conan") / "recipes" / "ggml"
 CORE_NAME = "sam3d-core"
@@ -123,83 +125,182 @@ def env() -> dict[str, str]:
 
 
 def ensure_home(variants: list[Variant] | None = None) -> Path:
-    """Create or update the project's Conan home: settings_user.yml, no remotes, profiles."""
+    """Create or update the project's Conan home: settings_user.yml, global.conf, profiles (its
+    remotes.json is written before every invocation: conan_remote.remotes_json())."""
     variants = list(VARIANTS) if variants is None else variants
     home = paths.conan_home()
-    home.mkdir(parents=True, exist_ok=True)
     root = paths.root()
-    write_if_changed(home / "settings_user.yml", (root / "conan" / "settings_user.yml").read_text())
-    write_if_changed(home / "remotes.json", json.dumps({"remotes": []}, indent=1) + "\n")
-    write_if_changed(home / "global.conf", "core:non_interactive=True\n")
     versions = {c: compiler_version(c) for c in {"gcc", *(v.compiler for v in variants)}}
     vk_inc = system.vulkan_include_dir() if any(v.vulkan for v in variants) else None
-    for v in variants:
-        write_if_changed(home / "profiles" / v.profile_name, profile_text(v, versions[v.compiler], vk_inc))
-    write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
+    conf = ["core:non_interactive=True", *(f"{k}={v}" for k, v in conan_remote.NET_CONF.items())]
+    with conan_lock.held(home):
+        write_if_changed(home / "settings_user.yml", (root / "conan" / "settings_user.yml").read_text())
+        write_if_changed(home / "global.conf", "\n".join(conf) + "\n")
+        for v in variants:
+            write_if_changed(home / "profiles" / v.profile_name, profile_text(v, versions[v.compiler], vk_inc))
+        write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
     return home
 
 
-def run(args: list[str], log: Path | None = None, cwd: Path | None = None) -> None:
-    """Run `conan <args>` in the project's Conan home; output goes to `log` when given."""
+def _invoke(args: list[str], log: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`conan <args>` in the project's Conan home, holding its lock, with this process's remotes;
+    output goes to `log` when given, else stdout and stderr are captured."""
+    home = paths.conan_home()
     cmd = [paths.tool("conan"), *args]
-    if log is None:
-        r = subprocess.run(cmd, env=env(), cwd=cwd or paths.root())
-    else:
+    with conan_lock.held(home):
+        write_if_changed(home / "remotes.json", conan_remote.remotes_json())
+        if log is None:
+            return subprocess.run(cmd, env=env(), cwd=cwd or paths.root(), capture_output=True, text=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
             f.write(f"$ {' '.join(cmd)}\n")
             f.flush()
-            r = subprocess.run(cmd, env=env(), cwd=cwd or paths.root(), stdout=f, stderr=subprocess.STDOUT)
+            return subprocess.run(cmd, env=env(), cwd=cwd or paths.root(), stdout=f, stderr=subprocess.STDOUT)
+
+
+def run(args: list[str], log: Path | None = None, cwd: Path | None = None) -> str:
+    """Run `conan <args>`; returns its stdout (empty when it went to `log`); ConanError on failure."""
+    r = _invoke(args, log=log, cwd=cwd)
     if r.returncode != 0:
-        where = f" (log: {log})" if log else ""
+        where = f" (log: {log})" if log else f": {(r.stderr or '').strip()}"
         raise ConanError(f"`conan {' '.join(args)}` failed with exit code {r.returncode}{where}")
+    return r.stdout or ""
+
+
+def _remote_failure(log: Path, start: int) -> conan_remote.Failure | None:
+    """The remote's failure in what a failed command wrote to `log` after offset `start`."""
+    with open(log, errors="replace") as f:
+        f.seek(start)
+        return conan_remote.failure(f.read())
+
+
+# Set once the remote has failed in this process: later steps go straight to local builds.
+_remote_down = False
+
+
+def run_with_remote(args: list[str], log: Path) -> None:
+    """Run a Conan command that resolves binaries: with the remote when one is configured, and
+    when the remote fails (not on credentials), once more without it after one warning."""
+    global _remote_down
+    if conan_remote.url() is None:
+        run(args, log=log)
+        return
+    if _remote_down:
+        run([*args, "-nr"], log=log)
+        return
+    start = log.stat().st_size if log.exists() else 0
+    try:
+        run([*args, "-r", conan_remote.NAME], log=log)
+        return
+    except ConanError:
+        problem = _remote_failure(log, start)
+        if problem is None:
+            raise
+    if problem.credentials:
+        raise ConanError(conan_remote.credentials_message())
+    _remote_down = True
+    print(f"sam3d: warning: the Conan remote {conan_remote.NAME} ({conan_remote.url()}) failed "
+          f"({problem.reason}); building here without it", file=sys.stderr, flush=True)
+    run([*args, "-nr"], log=log)
 
 
 def profile_args(v: Variant) -> list[str]:
-    return ["-pr:h", v.profile_name, "-pr:b", BUILD_PROFILE]
+    return ["-pr:h", v.profile_name, "-pr:b", BUILD_PROFILE, *conan_remote.host_settings()]
 
 
-def export_recipes(log: Path | None = None) -> None:
-    run(["export", str(paths.root() / GGML_RECIPE), "--version", ggml_version()], log=log)
+def export_recipes() -> str:
+    """Export this checkout's GGML recipe; returns its recipe revision. Another clone may export
+    another revision (a changed recipe) into the shared cache, and Conan resolves `ggml/<version>`
+    to the latest exported one: so each build exports again inside the lock span of its build."""
+    out = json.loads(run(["export", str(paths.root() / GGML_RECIPE), "--version", ggml_version(), "--format=json"]))
+    return out["reference"].split("#", 1)[1]
 
 
-def build(v: Variant, log: Path | None = None) -> None:
-    """Build GGML (in the Conan cache, when its binary is missing) and the core (in build/<variant>)."""
-    run(["build", str(paths.root()), *profile_args(v), "--build=missing"], log=log)
+def build(v: Variant, log: Path) -> None:
+    """Build GGML (in the Conan cache, when its binary is missing here and on the remote) and the
+    core (in build/<variant>)."""
+    with conan_lock.held(paths.conan_home()):
+        export_recipes()
+        run_with_remote(["build", str(paths.root()), *profile_args(v), "--build=missing"], log=log)
 
 
-def create(v: Variant, log: Path | None = None) -> None:
-    """`conan create` the core package for a variant (package_id per variant)."""
-    run(["create", str(paths.root()), *profile_args(v), "--build=missing"], log=log)
-
-
-def _capture(args: list[str]) -> str:
-    r = subprocess.run([paths.tool("conan"), *args], capture_output=True, text=True, env=env())
-    if r.returncode != 0:
-        raise ConanError(f"`conan {' '.join(args)}` failed: {r.stderr.strip()}")
-    return r.stdout
+def create(v: Variant, log: Path) -> Path:
+    """`conan create` the core package for a variant (package_id per variant; its tests are not
+    built) and returns the graph file (JSON) of the packages it used."""
+    graph = log.with_suffix(".graph.json")
+    with conan_lock.held(paths.conan_home()):
+        export_recipes()
+        run_with_remote(["create", str(paths.root()), *profile_args(v), "--build=missing",
+                         "-c", "tools.build:skip_test=True", "--format=json", "--out-file", str(graph)], log=log)
+    return graph
 
 
 def ggml_packages() -> tuple[str, dict]:
-    """(latest GGML recipe revision, {package_id: info}) in the project's Conan home."""
-    data = json.loads(_capture(["list", f"{ggml_ref()}#latest:*", "--format=json"]))
-    refs = data.get("Local Cache", {})
-    if not refs:
-        raise ConanError(f"{ggml_ref()} is not in {paths.conan_home()}: run `nox -s build`")
-    (ref,) = refs.values()
-    ((rev, body),) = ref["revisions"].items()
-    return rev, body.get("packages", {})
+    """(this checkout's GGML recipe revision, {package_id: info}) in the project's Conan home."""
+    with conan_lock.held(paths.conan_home()):
+        rev = export_recipes()
+        data = json.loads(run(["list", f"{ggml_ref()}#{rev}:*", "--format=json"]))
+    (ref,) = data["Local Cache"].values()
+    return rev, ref["revisions"][rev].get("packages", {})
 
 
 def ggml_package_folder(v: Variant) -> Path:
     """The package folder of the variant's GGML binary (exactly one must match its settings)."""
     rev, pkgs = ggml_packages()
+    glibc = conan_remote.glibc_version() if conan_remote.url() else None
     matches = [pid for pid, p in pkgs.items()
                if p["info"]["settings"]["build_type"] == v.build_type
                and p["info"]["settings"]["compiler"] == v.compiler
                and p["info"]["settings"].get("compiler.sanitizer") == v.sanitizer
+               and p["info"]["settings"].get("os.glibc") == glibc
                and p["info"]["options"]["vulkan"] == str(v.vulkan)]
     if len(matches) != 1:
         raise ConanError(f"{v.name}: {len(matches)} GGML binaries match (want 1): {matches}; "
                          f"run `nox -s build -- {v.name}`")
-    return Path(_capture(["cache", "path", f"{ggml_ref()}#{rev}:{matches[0]}"]).strip())
+    return Path(run(["cache", "path", f"{ggml_ref()}#{rev}:{matches[0]}"]).strip())
+
+
+def check_publish_credentials() -> str:
+    """The user the remote accepts for uploads (Conan's `remote auth` with CONAN_LOGIN_USERNAME_SAM3D
+    and CONAN_PASSWORD_SAM3D); ConanError in one line when there is no remote, it does not answer
+    or it refuses the credentials."""
+    if conan_remote.url() is None:
+        raise ConanError(f"publishing needs a Conan remote: set {conan_remote.REMOTE_ENV}=<url>, "
+                         f"{conan_remote.USER_ENV} and {conan_remote.PASSWORD_ENV}")
+    answer = json.loads(run(["remote", "auth", conan_remote.NAME, "--with-user", "--format=json"]))
+    entry = answer.get(conan_remote.NAME, {})
+    if "error" in entry:
+        problem = conan_remote.failure(entry["error"] + f" [Remote: {conan_remote.NAME}]")
+        if problem is not None and problem.credentials:
+            raise ConanError(conan_remote.credentials_message())
+        raise ConanError(f"the Conan remote {conan_remote.NAME} ({conan_remote.url()}) does not answer: "
+                         f"{entry['error'].splitlines()[0]}")
+    if not entry.get("user"):
+        raise ConanError(conan_remote.credentials_message())
+    return str(entry["user"])
+
+
+def publish(v: Variant, log: Path) -> Path:
+    """Create the variant's core package (GGML from the cache, the remote or built), then upload
+    the recipe revisions and binaries of its graph to the remote; returns the uploaded list (JSON).
+
+    Conan uploads a package revision's files with conanmanifest.txt last, and a server lists a
+    revision only once its manifest has arrived, so a failed upload leaves nothing a download
+    would take (tests/test_conan_remote.py shows it)."""
+    return upload_graph(create(v, log), log)
+
+
+def upload_graph(graph: Path, log: Path) -> Path:
+    """Upload every recipe revision and binary of a graph file (a `--format=json` graph) to the
+    remote; returns the package list uploaded (JSON). ConanError in one line on refused credentials."""
+    pkglist = graph.with_suffix(".pkglist.json")
+    run(["list", f"--graph={graph}", "--format=json", "--out-file", str(pkglist)], log=log)
+    start = log.stat().st_size
+    try:
+        run(["upload", f"--list={pkglist}", "-r", conan_remote.NAME, "--confirm"], log=log)
+    except ConanError:
+        problem = _remote_failure(log, start)
+        if problem is not None and problem.credentials:
+            raise ConanError(conan_remote.credentials_message()) from None
+        raise
+    return pkglist

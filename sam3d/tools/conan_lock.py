@@ -1,0 +1,98 @@
+"""One exclusive lock on the project's Conan home, held around every Conan invocation.
+
+Conan's package cache is not safe for concurrent use, and every clone on a machine (and every
+CI job under one user) shares the project's Conan home. So each `conan` command that sam3d runs
+holds an flock(2) on <Conan home>/sam3d.lock for as long as it runs; a second clone waits,
+printing who holds it, and gives up after SAM3D_CONAN_LOCK_TIMEOUT seconds (default 3600: a
+cold GGML build is about 25 minutes on 2 cores). The kernel releases an flock when its holder
+exits, however it exits (kill -9 included), so a dead holder never blocks the cache.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from ..core import paths
+from ..core.errors import Sam3dError
+
+LOCK_FILE = "sam3d.lock"
+TIMEOUT_ENV = "SAM3D_CONAN_LOCK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 3600.0
+POLL_S = 0.2
+
+# Lock files this process holds -> nesting depth (an flock is per open file, so a second open in
+# the same process would wait on itself).
+_held: dict[Path, int] = {}
+
+
+class ConanLockTimeout(Sam3dError):
+    pass
+
+
+def timeout_s() -> float:
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        return float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise Sam3dError(f"{TIMEOUT_ENV}={text!r}: want a number of seconds") from None
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def holder(path: Path) -> str:
+    """Who holds the lock, as the holder wrote it ("PID N, clone X"), or "another process"."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        text = ""
+    return text or "another process"
+
+
+@contextmanager
+def held(home: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the Conan home's lock (re-entrant within this process); waits with one message on
+    stderr, and raises ConanLockTimeout after `timeout` seconds (default: timeout_s())."""
+    path = home / LOCK_FILE
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if not _try_lock(fd):
+            who = holder(path)
+            limit = timeout_s() if timeout is None else timeout
+            print(f"sam3d: waiting for the Conan cache {home} (held by {who}) ...", file=sys.stderr, flush=True)
+            deadline = time.monotonic() + limit
+            while not _try_lock(fd):
+                if time.monotonic() >= deadline:
+                    raise ConanLockTimeout(
+                        f"the Conan cache {home} is still held by {holder(path)} after {limit:.0f} s: let that "
+                        f"build finish (or end it), or wait longer with {TIMEOUT_ENV}=<seconds>")
+                time.sleep(POLL_S)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"PID {os.getpid()}, clone {paths.root()}\n".encode(), 0)
+        _held[path] = 1
+        try:
+            yield
+        finally:
+            del _held[path]
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # releases the flock
