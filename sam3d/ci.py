@@ -81,7 +81,7 @@ def matrix(records: Sequence[Mapping] | None = None,
                 "artifact": e.artifact,
             })
     if not include:
-        raise ValueError("the variant list is empty: no CI jobs to run")
+        raise Sam3dError("the variant list is empty: no CI jobs to run")
     return {"include": include}
 
 
@@ -200,14 +200,36 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--gpu", default="false", help="whether the GPU job was enabled (true/false)")
 
     args = p.parse_args(argv)
+    try:
+        return _command(args)
+    except Sam3dError as e:  # one line, no traceback
+        print(f"sam3d.ci {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+def _records(source: str | None) -> list | None:
+    """The variant records of `sam3d variants --json` from a file, stdin ('-') or the list (None)."""
+    if source is None:
+        return None
+    text = sys.stdin.read() if source == "-" else None
+    if text is None:
+        try:
+            text = Path(source).read_text()
+        except OSError as e:
+            raise Sam3dError(f"{source}: cannot read: {e.strerror or e}") from None
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Sam3dError(f"{source}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                                 for r in records):
+        raise Sam3dError(f"{source}: expected the list of `python -m sam3d variants --json` (objects with a name)")
+    return records
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "matrix":
-        if args.variants_json is None:
-            records = None
-        elif args.variants_json == "-":
-            records = json.load(sys.stdin)
-        else:
-            records = json.loads(Path(args.variants_json).read_text())
-        print(json.dumps(matrix(records), separators=(",", ":")))
+        print(json.dumps(matrix(_records(args.variants_json)), separators=(",", ":")))
         return 0
     if args.command == "evidence-dirs":
         for d in evidence_dirs(args.folder):

@@ -1,18 +1,27 @@
 """Bad command-line input fails at once, before any build, naming what is wrong."""
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from sam3d import __version__
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "sam3d", *args], capture_output=True, text=True, timeout=30)
+
+def _run(*args, root=None):
+    """python -m sam3d ARGS; with ``root``, SAM3D_ROOT=root (its output folders go there)."""
+    env = dict(os.environ, SAM3D_ROOT=str(root)) if root else None
+    return subprocess.run([sys.executable, "-m", "sam3d", *args], capture_output=True, text=True, timeout=30,
+                          env=env)
 
 
 @pytest.mark.parametrize("args, expect", [
     (("bundle", "cpu-asan"), "cpu-asan has no Vulkan backend; GPU variants: vulkan-ubsan, release"),
-    (("ctest", "-L", "bogus", "release"), "unknown CTest label 'bogus'; labels: normal, device"),
+    (("ctest", "-L", "bogus", "release"), "release has no CTest label 'bogus'; its labels: bench, device, normal"),
+    (("ctest", "-L", "device", "cpu-asan"), "cpu-asan has no CTest label 'device'; its labels: bench, normal"),
     (("ctest", "--sanitizers-only", "release"), "none of release has a sanitizer; sanitizer variants: cpu-asan, vulkan-ubsan"),
     (("report", "generated", "--name", "../escape"), "--name '../escape': use letters, digits"),
     (("bench", "--images", "0", "release"), "must be >= 1"),
@@ -25,3 +34,73 @@ def test_bad_input_fails_before_any_work(args, expect):
     assert r.returncode != 0
     assert expect in r.stdout + r.stderr
     assert "building GGML" not in r.stdout
+
+
+def test_bench_label_is_accepted(tmp_path):
+    from sam3d.core import variants
+    from sam3d.tools import ctest
+    ctest.check_label([variants.get("cpu-asan")], "bench")   # a real CTest label (native/bench)
+
+
+def test_version_and_console_script():
+    r = _run("--version")
+    assert (r.returncode, r.stdout.strip()) == (0, f"sam3d {__version__}")
+    script = Path(sys.executable).with_name("sam3d")
+    r = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=30)
+    assert r.stdout.strip() == f"sam3d {__version__}"
+
+
+def _summary(tmp_path, **change):
+    """A summary.json as run.py writes it (one variant, one benchmark entry), with ``change``
+    applied as dotted paths."""
+    s = {"machine": {"hostname": "gpu-host", "cpu": "x", "os": "Linux", "glibc": "2.39", "gpu": ""},
+         "manifest": {"profile": {"sha256": "a" * 64, "version": 1}, "git_commit": "0" * 40, "build_machine": {},
+                      "variants": {"release": {"build": {}, "extra": {}, "sanitizer": None}}},
+         "variants": {"release": {"bench": [{"exit_code": 0, "driver_output": "release-vulkan.driver.json"}]}}}
+    for path, value in change.items():
+        *parents, last = path.split("__")
+        obj = s
+        for p in parents:
+            obj = obj[p]
+        obj[last] = value
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    return tmp_path
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({}, None),
+    ({"machine__hostname": "../../etc"}, "field 'machine.hostname'"),
+    ({"variants": {"../x": {"bench": []}}}, "field 'variants'"),
+    ({"variants": {"cpu-asan": {"bench": []}}}, "field 'variants.cpu-asan': not in the manifest's variants"),
+    ({"variants": {"release": {"bench": [{"driver_output": "../../secret.json"}]}}},
+     "driver_output is '../../secret.json': expected the name of a file in that folder"),
+    ({"variants": {"release": {"bench": [{"driver_output": "/etc/passwd"}]}}}, "expected the name of a file"),
+    ({"manifest": []}, "field 'manifest'"),
+    ({"variants": {"release": {"device_tests": {"plain": {"passed": 1}}}}}, "field 'variants.release.device_tests.plain.exit_code': missing"),
+])
+def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change, expect):
+    raw = _summary(tmp_path, **change)
+    r = _run("device-import", str(raw), root=tmp_path / "root")
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out
+    if expect is None:   # well-formed: the missing driver output is a failed result, not an error
+        assert "summary.json" not in r.stderr
+        return
+    assert r.returncode == 2
+    assert expect in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_device_import_on_json_that_does_not_parse(tmp_path):
+    (tmp_path / "summary.json").write_text('{"machine": ')
+    r = _run("device-import", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "summary.json: not valid JSON (line 1" in r.stderr
+
+
+def test_ci_matrix_of_no_variants_is_one_line(tmp_path):
+    (tmp_path / "v.json").write_text("[]")
+    for arg in (str(tmp_path / "v.json"), str(tmp_path / "missing.json")):
+        r = subprocess.run([sys.executable, "-m", "sam3d.ci", "matrix", arg], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("sam3d.ci matrix: ")

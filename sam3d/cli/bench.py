@@ -35,7 +35,7 @@ def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **
 def report_evidence(written: list[dict], rd: Path, accepted: bool, reason: str | None) -> None:
     """Prints the table and writes the evidence folder."""
     if written:
-        print(table.render(written), flush=True)
+        print(table.render_terminal(written, full=rd / "table.md"), flush=True)
     evidence.write_evidence(written, rd, accepted, reason)
 
 
@@ -51,7 +51,7 @@ def _print_rows(doc: dict) -> None:
 
 
 def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmups: int = 5,
-          driver_args: tuple[str, ...] = (), build: bool = True) -> int:
+          driver_args: tuple[str, ...] = (), build: bool = True, force: bool = False) -> int:
     """Builds, runs and reports; returns the exit status (0 only when every result is ok).
 
     Each run writes generated/diagnostics/<run-name>/: one result file per (variant, backend)
@@ -61,7 +61,7 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     t_start = time.monotonic()
     f = runner.facts()
     run_name = name or runner.default_run_name()
-    rd = runner.run_dir_for(run_name)
+    rd = runner.run_dir_for(run_name, force)
     print(f"sam3d bench: run {run_name} -> {rd}", flush=True)
     print(f"sam3d bench: profile {f.prof['path']} v{f.prof['version']} sha256 {f.prof['sha256']}", flush=True)
     written: list[dict] = []
@@ -84,14 +84,14 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     return 0 if accepted else 1
 
 
-def device_import(raw_dir: Path, name: str | None = None) -> tuple[Path, list[dict], bool]:
+def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -> tuple[Path, list[dict], bool]:
     """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
     result files in generated/diagnostics/<name>/ and renders the one table and the device-test
     table. Returns (evidence folder, results, accepted)."""
     summary = bundle.read_summary(raw_dir)
     manifest = summary["manifest"]
     prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
-    rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}")
+    rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}", force)
     written, reasons, tests = [], [], []
     for vname, vrun in summary["variants"].items():
         v = variants.get(vname)

@@ -13,18 +13,15 @@ import sys
 import time
 from pathlib import Path
 
+from .. import __version__
 from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bundle, mutants
-from ..tools import ctest
+from ..tools import ctest, publish
 from ..tools.build import build_variants, indented
 from . import bench as bench_cmd
-
-# CTest labels of native/ (normal: the suite every variant runs; device: needs a real GPU).
-LABELS = ("normal", "device")
-
 
 def cmd_variants(args: argparse.Namespace) -> int:
     vs = variants.select(args.variants)
@@ -48,14 +45,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_ctest(args: argparse.Namespace) -> int:
     """Builds the variants, then runs `ctest -L <label>` in each."""
-    if args.label not in LABELS:
-        raise Sam3dError(f"unknown CTest label {args.label!r}; labels: {', '.join(LABELS)}")
     vs = variants.select(args.variants)
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
         if not vs:
             raise Sam3dError(f"none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
                              + ", ".join(v.name for v in variants.sanitizer_variants()))
+    ctest.check_label(vs, args.label)
     t0 = time.monotonic()
     failed = dict(build_variants(vs))
     for i, v in enumerate(vs, 1):
@@ -75,13 +71,50 @@ def cmd_ctest(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Uploads the variants' GGML and core packages to the Conan remote (SAM3D_CONAN_REMOTE)."""
+    vs = variants.select(args.variants)
+    t0 = time.monotonic()
+    publish.publish_variants(vs)
+    print(f"sam3d publish: {len(vs)} variant(s) published in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    """`conan create .` on each variant's profile: the sam3d-core package, then test_package/."""
+    vs = variants.select(args.variants or ["release"])
+    prepare(vs)
+    failed = []
+    for i, v in enumerate(vs, 1):
+        log = paths.logs_dir() / f"package-{v.name}.log"
+        log.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        print(f"[{i}/{len(vs)}] {v.name}: conan create . (with test_package) ... (log: {log})", flush=True)
+        try:
+            conan.create(v, log=log)
+        except conan.ConanError as e:
+            print(f"[{i}/{len(vs)}] {v.name}: FAILED: {e}", flush=True)
+            print(indented(log_tail(log, 30)), flush=True)
+            failed.append(v.name)
+            continue
+        said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("test_package: ")]
+        print(f"[{i}/{len(vs)}] {v.name}: created and tested in {time.monotonic() - t0:.1f} s"
+              + (f" ({said[-1]})" if said else ""), flush=True)
+    print(f"sam3d package: {len(vs) - len(failed)}/{len(vs)} packages created"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Renders result files/folders into the one table (stdout) and an evidence folder."""
     out = Path(args.out) if args.out else paths.diagnostics_dir()
-    name = paths.folder_name(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out)
+    folder = paths.new_folder(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out, args.force)
     rs = schema.load_many(args.paths)
-    print(table.render(rs), end="")
-    folder = evidence.write_evidence(rs, out / name)
+    if args.format == "json":
+        print(json.dumps(table.records(rs), indent=1))
+    else:
+        print(table.render_terminal(rs, full=folder / "table.md"), end="")
+    evidence.write_evidence(rs, folder)
     problems = checks.problems(rs)
     print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
           + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"
@@ -110,7 +143,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench_cmd.check_modes(vs, args.modes)
     driver_args = (("--modes", args.modes) if args.modes else ()) + (("--transfer-only",) if args.transfer_only else ())
     return bench_cmd.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build,
-                           driver_args=driver_args)
+                           driver_args=driver_args, force=args.force)
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
@@ -133,7 +166,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def cmd_device_import(args: argparse.Namespace) -> int:
     """Renders the raw files of the bundle's run.py into result files and the one table."""
-    rd, _, accepted = bench_cmd.device_import(args.raw, name=args.name)
+    rd, _, accepted = bench_cmd.device_import(args.raw, name=args.name, force=args.force)
     print(f"sam3d device-import: evidence in {rd}{'' if accepted else ' (NOT ACCEPTED)'}")
     return 0 if accepted else 1
 
@@ -186,8 +219,10 @@ def _share(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sam3d", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="sam3d", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"sam3d {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    force = {"action": "store_true", "help": "replace an existing evidence folder of that name"}
 
     s = sub.add_parser("variants", help="list the variants (--json: as records; sam3d.ci builds the CI matrix "
                                         "from the same records)")
@@ -199,16 +234,30 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.set_defaults(func=cmd_build)
 
+    s = sub.add_parser("publish", help="upload each variant's GGML and core packages to the Conan remote "
+                                       "(SAM3D_CONAN_REMOTE; all variants when none named)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.set_defaults(func=cmd_publish)
+
     s = sub.add_parser("ctest", help="build, then run a CTest label in each variant")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
-    s.add_argument("-L", "--label", default="normal")
+    s.add_argument("-L", "--label", default="normal", help="a CTest label of every variant named (default normal; "
+                   "`ctest --print-labels` in a build folder lists them)")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
     s.set_defaults(func=cmd_ctest)
+
+    s = sub.add_parser("package", help="`conan create .` on a variant's profile (default release): the sam3d-core "
+                                       "package and its test_package")
+    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.set_defaults(func=cmd_package)
 
     s = sub.add_parser("report", help="render result files/folders into one table and an evidence folder")
     s.add_argument("paths", nargs="+", metavar="PATH", help="result files, or folders searched recursively")
     s.add_argument("--name", help="the evidence folder's name (default report-<date>-<time>)")
     s.add_argument("--out", metavar="DIR", help="where the evidence folder goes (default generated/diagnostics)")
+    s.add_argument("--force", **force)
+    s.add_argument("--format", choices=("markdown", "json"), default="markdown",
+                   help="stdout: the table (markdown) or its rows as JSON")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("compare", help="compare two runs (B against A): medians and a Mann-Whitney U test per "
@@ -235,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--modes", help="driver modes (`sam3d_bench --list-modes` lists them; off and staged "
                                    "required), e.g. off,staged,zerocopy,queued (default off,staged)")
     s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
+    s.add_argument("--force", **force)
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
@@ -245,6 +295,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("device-import", help="wrap the bundle runner's raw files into result files and render them")
     s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
+    s.add_argument("--force", **force)
     s.set_defaults(func=cmd_device_import)
 
     s = sub.add_parser("mutants", help="apply each mutant of native/mutants.toml to a scratch copy of the core, "

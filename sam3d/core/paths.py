@@ -61,6 +61,19 @@ def folder_name(name: str, what: str, parent: Path, error: type[Sam3dError] = Sa
     return name
 
 
+def new_folder(name: str, what: str, parent: Path, force: bool = False,
+               error: type[Sam3dError] = Sam3dError) -> Path:
+    """parent/name for a command's output folder (every command that names one: bench, report,
+    device-import): ``name`` must be a safe folder name (folder_name) and the folder new or
+    empty; an existing one is refused naming --force, and with ``force`` it is removed first."""
+    d = parent / folder_name(name, what, parent, error)
+    if d.exists() and any(d.iterdir()):
+        if not force:
+            raise error(f"{d} already exists: choose another {what} or pass --force to replace it")
+        shutil.rmtree(d)
+    return d
+
+
 def tool(name: str) -> str:
     """A tool from this Python environment's bin folder (the bootstrap venv), else from PATH."""
     here = Path(sys.executable).with_name(name)

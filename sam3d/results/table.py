@@ -8,9 +8,11 @@ paired ratios). Also the device-test table of a GPU run (device_tests).
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tabulate import tabulate
 
@@ -114,8 +116,19 @@ def tabulate_rows(shown: list[Column], table: list[dict[str, str]]) -> str:
                     colalign=[c.align for c in shown], disable_numparse=True)
 
 
-def render(results: Iterable[dict], title: str | None = None) -> str:
-    """One Markdown table over any set of results (validated first; ReportError when empty).
+@dataclass
+class Table:
+    """The rows of the one table (dicts of cells by column header), its columns, the columns
+    always shown (an output mismatch), and the notes below it."""
+
+    columns: list[Column]
+    rows: list[dict[str, str]]
+    keep: set[str]
+    notes: list[str]
+
+
+def build(results: Iterable[dict]) -> Table:
+    """The one table over any set of results (validated first; ReportError when empty).
 
     One row per (variant, backend, device, batching) of each result; a failed result keeps one
     row with "FAILED: <reason>" where the numbers would be. Columns: machine (only when the
@@ -123,9 +136,8 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
     two results share the same configuration and host), median ms, p95 ms (nearest-rank),
     min-max ms, n, async up/down, sync up/down, bytes up/down, fallbacks (nonzero reasons
     only), speedup (on rows: median(off)/median(on) with the IQR of paired per-image ratios),
-    outputs identical, profile. Columns identical in every row move to the caption line above
-    the table; a column showing an output mismatch never moves. Notes below the table state
-    the statistics' rules, the profile's byte totals and every mismatch and failure.
+    outputs identical, profile. Notes state the statistics' rules, the profile's byte totals
+    and every mismatch and failure.
     """
     results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
     if not results:
@@ -172,15 +184,7 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
             cells["median ms"] = f"FAILED: {r['reason']}"
         table.append(cells)
 
-    mismatch = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
-    shown, caption = layout(columns, table, keep=mismatch)
-    lines = []
-    if title:
-        lines += [f"## {title}", ""]
-    if caption:
-        lines += ["all rows: " + ", ".join(caption), ""]
-    lines.append(tabulate_rows(shown, table))
-    lines.append("")
+    keep = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
     notes = ["times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
              "speedup = median(off)/median(on) of the same run, IQR = 25th-75th percentile "
              "(numpy linear) of the paired per-image off/on ratios."]
@@ -202,7 +206,79 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
             notes.append(f"FAILED: {w.label(multi_host)}: {cell(w.result['reason'])} (no timings)")
     for text in warnings:
         notes.append(f"WARNING: {text}")
-    lines += [f"- {n}" for n in notes]
+    return Table(columns, table, keep, notes)
+
+
+def render(results: Iterable[dict], title: str | None = None) -> str:
+    """The one table as Markdown (table.md): columns identical in every row move to the caption
+    line above the table (a column showing an output mismatch never moves), the notes below."""
+    t = build(results)
+    shown, caption = layout(t.columns, t.rows, keep=t.keep)
+    lines = []
+    if title:
+        lines += [f"## {title}", ""]
+    if caption:
+        lines += ["all rows: " + ", ".join(caption), ""]
+    lines.append(tabulate_rows(shown, t.rows))
+    lines.append("")
+    lines += [f"- {n}" for n in t.notes]
+    return "\n".join(lines) + "\n"
+
+
+def records(results: Iterable[dict]) -> dict:
+    """The one table as data (`report --format json`): its rows (every column's cell) and notes."""
+    t = build(results)
+    return {"columns": [c.header for c in t.columns], "rows": t.rows, "notes": t.notes}
+
+
+# The terminal's table: short headers, and the columns dropped first (last in this list)
+# while the table is wider than TERMINAL_WIDTH; table.md keeps every column.
+TERMINAL_WIDTH = 120
+SHORT = {"median ms": "median", "p95 ms": "p95", "min-max ms": "min-max", "async up/down": "async u/d",
+         "sync up/down": "sync u/d", "bytes up/down": "bytes u/d", "fallbacks": "fallbk",
+         "speedup": "speedup", "saved vs on ms": "saved", "x floor": "x floor", "outputs identical": "same out"}
+DROP_ORDER = ("profile", "bytes up/down", "min-max ms", "x floor", "sync up/down", "async up/down", "n",
+              "saved vs on ms", "fallbacks", "machine", "device")
+
+
+def _short_cell(header: str, text: str) -> str:
+    if header == "speedup":
+        return text.split(" (", 1)[0]          # "1.05x (IQR 1.05-1.05)" -> "1.05x"
+    if header == "saved vs on ms":
+        return text.split(" (", 1)[0]
+    if header == "device" and len(text) > 24:
+        return text[:23] + "~"
+    if text.startswith("FAILED: ") and len(text) > 40:
+        return text[:39] + "~"
+    return text
+
+
+def render_terminal(results: Iterable[dict], full: Path | str | None = None, width: int = TERMINAL_WIDTH) -> str:
+    """The one table for a terminal of ``width`` columns: abbreviated headers and cells, columns
+    dropped (DROP_ORDER) until it fits; the caption wrapped; the full table is in ``full``."""
+    t = build(results)
+    shown, caption = layout(t.columns, t.rows, keep=t.keep)
+    rows = [{SHORT.get(k, k): _short_cell(k, v) for k, v in row.items()} for row in t.rows]
+    cols = [Column(SHORT.get(c.header, c.header), c.align, c.movable) for c in shown]
+    dropped = []
+    text = tabulate_rows(cols, rows)
+    for header in DROP_ORDER:
+        if max(map(len, text.splitlines())) <= width:
+            break
+        name = SHORT.get(header, header)
+        if any(c.header == name for c in cols) and header not in t.keep:
+            cols = [c for c in cols if c.header != name]
+            dropped.append(name)
+            text = tabulate_rows(cols, rows)
+    lines = textwrap.wrap("all rows: " + ", ".join(caption), width, subsequent_indent="  ") if caption else []
+    lines += [text]
+    notes = [n for n in t.notes if n.startswith(("FAILED", "WARNING"))]
+    lines += [textwrap.shorten(f"- {n}", width, placeholder=" ...") for n in notes]
+    if dropped or full:
+        lines.append(textwrap.shorten(
+            (f"(not shown here: {', '.join(dropped)}; " if dropped else "(") +
+            (f"every column and note: {full})" if full else "every column: the table.md of the evidence folder)"),
+            width, placeholder=" ...)"))
     return "\n".join(lines) + "\n"
 
 

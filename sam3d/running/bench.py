@@ -79,13 +79,9 @@ def default_run_name() -> str:
     return "bench-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
-def run_dir_for(name: str) -> Path:
-    """generated/diagnostics/<name>/, which must be a safe folder name and new (or empty)."""
-    paths.folder_name(name, "run name", paths.diagnostics_dir(), BenchError)
-    d = paths.diagnostics_dir() / name
-    if d.exists() and any(d.iterdir()):
-        raise BenchError(f"{d} already exists: choose another --name or remove that folder")
-    return d
+def run_dir_for(name: str, force: bool = False) -> Path:
+    """generated/diagnostics/<name>/ (paths.new_folder: a safe name, new unless ``force``)."""
+    return paths.new_folder(name, "--name", paths.diagnostics_dir(), force, BenchError)
 
 
 def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,

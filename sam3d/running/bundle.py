@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..core import host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
+from ..core.files import check_schema, inside, read_json
 from ..tools import conan, provenance, system
 from . import driver
 
@@ -174,17 +175,71 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
     return tarball
 
 
+# What device-import reads of run.py's summary.json (a file from another machine: every name in
+# it that becomes a path is a plain name; hostname and variant names are checked names).
+_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
+_COUNT = {"type": "integer", "minimum": 0}
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "required": ["machine", "manifest", "variants"],
+    "properties": {
+        "machine": {"type": "object", "required": ["hostname"], "properties": {"hostname": _NAME}},
+        "manifest": {
+            "type": "object", "required": ["profile", "variants", "git_commit", "build_machine"],
+            "properties": {
+                "profile": {"type": "object", "required": ["sha256", "version"]},
+                "git_commit": {"type": "string"},
+                "build_machine": {"type": "object"},
+                "variants": {"type": "object", "propertyNames": _NAME,
+                             "additionalProperties": {"type": "object", "required": ["build", "extra"],
+                                                      "properties": {"build": {"type": "object"},
+                                                                     "extra": {"type": "object"}}}},
+            },
+        },
+        "variants": {
+            "type": "object", "propertyNames": _NAME,
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "bench": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"}}}},
+                    "device_tests": {"type": "object", "additionalProperties": {
+                        "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
+                        "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
+                                       "skipped": _COUNT}}},
+                },
+            },
+        },
+    },
+}
+
+
 def read_summary(raw_dir: Path) -> dict:
-    """raw_dir/summary.json, as the bundle's run.py wrote it."""
+    """raw_dir/summary.json, as the bundle's run.py wrote it, checked against SUMMARY_SCHEMA
+    (BundleError naming the file and the field) and with every variant it names a variant of
+    this checkout and of its manifest."""
     summary_path = raw_dir / "summary.json"
     if not summary_path.is_file():
         raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.py wrote (--out)")
-    return json.loads(summary_path.read_text())
+    summary = check_schema(read_json(summary_path, BundleError), SUMMARY_SCHEMA, str(summary_path), BundleError,
+                           "; it is the file the bundle's run.py writes")
+    for name in summary["variants"]:
+        if name not in summary["manifest"]["variants"]:
+            raise BundleError(f"{summary_path}: field 'variants.{name}': not in the manifest's variants "
+                              f"({', '.join(summary['manifest']['variants'])})")
+        try:
+            variants.get(name)
+        except variants.UnknownVariant as e:
+            raise BundleError(f"{summary_path}: field 'variants.{name}': {e}") from None
+    return summary
 
 
 def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:
-    """(the driver's document, None) for one benchmark entry of summary.json, or (None, why)."""
-    raw = raw_dir / entry["driver_output"] if entry.get("driver_output") else None
+    """(the driver's document, None) for one benchmark entry of summary.json, or (None, why).
+    The file it names is read only from raw_dir (a name with '/' or '..' is refused)."""
+    name = entry.get("driver_output")
+    raw = inside(raw_dir, name, "summary.json's driver_output", BundleError) if name is not None else None
     if raw is None or not raw.is_file():
         return None, entry.get("error") or "the driver wrote no output"
     try:

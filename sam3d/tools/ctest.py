@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from ..core import host, paths
-from ..core.errors import NotBuilt
+from ..core.errors import NotBuilt, Sam3dError
 from ..core.variants import Variant
 from . import system
 
@@ -30,6 +30,29 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
 
 def build_folder(v: Variant) -> Path:
     return paths.build_dir(v.name, v.build_type)
+
+
+def labels(v: Variant) -> tuple[list[str], str]:
+    """(the CTest labels of variant ``v``, where they come from): `ctest --print-labels` in its
+    build folder when it has a CTest suite, else the labels native/'s CMake lists give a
+    variant like it (normal and bench in every variant, device with Vulkan)."""
+    folder = build_folder(v)
+    if (folder / "CTestTestfile.cmake").is_file():
+        r = subprocess.run([paths.tool("ctest"), "--test-dir", str(folder), "--print-labels"],
+                           capture_output=True, text=True, check=False)
+        if r.returncode == 0 and "All Labels:" in r.stdout:
+            return sorted(line.strip() for line in r.stdout.split("All Labels:", 1)[1].splitlines()
+                          if line.strip()), f"ctest --print-labels in {folder}"
+    return sorted(("normal", "bench") + (("device",) if v.vulkan else ())), "native/'s CMake lists (not built yet)"
+
+
+def check_label(vs: list[Variant], label: str) -> None:
+    """Refuses, before any build, a label one of the variants cannot have, listing its labels."""
+    for v in vs:
+        have, source = labels(v)
+        if label not in have:
+            raise Sam3dError(f"{v.name} has no CTest label {label!r}; its labels: {', '.join(have)} "
+                             f"(from {source})")
 
 
 def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None = None) -> int:
