@@ -435,3 +435,31 @@ def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_resul
     with pytest.raises(ReportError) as e:
         compare.compare(tmp_path / "a", tmp_path / "b")
     assert "share no configuration" in str(e.value)
+
+
+def test_terminal_table_fits_120_columns(make_result):
+    from sam3d.results import table
+    rs = [make_result(variant=v, backend=b, device=d, host=h, on_ms=ON, off_ms=OFF, fallbacks={"oversized": 2})
+          for v in ("release", "cpu-asan") for b, d in (("CPU", "Test CPU"), ("Vulkan", "llvmpipe (LLVM 19.1.7, 256 bits)"))
+          for h in ("host-a", "host-b")]
+    rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
+                          on_ms=None, off_ms=None))
+    full = render(rs)
+    assert max(map(len, full.splitlines())) > 120          # table.md keeps every column
+    term = table.render_terminal(rs, full="generated/diagnostics/x/table.md")
+    assert max(map(len, term.splitlines())) <= 120
+    _, header, rows = parse(term)
+    assert {"variant", "backend", "batching", "median", "p95", "speedup"} <= set(header)
+    assert by(rows, variant="release", backend="CPU", batching="on", machine="host-a (Test CPU)")["median"] == "95.950"
+    assert "generated/diagnostics/x/table.md" in term
+
+
+def test_report_json(tmp_path, make_result, capsys):
+    results.write(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
+    assert cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
+    doc = json.loads(capsys.readouterr().out.split("\nsam3d report:")[0])
+    assert {r["batching"]: r["median ms"] for r in doc["rows"]} == {"off": "100.950", "on": "95.950"}
+    # the name is taken now: refused, and replaced with --force
+    assert cli.main(["report", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 2
+    assert "already exists: choose another --name or pass --force" in capsys.readouterr().err
+    assert cli.main(["report", "--force", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import tabulate as tabulate_module
 from tabulate import tabulate
 
 from ..core import profile
@@ -110,7 +111,15 @@ def layout(columns: list[Column], table: list[dict[str, str]], keep: set[str] = 
     return shown, caption
 
 
-def tabulate_rows(shown: list[Column], table: list[dict[str, str]]) -> str:
+def tabulate_rows(shown: list[Column], table: list[dict[str, str]], padding: int | None = None) -> str:
+    """The pipe table of ``table``'s cells in the ``shown`` columns; ``padding``: tabulate's
+    minimum padding of a header (None: its default of 2)."""
+    if padding is not None:
+        saved, tabulate_module.MIN_PADDING = tabulate_module.MIN_PADDING, padding
+        try:
+            return tabulate_rows(shown, table)
+        finally:
+            tabulate_module.MIN_PADDING = saved
     return tabulate([[cell(row.get(c.header, "")) for c in shown] for row in table],
                     headers=[c.header for c in shown], tablefmt="pipe",
                     colalign=[c.align for c in shown], disable_numparse=True)
@@ -231,14 +240,14 @@ def records(results: Iterable[dict]) -> dict:
     return {"columns": [c.header for c in t.columns], "rows": t.rows, "notes": t.notes}
 
 
-# The terminal's table: short headers, and the columns dropped first (last in this list)
-# while the table is wider than TERMINAL_WIDTH; table.md keeps every column.
+# The terminal's table: short headers, and the columns dropped in this order while the table is
+# wider than TERMINAL_WIDTH (never those naming a row); table.md keeps every column.
 TERMINAL_WIDTH = 120
 SHORT = {"median ms": "median", "p95 ms": "p95", "min-max ms": "min-max", "async up/down": "async u/d",
          "sync up/down": "sync u/d", "bytes up/down": "bytes u/d", "fallbacks": "fallbk",
          "speedup": "speedup", "saved vs on ms": "saved", "x floor": "x floor", "outputs identical": "same out"}
 DROP_ORDER = ("profile", "bytes up/down", "min-max ms", "x floor", "sync up/down", "async up/down", "n",
-              "saved vs on ms", "fallbacks", "machine", "device")
+              "saved vs on ms", "fallbacks")
 
 
 def _short_cell(header: str, text: str) -> str:
@@ -246,10 +255,10 @@ def _short_cell(header: str, text: str) -> str:
         return text.split(" (", 1)[0]          # "1.05x (IQR 1.05-1.05)" -> "1.05x"
     if header == "saved vs on ms":
         return text.split(" (", 1)[0]
-    if header == "device" and len(text) > 24:
-        return text[:23] + "~"
-    if text.startswith("FAILED: ") and len(text) > 40:
-        return text[:39] + "~"
+    if header in ("device", "machine") and len(text) > 20:
+        return text[:19] + "~"
+    if text.startswith("FAILED: "):
+        return "FAILED (below)"                # the reason is in the FAILED note
     return text
 
 
@@ -261,7 +270,7 @@ def render_terminal(results: Iterable[dict], full: Path | str | None = None, wid
     rows = [{SHORT.get(k, k): _short_cell(k, v) for k, v in row.items()} for row in t.rows]
     cols = [Column(SHORT.get(c.header, c.header), c.align, c.movable) for c in shown]
     dropped = []
-    text = tabulate_rows(cols, rows)
+    text = tabulate_rows(cols, rows, padding=0)
     for header in DROP_ORDER:
         if max(map(len, text.splitlines())) <= width:
             break
@@ -269,7 +278,7 @@ def render_terminal(results: Iterable[dict], full: Path | str | None = None, wid
         if any(c.header == name for c in cols) and header not in t.keep:
             cols = [c for c in cols if c.header != name]
             dropped.append(name)
-            text = tabulate_rows(cols, rows)
+            text = tabulate_rows(cols, rows, padding=0)
     lines = textwrap.wrap("all rows: " + ", ".join(caption), width, subsequent_indent="  ") if caption else []
     lines += [text]
     notes = [n for n in t.notes if n.startswith(("FAILED", "WARNING"))]
