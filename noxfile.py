@@ -48,6 +48,12 @@ def build(session: nox.Session) -> None:
     _sam3d(session, "build")
 
 
+@nox.session(tags=["publish"])
+def publish(session: nox.Session) -> None:
+    """Upload each variant's GGML and core packages to the Conan remote (SAM3D_CONAN_REMOTE)."""
+    _sam3d(session, "publish")
+
+
 @nox.session(tags=["test"])
 def sanitize(session: nox.Session) -> None:
     """Run `ctest -L normal` in every sanitizer variant; any sanitizer report fails."""
