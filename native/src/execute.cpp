@@ -108,6 +108,7 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
             s.counters.enqueue_ns += now_ns() - t;
             queued->state = Call::State::InFlight;
             if (copying) {
+                s.alloc.reserve(queued->copies, c.n_downloads);  // reserved before submission: no allocation
                 for (size_t i = 0; i < c.n_downloads; ++i) {
                     queued->copies.push_back({c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size});
                 }

@@ -72,7 +72,8 @@ class Failures : public testing::Test {
 // failure returns SAM3D_ERR_OUT_OF_MEMORY with nothing of the session left in flight, no caller
 // buffer written, no ring region held for the failed call, and the session exact afterwards
 // (a follow-up zero-copy call whose slot would be overwritten by a stale download or whose
-// region would be handed out twice).
+// region would be handed out twice). The core makes every allocation of a call before its
+// first GGML call, so a failed one reached no transfer or compute entry at all.
 TEST_F(Failures, EveryAllocationOfEveryPathFailsCleanly) {
     Rig r(Kind::CpuStaged);
     const int64_t n = 768;  // 3,072 bytes per tensor
@@ -154,9 +155,11 @@ TEST_F(Failures, EveryAllocationOfEveryPathFailsCleanly) {
             path.prepare(s);
             const size_t held_before = sam3d_session_staging_in_flight(s);
             const uint64_t before = sam3d_testing_allocations(s);
+            probe::reset();
             sam3d_testing_fail_allocation(s, k);
             const sam3d_status st = path.step(s);
             sam3d_testing_fail_allocation(s, 0);
+            const std::vector<std::string> entered = probe::names();
             if (st == SAM3D_OK) {
                 EXPECT_EQ(failures, sam3d_testing_allocations(s) - before)
                     << "every allocation of the successful call was failed once before";
@@ -167,6 +170,8 @@ TEST_F(Failures, EveryAllocationOfEveryPathFailsCleanly) {
             ASSERT_EQ(st, SAM3D_ERR_OUT_OF_MEMORY) << sam3d_last_error();
             EXPECT_STARTS_WITH(sam3d_last_error(), "out_of_memory:");
             failures += 1;
+            EXPECT_TRUE(entered.empty()) << "every allocation precedes submission, yet the failed call reached "
+                                         << entered.front();
             EXPECT_EQ(deferred::pending(), 0u) << "work of the failed call is still in flight";
             EXPECT_EQ(g.all(), untouched) << "a failed call wrote its dst";
             EXPECT_EQ(sam3d_session_outstanding(s), 0u) << "a failed submit left a ticket";

@@ -239,7 +239,8 @@ void get_nothing(const ggml_tensor *, void * data, size_t, size_t) { probe::Ente
 
 // Aligned sizes whose sum does not fit in size_t are oversized (rule 3), not a small sum: a
 // tensor that claims 2^63 bytes (only its metadata; the seam's blocking set/get do nothing) with
-// two uploads and two downloads of 2^62 bytes each.
+// two uploads and two downloads of 2^62 bytes each; then two uploads of 2^63 bytes into two such
+// tensors (the uploads alone overflow).
 TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     probe::reset();
     Rig r(Kind::CpuStaged);
@@ -248,7 +249,7 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     r.seam().tensor_get = get_nothing;
     r.bytes(64, "real");
     r.alloc();
-    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
+    ggml_init_params ip = {ggml_tensor_overhead() * 3, nullptr, true};
     ggml_context * ctx = ggml_init(ip);
     ggml_tensor * huge = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, int64_t(1) << 61);
     ggml_set_name(huge, "huge");
@@ -271,6 +272,18 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     EXPECT_EQ(k.staging_allocations, 0u);
     const std::vector<std::string> want = {"set", "set", "get", "get"};
     EXPECT_EQ(probe::names(), want);
+    // Uploads alone that overflow: two tensors of 2^63 bytes in two buffers, one upload each.
+    ggml_tensor * huge2 = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, int64_t(1) << 61);
+    ggml_set_name(huge2, "huge2");
+    ggml_backend_buffer_t buf2 = ggml_backend_buft_alloc_buffer(ggml_backend_cpu_buffer_type(), 64);
+    huge2->buffer = buf2;
+    huge2->data = ggml_backend_buffer_get_base(buf2);
+    sam3d_upload u2[] = {rig::up(huge, base, 2 * q), rig::up(huge2, base, 2 * q)};
+    sam3d_call c2{u2, 2, nullptr, nullptr, 0, false};
+    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 2);
+    EXPECT_EQ(r.counters(s).pinned_batches, 0u);
+    ggml_backend_buffer_free(buf2);
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
 }
