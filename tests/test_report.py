@@ -190,16 +190,24 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.pop("backend"), "field 'backend': missing"),
-    (lambda r: r.update(schema="sam3d-bench-result/2"), "field 'schema': is 'sam3d-bench-result/2'"),
-    (lambda r: r.update(status="maybe"), "field 'status': is 'maybe'"),
-    (lambda r: r["profile"].update(sha256="xyz"), "field 'profile.sha256': expected 64 lower-case hex"),
-    (lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"), "field 'rows[0].samples[2].wall_ms': expected a number"),
-    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0), "field 'rows[0].samples[2].wall_ms': must be a finite"),
+    (lambda r: r.update(schema="sam3d-bench-result/0"),
+     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 1"),
+    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/1'"),
+    (lambda r: r.update(status="maybe"), "field 'status': 'maybe' is not one of ['ok', 'failed']"),
+    (lambda r: r["profile"].update(sha256="xyz"), "field 'profile.sha256': 'xyz' does not match '^[0-9a-f]{64}$' "
+                                                  "(expected 64 lower-case hex digits)"),
+    (lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"),
+     "field 'rows[0].samples[2].wall_ms': 'fast' is not of type 'number' (expected a finite number of ms >= 0)"),
+    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0), "field 'rows[0].samples[2].wall_ms': -1.0 is less than"),
+    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=float("nan")), "field 'rows[0].samples[2].wall_ms': must be a finite"),
+    (lambda r: r["rows"][0]["samples"][3].update(image=2), "field 'rows[0].samples[3].image': image 2 appears twice"),
     (lambda r: r["rows"][0]["samples"].pop(), "field 'rows[0].samples': has 19 entries but protocol.images is 20"),
     (lambda r: r["rows"][1].update(batching="off"), "field 'rows[1].batching': 'off' appears twice"),
     (lambda r: r["rows"][1]["counters"]["fallbacks"].pop("oversized"), "field 'rows[1].counters.fallbacks.oversized': missing"),
-    (lambda r: r["rows"][1]["counters"].update(async_uploads=True), "field 'rows[1].counters.async_uploads': expected an integer"),
-    (lambda r: r.update(rows=[]), "field 'rows': is empty"),
+    (lambda r: r["rows"][1]["counters"].update(async_uploads=True),
+     "field 'rows[1].counters.async_uploads': True is not of type 'integer'"),
+    (lambda r: r.update(rows=[]), "field 'rows': [] should be non-empty"),
+    (lambda r: r["machine"].update(hostname=""), "field 'machine.hostname': '' does not match"),
 ])
 def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
     r = make_result(on_ms=ON, off_ms=OFF)
@@ -210,6 +218,16 @@ def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
         results.load(p)
     assert str(p) in str(e.value)
     assert message in str(e.value)
+    assert "sam3d/results/result.schema.json" in str(e.value)
+
+
+def test_the_schema_file_is_a_valid_json_schema_and_packaged():
+    import jsonschema
+    jsonschema.Draft202012Validator.check_schema(results.JSON_SCHEMA)
+    assert results.JSON_SCHEMA["properties"]["schema"]["const"] == results.SCHEMA
+    assert results.BATCHING == ("off", "on", "zerocopy", "queued")
+    pyproject = (results.SCHEMA_FILE.parents[2] / "pyproject.toml").read_text()
+    assert '"result.schema.json"' in pyproject
 
 
 def test_failed_result_needs_a_reason(tmp_path, make_result):

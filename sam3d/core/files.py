@@ -29,6 +29,8 @@ def check_schema(doc: Any, schema: Mapping, source: str, error: type[Sam3dError]
         field, text = (f"{field}.{missing}" if field else missing), "missing"
     else:
         text = problem.message if len(problem.message) <= 160 else problem.message[:157] + "..."
+        if isinstance(problem.schema, Mapping) and problem.schema.get("description"):
+            text += f" (expected {problem.schema['description']})"
     raise error(f"{source}: field {field or '(top level)'!r}: {text}{hint}")
 
 

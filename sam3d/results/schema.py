@@ -34,12 +34,12 @@ Schema "sam3d-bench-result/1" (all times in milliseconds, sizes in bytes):
   "extra": {}                           # optional diagnostics: driver overhead, peak RSS, floor...
 }
 
-Rules the readers enforce (validate()): an "ok" result has every field above except "extra",
-at least one row, each batching mode at most once, and exactly protocol.images samples per
-row, each with a distinct "image" index (on and off pair by that index). A "failed" result
-needs only schema, variant, status and a non-empty reason; whatever else it records is checked
-too. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the driver's
-document), write() (atomic). The table: sam3d/results/table.py.
+The format is the JSON Schema sam3d/results/result.schema.json (packaged with sam3d; the
+constants below are read from it); validate() checks it with jsonschema and adds what a JSON
+Schema cannot say. A change of the format is a new schema version: SCHEMA and the file's
+"$id" and "schema" const, and readers refuse files of any other version naming the one they
+need. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the
+driver's document), write() (atomic). The table: sam3d/results/table.py.
 """
 
 from __future__ import annotations
@@ -48,29 +48,34 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import Sam3dError
-from ..core.files import write_atomic
+from ..core.files import check_schema, write_atomic
 from ..core.variants import Variant
 
 SCHEMA = "sam3d-bench-result/1"
+# The format as a JSON Schema (packaged with sam3d): the one place that names the fields.
+SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
+JSON_SCHEMA: dict = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+_DEFS = JSON_SCHEMA["$defs"]
 
-STATUSES = ("ok", "failed")
+STATUSES = tuple(JSON_SCHEMA["properties"]["status"]["enum"])
 # Row names ("batching"), as the driver's mode table (`sam3d_bench --list-modes`, "row") names
 # them: "off" (ggml_backend_tensor_set/compute/get), "on" (the staged batch of the spec's
 # design), and the beyond-the-spec rows of `sam3d_bench --modes`: "zerocopy" (callers fill
 # pinned slots) and "queued" (calls share synchronizations).
-BATCHING = ("off", "on", "zerocopy", "queued")
+BATCHING = tuple(_DEFS["row"]["properties"]["batching"]["enum"])
 # Rows every driver run has: each row is compared with "off", the others also with "on".
 REQUIRED_ROWS = ("off", "on")
-FALLBACK_REASONS = ("no_async_caps", "foreign_host_buffer", "oversized", "pinned_unavailable")
-COUNTERS = ("async_uploads", "sync_uploads", "async_downloads", "sync_downloads",
-            "bytes_uploaded", "bytes_downloaded", "pinned_batches")
-SAMPLE_TIMES = ("wall_ms", "enqueue_ms", "synchronize_ms", "copy_ms", "sync_path_ms")
-CAPS = ("async", "host_buffer", "buffer_from_host_ptr", "events")
+FALLBACK_REASONS = tuple(_DEFS["row"]["properties"]["counters"]["properties"]["fallbacks"]["required"])
+COUNTERS = tuple(k for k in _DEFS["row"]["properties"]["counters"]["required"] if k != "fallbacks")
+SAMPLE_TIMES = tuple(k for k in _DEFS["sample"]["required"] if k.endswith("_ms"))
+CAPS = tuple(JSON_SCHEMA["properties"]["caps"]["required"])
+_VERSIONED = re.compile(r"sam3d-bench-result/(\d+)")
 
 
 class ResultError(Sam3dError, ValueError):
@@ -78,166 +83,55 @@ class ResultError(Sam3dError, ValueError):
     the field."""
 
 
-class _Checker:
-    def __init__(self, source: str):
-        self.source = source
+_HINT = f" (schema {SCHEMA}: sam3d/results/{SCHEMA_FILE.name})"
 
-    def fail(self, field: str, problem: str) -> None:
-        raise ResultError(f"{self.source}: field {field!r}: {problem} "
-                          f"(schema {SCHEMA}: see the docstring of sam3d/results/schema.py)")
 
-    def get(self, obj: Mapping, key: str, where: str) -> Any:
-        field = f"{where}.{key}" if where else key
-        if key not in obj:
-            self.fail(field, "missing")
-        return obj[key]
-
-    def typed(self, obj: Mapping, key: str, where: str, kinds: tuple, what: str,
-              optional: bool = False) -> Any:
-        field = f"{where}.{key}" if where else key
-        if optional and obj.get(key) is None:
-            return None
-        v = self.get(obj, key, where)
-        # bool is an int subclass: never accept it where a number is meant, or vice versa.
-        ok = isinstance(v, kinds) and not (isinstance(v, bool) and bool not in kinds)
-        if not ok:
-            self.fail(field, f"expected {what}, got {type(v).__name__} {v!r:.60}")
-        return v
-
-    def string(self, obj, key, where, optional=False, nonempty=True):
-        v = self.typed(obj, key, where, (str,), "a string", optional)
-        if v is not None and nonempty and not v.strip():
-            self.fail(f"{where}.{key}" if where else key, "is empty")
-        return v
-
-    def integer(self, obj, key, where, minimum=0):
-        v = self.typed(obj, key, where, (int,), "an integer")
-        if v < minimum:
-            self.fail(f"{where}.{key}" if where else key, f"must be >= {minimum}, got {v}")
-        return v
-
-    def number(self, obj, key, where):
-        v = self.typed(obj, key, where, (int, float), "a number (ms)")
-        if not math.isfinite(v) or v < 0:
-            self.fail(f"{where}.{key}" if where else key, f"must be a finite number >= 0, got {v!r}")
-        return v
-
-    def mapping(self, obj, key, where, optional=False):
-        return self.typed(obj, key, where, (dict,), "an object", optional)
-
-    def listing(self, obj, key, where):
-        return self.typed(obj, key, where, (list,), "a list")
-
-    def objects(self, items: list, where: str):
-        """(field name, item) of each entry of a list that must hold objects."""
-        for i, item in enumerate(items):
-            w = f"{where}[{i}]"
-            if not isinstance(item, dict):
-                self.fail(w, f"expected an object, got {type(item).__name__}")
-            yield w, item
+def _fail(source: str, field: str, problem: str) -> None:
+    raise ResultError(f"{source}: field {field!r}: {problem}{_HINT}")
 
 
 def validate(result: Any, source: str = "<result>") -> dict:
     """Checks ``result`` against schema sam3d-bench-result/1 and returns it unchanged.
 
-    An "ok" result needs every field of the schema (except "extra"), at least one row, no
-    batching mode twice, and each row's sample count equal to protocol.images. A "failed"
-    result needs schema, variant, status and a non-empty reason; its other fields are checked
-    only when present (a build failure has no device). Raises ResultError naming ``source``
-    and the first missing or bad field.
+    The JSON Schema (result.schema.json, with jsonschema) checks the fields: an "ok" result
+    needs every field (except "extra") and at least one row with at least one sample; a
+    "failed" result needs schema, variant, status and a non-empty reason, and its other fields
+    are checked when present and not null (a build failure has no device). Then what a JSON
+    Schema cannot say: each row of an ok result has protocol.images samples, no batching mode
+    twice, no image index twice in a row, every time finite. A result of another schema
+    version is refused naming the version this reader needs. Raises ResultError naming
+    ``source`` and the first missing or bad field.
     """
-    c = _Checker(source)
     if not isinstance(result, dict):
         raise ResultError(f"{source}: expected a JSON object, got {type(result).__name__}")
-    schema = c.get(result, "schema", "")
-    if schema != SCHEMA:
-        c.fail("schema", f"is {schema!r}, expected {SCHEMA!r}; this reader understands only that version")
-    c.string(result, "variant", "")
-    status = c.get(result, "status", "")
-    if status not in STATUSES:
-        c.fail("status", f"is {status!r}, expected one of {', '.join(STATUSES)}")
-    failed = status == "failed"
-    if failed:
-        c.string(result, "reason", "")
-    else:
-        c.string(result, "reason", "", optional=True, nonempty=False)
-
-    def need(key: str) -> bool:
-        return not failed or result.get(key) is not None
-
-    if need("machine"):
-        m = c.mapping(result, "machine", "")
-        c.string(m, "hostname", "machine")
-        for k in ("cpu", "os", "glibc"):
-            c.string(m, k, "machine", optional=True, nonempty=False)
-    if need("build"):
-        b = c.mapping(result, "build", "")
-        flags = c.listing(b, "compile_flags", "build")
-        for i, f in enumerate(flags):
-            if not isinstance(f, str):
-                c.fail(f"build.compile_flags[{i}]", f"expected a string, got {f!r:.60}")
-        c.string(b, "build_type", "build")
-        c.string(b, "sanitizer", "build", optional=True)
-        c.string(b, "ggml_version", "build")
-    if need("git_commit"):
-        c.string(result, "git_commit", "")
-    if need("profile"):
-        p = c.mapping(result, "profile", "")
-        c.string(p, "path", "profile")
-        sha = c.string(p, "sha256", "profile")
-        if len(sha) != 64 or any(ch not in "0123456789abcdef" for ch in sha):
-            c.fail("profile.sha256", f"expected 64 lower-case hex digits, got {sha!r:.80}")
-        c.integer(p, "version", "profile")
-    if need("backend"):
-        c.string(result, "backend", "")
-    if need("device"):
-        c.string(result, "device", "")
-    if need("caps"):
-        caps = c.mapping(result, "caps", "")
-        for k in CAPS:
-            c.typed(caps, k, "caps", (bool,), "true or false")
-    images = None
-    if need("protocol"):
-        pr = c.mapping(result, "protocol", "")
-        c.integer(pr, "warmups", "protocol")
-        images = c.integer(pr, "images", "protocol", minimum=1 if not failed else 0)
-    if need("rows"):
-        rows = c.listing(result, "rows", "")
-        if not failed and not rows:
-            c.fail("rows", "is empty; an ok result has at least one batching mode")
-        seen = set()
-        for w, row in c.objects(rows, "rows"):
-            mode = c.get(row, "batching", w)
-            if mode not in BATCHING:
-                c.fail(f"{w}.batching", f"is {mode!r}, expected one of {', '.join(BATCHING)}")
-            if mode in seen:
-                c.fail(f"{w}.batching", f"{mode!r} appears twice; one row per batching mode")
-            seen.add(mode)
-            samples = c.listing(row, "samples", w)
-            if not failed and not samples:
-                c.fail(f"{w}.samples", "is empty; an ok result times at least one image")
-            if not failed and images is not None and len(samples) != images:
-                c.fail(f"{w}.samples", f"has {len(samples)} entries but protocol.images is {images}")
-            imgs = set()
-            for ws, s in c.objects(samples, f"{w}.samples"):
-                img = c.integer(s, "image", ws)
-                if img in imgs:
-                    c.fail(f"{ws}.image", f"image {img} appears twice in {w}")
-                imgs.add(img)
-                for k in SAMPLE_TIMES:
-                    c.number(s, k, ws)
-                c.string(s, "outputs_sha256", ws)
-            cnt = c.mapping(row, "counters", w)
-            for k in COUNTERS:
-                c.integer(cnt, k, f"{w}.counters")
-            fb = c.mapping(cnt, "fallbacks", f"{w}.counters")
-            for k in FALLBACK_REASONS:
-                c.integer(fb, k, f"{w}.counters.fallbacks")
-            for k in fb:
-                if k not in FALLBACK_REASONS:
-                    c.integer(fb, k, f"{w}.counters.fallbacks")
-    if result.get("extra") is not None:
-        c.mapping(result, "extra", "")
+    if "schema" not in result:
+        _fail(source, "schema", "missing")
+    if result["schema"] != SCHEMA:
+        m = _VERSIONED.fullmatch(str(result["schema"]))
+        _fail(source, "schema", f"is {result['schema']!r}: " + (
+            f"written by schema version {m.group(1)}; this reader needs version 1 ({SCHEMA}): re-run the "
+            "benchmark (or device-import) with this checkout" if m else f"expected {SCHEMA!r}"))
+    failed = result.get("status") == "failed"
+    # A failed result's null fields are fields it does not have.
+    doc = {k: v for k, v in result.items() if v is not None} if failed else result
+    check_schema(doc, JSON_SCHEMA, source, ResultError, _HINT)
+    images = (doc.get("protocol") or {}).get("images")
+    seen: set[str] = set()
+    for i, row in enumerate(doc.get("rows") or []):
+        w = f"rows[{i}]"
+        if row["batching"] in seen:
+            _fail(source, f"{w}.batching", f"{row['batching']!r} appears twice; one row per batching mode")
+        seen.add(row["batching"])
+        if not failed and len(row["samples"]) != images:
+            _fail(source, f"{w}.samples", f"has {len(row['samples'])} entries but protocol.images is {images}")
+        imgs: set[int] = set()
+        for j, sample in enumerate(row["samples"]):
+            if sample["image"] in imgs:
+                _fail(source, f"{w}.samples[{j}].image", f"image {sample['image']} appears twice in {w}")
+            imgs.add(sample["image"])
+            for k in SAMPLE_TIMES:
+                if not math.isfinite(sample[k]):
+                    _fail(source, f"{w}.samples[{j}].{k}", f"must be a finite number >= 0, got {sample[k]!r}")
     return result
 
 
