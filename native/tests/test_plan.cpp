@@ -258,10 +258,14 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     huge->data = ggml_backend_buffer_get_base(buf);
     ASSERT_EQ(ggml_nbytes(huge), size_t(1) << 63);
     const size_t q = size_t(1) << 62;
+    // Host addresses only (never dereferenced: the seam's set/get do nothing), as integers so no
+    // pointer arithmetic leaves an object.
     static uint8_t host[64];
-    uint8_t * base = host;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(host);
+    void * base = host;
+    void * base_q = reinterpret_cast<void *>(at + q);
     sam3d_upload u[] = {rig::up(huge, base, q, 0), rig::up(huge, base, q, q)};
-    sam3d_download d[] = {rig::down(huge, base, q, 0), rig::down(huge, base + q, q, q)};
+    sam3d_download d[] = {rig::down(huge, base, q, 0), rig::down(huge, base_q, q, q)};
     sam3d_call c{u, 2, nullptr, d, 2, false};
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
