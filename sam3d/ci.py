@@ -10,6 +10,7 @@ accepted result file before the merged table counts as complete.
     python -m sam3d.ci matrix [VARIANTS_JSON|-]        # the matrix, one line of JSON
     python -m sam3d.ci evidence-dirs FOLDER            # folders holding result files
     python -m sam3d.ci check FOLDER [--job NAME=RESULT ...] [--gpu true|false]
+    python -m sam3d.ci junit FOLDER...                 # Markdown table of the JUnit reports' counts
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -24,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 from .core import variants as _variants
 from .core.errors import Sam3dError
 from .results.schema import SCHEMA, result_files
+from .running.bundle_run import junit_counts
 
 # os slug (used in job, artifact and run names) -> the container image the job runs in.
 CONTAINERS: dict[str, str] = {
@@ -168,6 +171,26 @@ def check_jobs(results: Mapping[str, str], optional: Iterable[str] = ()) -> list
     return problems
 
 
+def junit_table(folders: Iterable[Path]) -> str:
+    """A Markdown table of every JUnit XML report (*.xml, recursively) under ``folders``: its
+    passed, failed and skipped cases, and a total row; a report that does not parse is a
+    failed row (a crashed run's partial file)."""
+    lines = ["| report | passed | failed | skipped |", "| --- | ---: | ---: | ---: |"]
+    total = [0, 0, 0]
+    for folder in folders:
+        for f in sorted(Path(folder).rglob("*.xml")):
+            try:
+                counts = junit_counts(f)
+            except ET.ParseError as e:
+                lines.append(f"| {f} | - | unreadable ({e}) | - |")
+                total[1] += 1
+                continue
+            total = [a + b for a, b in zip(total, counts)]
+            lines.append(f"| {f} | {counts[0]} | {counts[1]} | {counts[2]} |")
+    lines.append(f"| **all** | {total[0]} | {total[1]} | {total[2]} |")
+    return "\n".join(lines) + "\n"
+
+
 def _parse_jobs(pairs: list[str]) -> dict[str, str]:
     jobs = {}
     for p in pairs:
@@ -192,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("evidence-dirs", help="print the folders under FOLDER that hold result files")
     s.add_argument("folder", type=Path)
+
+    s = sub.add_parser("junit", help="print a Markdown table of the JUnit reports' counts")
+    s.add_argument("folders", nargs="+", type=Path)
 
     s = sub.add_parser("check", help="fail unless every expected job left an accepted result")
     s.add_argument("folder", type=Path, help="where the results-* artifacts were downloaded")
@@ -230,6 +256,9 @@ def _records(source: str | None) -> list | None:
 def _command(args: argparse.Namespace) -> int:
     if args.command == "matrix":
         print(json.dumps(matrix(_records(args.variants_json)), separators=(",", ":")))
+        return 0
+    if args.command == "junit":
+        print(junit_table(args.folders), end="")
         return 0
     if args.command == "evidence-dirs":
         for d in evidence_dirs(args.folder):

@@ -1,6 +1,8 @@
 """The benchmark runner: its environment flag policy and how driver output becomes a result file."""
 
 import copy
+import os
+import subprocess
 import json
 
 import pytest
@@ -241,3 +243,25 @@ def test_driver_output_must_carry_its_schema(tmp_path):
     p.write_text("{")
     with pytest.raises(driver.DriverError, match="is not JSON"):
         driver.read_output(p)
+
+
+def test_junit_counts_read_googletest_xml(tmp_path):
+    """The GPU runner's counts from a real GoogleTest XML report: the device tests skip without
+    a GPU, a normal case passes, and a filter naming no case leaves an empty report."""
+    from sam3d.running import bundle_run
+    from sam3d.tools import ctest as ctest_tool
+    folder = ctest_tool.build_folder(variants.get("release"))
+    device = folder / "tests" / "device" / "sam3d_device_tests"
+    normal = folder / "tests" / "sam3d_normal_tests"
+    if not device.is_file():
+        pytest.skip("release is not built (nox -s build -- release)")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", GGML_VK_VISIBLE_DEVICES="none")
+    runs = ((device, "DeviceTwoGpus.*"), (normal, "Environment.DefaultOptionsReadBatchingFromTheEnvironment"),
+            (normal, "NoSuchCase.*"))
+    counts = []
+    for i, (binary, filt) in enumerate(runs):
+        report = tmp_path / f"r{i}.xml"
+        subprocess.run([str(binary), f"--gtest_filter={filt}", f"--gtest_output=xml:{report}"], env=env,
+                       capture_output=True, timeout=120, check=False)
+        counts.append(bundle_run.junit_counts(report))
+    assert counts == [(0, 0, 1), (1, 0, 0), (0, 0, 0)]

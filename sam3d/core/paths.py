@@ -87,3 +87,8 @@ def tool(name: str) -> str:
 
 def logs_dir() -> Path:
     return root() / "build" / "logs"
+
+
+def reports_dir() -> Path:
+    """JUnit XML reports of every test run (ctest, pytest): uploaded by every CI job."""
+    return root() / "build" / "reports"

@@ -10,7 +10,7 @@ GGML's libraries, the Vulkan loader and sanitizer runtimes. Per variant it runs
   - the benchmark driver on Vulkan device 0 (--modes, the transfer floor; with
     --transfer-only also a replay without compute),
 and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
-reports (GoogleTest JSON), the driver outputs and logs. Each file stays well under 16 MiB.
+reports (GoogleTest XML, in JUnit form), the driver outputs and logs. Each file stays well under 16 MiB.
 Back on the build machine: `python -m sam3d device-import DIR`.
 """
 
@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 if __package__:  # imported as part of the sam3d package
@@ -48,32 +49,36 @@ def variant_env(name, sanitizer):
     return env
 
 
-def gtest_counts(report):
-    """(passed, failed, skipped) from a GoogleTest JSON report."""
+def junit_counts(report_path):
+    """(passed, failed, skipped) from a JUnit XML report (GoogleTest's XML, ctest --output-junit,
+    pytest --junitxml): a <testcase> per case, with <failure> or <error> when it failed and
+    <skipped> or result="skipped"/status="notrun" when it did not run."""
     passed = failed = skipped = 0
-    for suite in report.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            if t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN":
-                skipped += 1
-            elif t.get("failures"):
-                failed += 1
-            else:
-                passed += 1
+    for t in ET.parse(report_path).getroot().iter("testcase"):
+        if t.find("failure") is not None or t.find("error") is not None:
+            failed += 1
+        elif t.find("skipped") is not None or t.get("result") == "skipped" or t.get("status") == "notrun":
+            skipped += 1
+        else:
+            passed += 1
     return passed, failed, skipped
 
 
 def run_tests(name, env, out, perf_logger):
     tag = "device-tests-perf-logger" if perf_logger else "device-tests"
-    report = out / f"{name}-{tag}.json"
+    report = out / f"{name}-{tag}.xml"
     log = out / f"{name}-{tag}.log"
     env = dict(env)
     if perf_logger:
         env["GGML_VK_PERF_LOGGER"] = "1"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_device_tests"), f"--gtest_output=json:{report}"],
+        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_device_tests"), f"--gtest_output=xml:{report}"],
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    counts = gtest_counts(json.loads(report.read_text())) if report.is_file() else (0, 0, 0)
+    try:
+        counts = junit_counts(report) if report.is_file() else (0, 0, 0)
+    except ET.ParseError:  # a crashed run leaves a partial report: its log says why
+        counts = (0, 0, 0)
     # GGML's perf logger prints per-op kernel timestamps; keep their total as a diagnostic.
     kernel_ms = None
     if perf_logger:

@@ -6,7 +6,7 @@ import time
 
 from ..core import host, paths
 from ..core.variants import Variant
-from . import conan, system
+from . import conan, ctest, system
 
 
 def prepare(vs: list[Variant]) -> None:
@@ -31,6 +31,7 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
         print(f"[{i}/{len(vs)}] {v.name}: building GGML (if missing) and the core ... (log: {log})", flush=True)
         try:
             conan.build(v, log=log)
+            ctest.write_presets(v)
             print(f"[{i}/{len(vs)}] {v.name}: built in {time.monotonic() - t0:.1f} s", flush=True)
         except conan.ConanError as e:
             print(f"[{i}/{len(vs)}] {v.name}: FAILED: {e}", flush=True)

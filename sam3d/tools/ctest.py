@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 from ..core import host, paths
 from ..core.errors import NotBuilt, Sam3dError
+from ..core.files import write_if_changed
 from ..core.variants import Variant
 from . import system
 
 SUPPRESSIONS = Path("native") / "sanitizers"
+# What every CTest run of a variant adds (python -m sam3d ctest; test_preset says the same).
+TIMEOUT_S = 300
+OPTIONS = ("--no-tests=error", "--output-on-failure", "--timeout", str(TIMEOUT_S))
+PRESETS_FILE = "sam3d-presets.json"
+USER_PRESETS = Path("native") / "CMakeUserPresets.json"
 
 
 def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -30,6 +37,37 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
 
 def build_folder(v: Variant) -> Path:
     return paths.build_dir(v.name, v.build_type)
+
+
+def test_preset(v: Variant, label: str = "normal") -> dict:
+    """The CMake test preset ``v.name``: `ctest --preset <variant>` (in native/) runs like
+    `python -m sam3d ctest -L <label> <variant>`, with the same options (OPTIONS), JUnit report
+    (junit_path) and environment (test_env's additions; SAM3D_BATCHED_TRANSFERS unset). It
+    inherits Conan's test preset of the build folder (GGML's library path)."""
+    conan_presets = json.loads((build_folder(v) / "generators" / "CMakePresets.json").read_text())
+    env: dict[str, str | None] = dict(test_env(v, base={}))
+    env["SAM3D_BATCHED_TRANSFERS"] = None
+    return {"name": v.name, "displayName": f"{v.name}: ctest -L {label} as python -m sam3d ctest runs it",
+            "inherits": conan_presets["testPresets"][0]["name"], "environment": env,
+            "filter": {"include": {"label": label}},
+            "output": {"outputOnFailure": True, "outputJUnitFile": str(junit_path(v, label))},
+            "execution": {"noTestsAction": "error", "timeout": TIMEOUT_S}}
+
+
+def write_presets(v: Variant) -> Path:
+    """Writes the variant's test preset into its build folder (PRESETS_FILE) and includes that
+    file from native/CMakeUserPresets.json (Conan's file, which keeps other includes)."""
+    folder = build_folder(v)
+    path = folder / PRESETS_FILE
+    write_if_changed(path, json.dumps({"version": 6, "include": ["generators/CMakePresets.json"],
+                                       "testPresets": [test_preset(v)]}, indent=1) + "\n")
+    user = paths.root() / USER_PRESETS
+    data = json.loads(user.read_text()) if user.is_file() else {"version": 4, "vendor": {"conan": {}}}
+    rel = os.path.relpath(path, user.parent)
+    if rel not in data.setdefault("include", []):
+        data["include"].append(rel)
+        write_if_changed(user, json.dumps(data, indent=4))
+    return path
 
 
 def labels(v: Variant) -> tuple[list[str], str]:
@@ -55,13 +93,21 @@ def check_label(vs: list[Variant], label: str) -> None:
                              f"(from {source})")
 
 
+def junit_path(v: Variant, label: str) -> Path:
+    """Where `ctest -L <label>` of variant ``v`` writes its JUnit XML report."""
+    return paths.reports_dir() / f"ctest-{label}-{v.name}.xml"
+
+
 def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None = None) -> int:
-    """`ctest -L <label>` in the variant's build folder; fails when no test matches."""
+    """`ctest -L <label>` in the variant's build folder, with a JUnit XML report (junit_path);
+    fails when no test matches."""
     folder = build_folder(v)
     if not (folder / "CTestTestfile.cmake").is_file():
         raise NotBuilt(f"{folder} has no CTest suite: build the variant first (nox -s build -- {v.name})")
-    cmd = [paths.tool("ctest"), "--test-dir", str(folder), "-L", label, "--no-tests=error", "--output-on-failure",
-           "--timeout", "300", *(extra or [])]
+    junit = junit_path(v, label)
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [paths.tool("ctest"), "--test-dir", str(folder), "-L", label, *OPTIONS, "--output-junit", str(junit),
+           *(extra or [])]
     env = test_env(v)
     if log is None:
         return subprocess.run(cmd, env=env, check=False).returncode
