@@ -225,8 +225,9 @@ def build(v: Variant, log: Path) -> None:
 
 
 def create(v: Variant, log: Path) -> Path:
-    """`conan create` the core package for a variant (package_id per variant; its tests are not
-    built) and returns the graph file (JSON) of the packages it used."""
+    """`conan create` the core package for a variant (package_id per variant; the core's own
+    tests are not built, test_package/ runs) and returns the graph file (JSON) of the packages
+    it used."""
     graph = log.with_suffix(".graph.json")
     with conan_lock.held(paths.conan_home()):
         export_recipes()
@@ -247,7 +248,7 @@ def ggml_packages() -> tuple[str, dict]:
 def ggml_package_folder(v: Variant) -> Path:
     """The package folder of the variant's GGML binary (exactly one must match its settings)."""
     rev, pkgs = ggml_packages()
-    glibc = conan_remote.glibc_version() if conan_remote.url() else None
+    glibc = conan_remote.glibc_setting()
     matches = [pid for pid, p in pkgs.items()
                if p["info"]["settings"]["build_type"] == v.build_type
                and p["info"]["settings"]["compiler"] == v.compiler

@@ -59,9 +59,15 @@ def glibc_version() -> str:
     return os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
 
 
+def glibc_setting() -> str | None:
+    """The os.glibc setting of this machine's binaries: its glibc with a remote, unset without."""
+    return glibc_version() if url() else None
+
+
 def host_settings() -> list[str]:
     """Extra host settings for Conan's command line: os.glibc with a remote, none without."""
-    return ["-s:h", f"os.glibc={glibc_version()}"] if url() else []
+    glibc = glibc_setting()
+    return ["-s:h", f"os.glibc={glibc}"] if glibc else []
 
 
 def credentials_message() -> str:
