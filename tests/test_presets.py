@@ -22,7 +22,7 @@ def _built(name):
 
 
 @pytest.mark.parametrize("name", [v.name for v in variants.VARIANTS])
-def test_preset_carries_the_test_environment(name):
+def test_preset_carries_the_test_environment(name, tmp_path):
     v = _built(name)
     p = ctest.test_preset(v)
     want = ctest.test_env(v, base={})
@@ -31,7 +31,8 @@ def test_preset_carries_the_test_environment(name):
     if v.ubsan:
         assert "halt_on_error=1" in want["UBSAN_OPTIONS"]
     # the same tests as `ctest -L normal` in the build folder
-    listed = subprocess.run([CTEST, "--preset", name, "-N"], cwd=ROOT / "native", capture_output=True,
+    listed = subprocess.run([CTEST, "--preset", name, "-N", "--output-junit", str(tmp_path / "j.xml")],
+                            cwd=ROOT / "native", capture_output=True,
                             text=True, check=True).stdout.splitlines()[-1]
     direct = subprocess.run([CTEST, "--test-dir", str(ctest.build_folder(v)), "-L", "normal", "-N"],
                             capture_output=True, text=True, check=True).stdout.splitlines()[-1]

@@ -19,8 +19,8 @@ from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bundle, mutants
-from ..tools import ctest, publish
-from ..tools.build import build_variants, indented
+from ..tools import conan, ctest, publish
+from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
 
 def cmd_variants(args: argparse.Namespace) -> int:
