@@ -80,14 +80,21 @@ def test_a_fresh_home_downloads_the_published_binary_instead_of_building_it(tmp_
     assert _checksums(got) == sums
 
 
-def test_a_binary_built_against_another_glibc_is_not_taken(tmp_path, monkeypatch, server):
+@pytest.mark.parametrize("setting, other", [("os.glibc", "2.17"), ("compiler.version", "11")])
+def test_a_binary_built_against_another_glibc_or_compiler_version_is_not_taken(tmp_path, monkeypatch, server,
+                                                                               setting, other):
     built, _ = _publish_tiny(tmp_path, monkeypatch)
+    assert built["info"]["settings"][setting] != other
+    # Another machine: its glibc, or its compiler's major version in the variant's profile.
+    if setting == "os.glibc":
+        monkeypatch.setattr(conan_remote, "glibc_version", lambda: other)
+    else:
+        monkeypatch.setattr(conan, "compiler_version", lambda compiler="gcc": other)
     _use_home(tmp_path, "home-b", monkeypatch)
-    monkeypatch.setattr(conan_remote, "glibc_version", lambda: "2.17")
     got, log = _resolve(tmp_path, "b")
     assert got["binary"] == "Build" and "tinylib: compiling" in log
     assert got["package_id"] != built["package_id"]
-    assert got["info"]["settings"]["os.glibc"] == "2.17"
+    assert got["info"]["settings"][setting] == other
 
 
 def test_a_remote_that_stopped_answering_means_a_local_build_and_one_warning(tmp_path, monkeypatch, server, capsys):
