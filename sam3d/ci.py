@@ -11,13 +11,17 @@ accepted result file before the merged table counts as complete.
     python -m sam3d.ci evidence-dirs FOLDER            # folders holding result files
     python -m sam3d.ci check FOLDER [--job NAME=RESULT ...] [--gpu true|false]
     python -m sam3d.ci junit FOLDER...                 # Markdown table of the JUnit reports' counts
+    python -m sam3d.ci gate FOLDER                     # fail when a row is slower than off (one run)
+    python -m sam3d.ci baseline-run                    # run_id=<newest successful run of main>
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +29,8 @@ from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
-from .results.schema import SCHEMA, result_files
+from .results.schema import SCHEMA, load, result_files
+from .results.stats import change
 from .running.bundle_run import junit_counts
 
 # os slug (used in job, artifact and run names) -> the container image the job runs in.
@@ -191,6 +196,46 @@ def junit_table(folders: Iterable[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gate(folder: Path) -> list[str]:
+    """What one run proves wrong about speed: every batched row of each ok result against the
+    off row of the same result (stats.change: Mann-Whitney U and the minimum effect), a row
+    significantly slower than off is a problem. Outputs and counters are checked by the
+    benchmark itself (results/checks.py)."""
+    problems = []
+    for f in result_files(folder):
+        r = load(f)
+        if r["status"] != "ok":
+            continue
+        by_mode = {row["batching"]: [s["wall_ms"] for s in row["samples"]] for row in r["rows"]}
+        for mode, wall in by_mode.items():
+            if mode == "off" or "off" not in by_mode:
+                continue
+            c = change(by_mode["off"], wall)
+            if c.verdict == "slower":
+                problems.append(f"{f.name}: {r['backend']} batching {mode} is slower than off: median ratio "
+                                f"{c.ratio:.3f}, Mann-Whitney p {c.p:.2g}")
+    return problems
+
+
+def baseline_run(env: Mapping[str, str]) -> tuple[str, str]:
+    """(run id, note) of the newest successful run of this workflow on main, asked of the
+    GitHub API with $GH_TOKEN; ("", why) when there is none or the API cannot be asked."""
+    api, repo, token = env.get("GITHUB_API_URL"), env.get("GITHUB_REPOSITORY"), env.get("GH_TOKEN")
+    if not (api and repo and token):
+        return "", "not on GitHub Actions (GITHUB_API_URL, GITHUB_REPOSITORY, GH_TOKEN): no baseline"
+    url = f"{api}/repos/{repo}/actions/workflows/variants.yml/runs?branch=main&status=success&per_page=1"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}",
+                                               "Accept": "application/vnd.github+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            runs = json.load(resp).get("workflow_runs") or []
+    except (OSError, ValueError) as e:
+        return "", f"the GitHub API did not answer ({e}): no baseline"
+    if not runs:
+        return "", "no successful run of main yet: no baseline"
+    return str(runs[0]["id"]), f"baseline: run {runs[0]['id']} of {runs[0].get('head_sha', '?')[:12]}"
+
+
 def _parse_jobs(pairs: list[str]) -> dict[str, str]:
     jobs = {}
     for p in pairs:
@@ -218,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("junit", help="print a Markdown table of the JUnit reports' counts")
     s.add_argument("folders", nargs="+", type=Path)
+
+    s = sub.add_parser("gate", help="fail when a batched row of a run is slower than its off row")
+    s.add_argument("folder", type=Path)
+
+    sub.add_parser("baseline-run", help="print run_id=<the newest successful run of main> (empty when none)")
 
     s = sub.add_parser("check", help="fail unless every expected job left an accepted result")
     s.add_argument("folder", type=Path, help="where the results-* artifacts were downloaded")
@@ -256,6 +306,18 @@ def _records(source: str | None) -> list | None:
 def _command(args: argparse.Namespace) -> int:
     if args.command == "matrix":
         print(json.dumps(matrix(_records(args.variants_json)), separators=(",", ":")))
+        return 0
+    if args.command == "gate":
+        problems = gate(args.folder)
+        for line in problems:
+            print(f"  FAIL {line}")
+        print(f"sam3d.ci gate: {args.folder}: " + ("no batched row slower than off" if not problems
+                                                   else f"{len(problems)} row(s) slower than off"))
+        return 1 if problems else 0
+    if args.command == "baseline-run":
+        run_id, note = baseline_run(os.environ)
+        print(note, file=sys.stderr)
+        print(f"run_id={run_id}")
         return 0
     if args.command == "junit":
         print(junit_table(args.folders), end="")

@@ -4,6 +4,7 @@ list, and the completeness check of the merge job (sam3d/ci.py)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -98,10 +99,22 @@ def test_workflow_wiring():
     assert jobs["variant"]["container"]["image"] == "${{ matrix.container }}"
     steps = jobs["variant"]["steps"]
     runs = [s.get("run", "") for s in steps]
-    assert any("ci/bootstrap.sh nox -s build -- " in r for r in runs)
-    assert any("ci/bootstrap.sh nox -s bench -- --name " in r for r in runs)
-    sanitize = next(s for s in steps if "nox -s sanitize" in s.get("run", ""))
+    # the jobs call the stage functions of ci/stages.sh, as .ci/run does
+    assert '. ci/stages.sh && ci_stage build "$VARIANT"' in runs
+    assert '. ci/stages.sh && ci_stage bench --name "$RUN_NAME" "$VARIANT"' in runs
+    sanitize = next(s for s in steps if "ci_stage sanitize" in s.get("run", ""))
     assert sanitize["if"] == "matrix.sanitize"
+    assert any('ci_summary >> "$GITHUB_STEP_SUMMARY"' in r for r in runs)
+    reports = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")
+                   and s["with"]["name"].startswith("reports-"))
+    assert reports["if"] == "${{ !cancelled() }}" and "build/reports/" in reports["with"]["path"]
+    merge_runs = " ".join(s.get("run", "") for s in jobs["merge"]["steps"])
+    assert "python -m sam3d.ci junit ci-reports" in merge_runs and "python -m sam3d compare --force" in merge_runs
+    stages = (ROOT / "ci" / "stages.sh").read_text()
+    for fn in ("ci_run_build", "ci_run_sanitize", "ci_run_bench", "ci_run_test", "ci_run_package"):
+        assert f"{fn}()" in stages and f"ci_sum_{fn[7:]}()" in stages
+    # .ci/run still runs the README's test command, as a stage
+    assert "ci/bootstrap.sh nox -s tests sanitize" in stages and "ci_stage test" in (ROOT / ".ci" / "run").read_text()
     keys = " ".join(s["with"]["key"] for s in steps if s.get("uses", "").startswith("actions/cache@"))
     for f in ("requirements.lock", "sam3d/core/variants.py", "conan/**", "conanfile.py"):
         assert f"'{f}'" in keys
@@ -249,3 +262,18 @@ def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
         assert "cpu-asan" in merged and "Vulkan" in merged
     finally:
         shutil.rmtree(paths.diagnostics_dir() / name, ignore_errors=True)
+
+
+def test_stage_functions_keep_a_log_an_exit_file_and_a_summary(tmp_path):
+    """Two stages of ci/stages.sh run for real (bootstrap, and a failing build of an unknown
+    variant) leave NAME.log, NAME.exit and NAME.seconds, and the summary table names both."""
+    script = ('. ci/stages.sh; ci_stage bootstrap; ci_stage build no-such-variant; echo "rc=$?"; '
+              'ci_summary > "$CI_OUT/summary.md"')
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CI_OUT=str(tmp_path), CI_REPORTS=str(tmp_path / "reports")))
+    assert "rc=1" in r.stdout, r.stdout + r.stderr
+    assert (tmp_path / "bootstrap.exit").read_text().strip() == "0"
+    assert (tmp_path / "build.exit").read_text().strip() == "1"
+    assert "unknown variant 'no-such-variant'" in (tmp_path / "build.log").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| bootstrap | ok |" in summary and "| build | FAILED (exit 1) |" in summary

@@ -1,0 +1,75 @@
+# CI stage functions, sourced by .ci/run and by the jobs of .github/workflows/variants.yml, so a
+# local run of a stage leaves the same files a CI job uploads. The pattern of ggml's ci/run.sh:
+# per stage NAME a run function ci_run_NAME and a summary function ci_sum_NAME (Markdown);
+# `ci_stage NAME ARGS...` runs one, with its output in $CI_OUT/NAME.log, its exit status in
+# $CI_OUT/NAME.exit and its seconds in $CI_OUT/NAME.seconds; `ci_summary` prints the Markdown
+# summary of every stage run so far and the counts of the JUnit reports (build/reports/).
+# Usage: . ci/stages.sh && ci_stage build release && ci_summary
+
+CI_OUT=${CI_OUT:-build/ci}
+CI_REPORTS=${CI_REPORTS:-build/reports}
+
+ci_run_bootstrap() { ci/bootstrap.sh true; }
+ci_sum_bootstrap() { echo "- .venv from requirements.lock (\`ci/bootstrap.sh\`)"; }
+
+ci_run_build() { ci/bootstrap.sh nox -s build -- "$@"; }
+ci_sum_build() { grep -E '^\[[0-9]+/[0-9]+\] .*: (built in|FAILED)|^sam3d build:' "$1" | sed 's/^/- /'; }
+
+# The README's test command: pytest, then the normal CTest suite in every variant.
+ci_run_test() { ci/bootstrap.sh nox -s tests sanitize; }
+ci_sum_test() {
+    grep -E '^=+ .*(passed|failed).* =+$|^sam3d ctest -L' "$1" | sed 's/^/- /'
+}
+
+ci_run_sanitize() { ci/bootstrap.sh nox -s sanitize -- "$@"; }
+ci_sum_sanitize() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }
+
+ci_run_bench() { ci/bootstrap.sh nox -s bench -- "$@"; }
+ci_sum_bench() {
+    local table
+    table=$(sed -n 's/^sam3d bench: run \S* -> //p' "$1" | tail -1)/table.md
+    grep -E '^sam3d bench: [0-9]' "$1" | sed 's/^/- /'
+    if [ -f "$table" ]; then echo; cat "$table"; fi
+}
+
+# conan create . on the release profile: the sam3d-core package and test_package/.
+ci_run_package() { ci/bootstrap.sh python -m sam3d package "$@"; }
+ci_sum_package() { grep -E '^\[[0-9]+/[0-9]+\] .*: (created|FAILED)' "$1" | sed 's/^/- /'; }
+
+ci_stage() {
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    mkdir -p "$CI_OUT"
+    grep -qx "$name" "$CI_OUT/stages" 2>/dev/null || echo "$name" >> "$CI_OUT/stages"
+    echo "::: stage $name: $*"
+    "ci_run_$name" "$@" 2>&1 | tee "$CI_OUT/$name.log"
+    rc=${PIPESTATUS[0]}
+    echo "$rc" > "$CI_OUT/$name.exit"
+    echo $((SECONDS - t0)) > "$CI_OUT/$name.seconds"
+    echo "::: stage $name: $((SECONDS - t0)) s, exit $rc"
+    return "$rc"
+}
+
+ci_summary() {
+    local name rc
+    echo "## sam3d CI"
+    echo
+    echo "| stage | result | seconds |"
+    echo "| --- | --- | ---: |"
+    while read -r name; do
+        rc=$(cat "$CI_OUT/$name.exit" 2>/dev/null || echo "?")
+        echo "| $name | $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)") | $(cat "$CI_OUT/$name.seconds" 2>/dev/null) |"
+    done < "$CI_OUT/stages"
+    while read -r name; do
+        echo
+        echo "### $name"
+        echo
+        "ci_sum_$name" "$CI_OUT/$name.log" || true
+    done < "$CI_OUT/stages"
+    if compgen -G "$CI_REPORTS/*.xml" > /dev/null; then
+        echo
+        echo "### JUnit reports ($CI_REPORTS)"
+        echo
+        ci/bootstrap.sh python -m sam3d.ci junit "$CI_REPORTS"
+    fi
+}
