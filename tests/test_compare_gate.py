@@ -1,0 +1,85 @@
+"""`sam3d compare` as a gate, on real result files: tests/data/cpu-asan-run{1,2}.json are two
+consecutive `sam3d bench --no-build --images 100 --warmups 3 cpu-asan` runs of one build on the
+project's 2-core machine while other builds ran on it (load average 7-8): run 1 was measured
+under more load, and run 2 is really about 35 % faster."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from sam3d import cli
+from sam3d.results import schema
+
+DATA = Path(__file__).parent / "data"
+
+
+def _folder(tmp_path, name, result):
+    schema.write(tmp_path / name / "result.json", result)
+    return str(tmp_path / name)
+
+
+def _scaled(result, factor, reverse=False):
+    r = copy.deepcopy(result)
+    for row in r["rows"]:
+        walls = [s["wall_ms"] for s in row["samples"]]
+        for s, w in zip(row["samples"], reversed(walls) if reverse else walls):
+            s["wall_ms"] = w * factor
+    return r
+
+
+@pytest.fixture
+def run1():
+    return schema.load(DATA / "cpu-asan-run2.json")
+
+
+def test_the_same_samples_in_another_order_are_no_change(tmp_path, run1, capsys):
+    """The run against its own samples in reverse image order (the same distribution): every
+    row B/A 1.000, p 1, exit 0 even with --fail-on any."""
+    a = _folder(tmp_path, "a", run1)
+    b = _folder(tmp_path, "b", _scaled(run1, 1.0, reverse=True))
+    assert cli.main(["compare", "--fail-on", "any", "--format", "json", a, b]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(r["batching"], r["B/A"], r["verdict"]) for r in doc["rows"]] == [
+        ("off", "1.000", "no change"), ("on", "1.000", "no change")]
+
+
+def test_samples_made_10_percent_slower_fail_the_gate(tmp_path, run1, capsys):
+    """The quieter run's 100 samples per row made 10 % slower: significant (Mann-Whitney p
+    below 1e-4) and beyond the 5 % minimum effect."""
+    a = _folder(tmp_path, "a", run1)
+    b = _folder(tmp_path, "b", _scaled(run1, 1.10))
+    assert cli.main(["compare", "--fail-on", "slower", a, b]) == 1
+    out, err = capsys.readouterr()
+    assert out.count("**slower**") == 2 and "| 1.100 |" in out
+    assert "sam3d compare: 2 row(s) slower: cpu-asan CPU off B/A 1.100" in err
+    assert cli.main(["compare", "--fail-on", "faster", a, b]) == 0      # slower is not faster
+    assert cli.main(["compare", a, b]) == 0                             # no --fail-on: a report
+    # 10 % is below a minimum effect of 15 %
+    assert cli.main(["compare", "--fail-on", "slower", "--min-effect", "0.15", a, b]) == 0
+
+
+def test_two_real_runs_under_different_load(tmp_path, run1, capsys):
+    """Run 1 (more load) against run 2: faster, which --fail-on slower lets pass and --fail-on
+    faster or any does not; the other way round it is slower."""
+    a = _folder(tmp_path, "a", schema.load(DATA / "cpu-asan-run1.json"))
+    b = _folder(tmp_path, "b", run1)
+    assert cli.main(["compare", "--fail-on", "slower", "--format", "json", a, b]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["verdict"] for r in rows} == {"faster"} and all(0.6 < float(r["B/A"]) < 0.7 for r in rows)
+    assert cli.main(["compare", "--fail-on", "faster", a, b]) == 1
+    assert cli.main(["compare", "--fail-on", "any", a, b]) == 1
+    assert cli.main(["compare", "--fail-on", "slower", b, a]) == 1
+
+
+def test_one_run_gate_on_not_slower_than_off(tmp_path, run1):
+    """sam3d.ci gate (the CI job's speed gate): the real run passes (on and off within noise);
+    its on row made 10 % slower fails."""
+    from sam3d import ci
+    assert ci.gate(Path(_folder(tmp_path, "ok", run1))) == []
+    slow = copy.deepcopy(run1)
+    for s in next(r for r in slow["rows"] if r["batching"] == "on")["samples"]:
+        s["wall_ms"] *= 1.10
+    problems = ci.gate(Path(_folder(tmp_path, "slow", slow)))
+    assert len(problems) == 1 and "CPU batching on is slower than off" in problems[0]
