@@ -13,7 +13,15 @@ py=${PYTHON:-python3}
 if ! "$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "bootstrap: installing python3 and python3-venv with apt-get"
-        apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv
+        # One line unless it fails; then the tail of apt-get's output.
+        aptlog=$(mktemp)
+        if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv; } \
+                > "$aptlog" 2>&1; then
+            tail -n 20 "$aptlog" >&2
+            echo "bootstrap: apt-get failed (above)" >&2
+            exit 2
+        fi
+        rm -f "$aptlog"
     else
         echo "bootstrap: need Python >= 3.11 with venv; install the Debian packages python3 python3-venv" >&2
         exit 2

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from ..core import paths
@@ -100,11 +101,20 @@ def _ensure(packages: list[str], install: bool | None) -> None:
         raise SystemPrerequisiteError(
             f"missing system packages: {' '.join(missing)}; install them with: "
             f"sudo apt-get install -y {' '.join(missing)}")
-    print(f"sam3d: installing system packages: {' '.join(missing)}", flush=True)
+    print(f"sam3d: installing system packages with apt-get: {' '.join(missing)} ...", flush=True)
+    t0 = time.monotonic()
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
-                   check=True, env=env)
+    output = []
+    for cmd in (["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        output += (r.stdout + r.stderr).splitlines()
+        if r.returncode != 0:
+            tail = "\n".join("    " + line for line in [ln for ln in output if ln.strip()][-20:])
+            print(f"sam3d: `{' '.join(cmd[:2])}` failed with exit code {r.returncode}:\n{tail}", flush=True)
+            raise SystemPrerequisiteError(f"could not install the system packages {' '.join(missing)} "
+                                          f"(`{' '.join(cmd)}` exit {r.returncode}; its output is above)")
+    print(f"sam3d: installed {len(missing)} system packages in {time.monotonic() - t0:.0f} s", flush=True)
 
 
 def vulkan_header_version(include_dir: Path) -> tuple[int, int, int] | None:
