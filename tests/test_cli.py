@@ -22,9 +22,10 @@ def _run(*args, root=None):
     (("bundle", "cpu-asan"), "cpu-asan has no Vulkan backend; GPU variants: vulkan-ubsan, release"),
     (("ctest", "-L", "bogus", "release"), "release has no CTest label 'bogus'; its labels: bench, device, normal"),
     (("ctest", "-L", "device", "cpu-asan"), "cpu-asan has no CTest label 'device'; its labels: bench, normal"),
-    (("ctest", "--sanitizers-only", "release"), "none of release has a sanitizer; sanitizer variants: cpu-asan, vulkan-ubsan"),
+    (("ctest", "--sanitizers-only", "release"), "none of release has a sanitizer; sanitizer variants: cpu-asan, cpu-tsan, vulkan-ubsan"),
     (("report", "generated", "--name", "../escape"), "--name '../escape': use letters, digits"),
     (("bench", "--images", "0", "release"), "must be >= 1"),
+    (("fuzz", "--runs", "0"), "must be >= 1"),
     (("bench", "--modes", "off,zerocopy", "release"), "off and staged are required"),
     (("bench", "--modes", "off,staged,", "release"), "unknown mode ''"),
     (("bench", "--modes", "off,staged,OFF", "release"), "unknown mode 'OFF' (use staged, off, zerocopy, queued)"),
@@ -77,6 +78,9 @@ def _summary(tmp_path, **change):
     ({"variants": {"release": {"bench": [{"driver_output": "/etc/passwd"}]}}}, "expected the name of a file"),
     ({"manifest": []}, "field 'manifest'"),
     ({"variants": {"release": {"device_tests": {"plain": {"passed": 1}}}}}, "field 'variants.release.device_tests.plain.exit_code': missing"),
+    ({"variants": {"release": {"device_tests": {"plain": {"exit_code": 0, "passed": 1, "failed": 0, "skipped": 0,
+                                                          "report": "../x.xml"}}}}},
+     "device_tests report is '../x.xml': expected the name of a file in that folder"),
 ])
 def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change, expect):
     raw = _summary(tmp_path, **change)
@@ -104,3 +108,11 @@ def test_ci_matrix_of_no_variants_is_one_line(tmp_path):
         r = subprocess.run([sys.executable, "-m", "sam3d.ci", "matrix", arg], capture_output=True, text=True, timeout=30)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("sam3d.ci matrix: ")
+
+
+def test_a_missing_or_unreadable_path_is_one_line(tmp_path):
+    for args in (("compare", str(tmp_path / "no-a"), str(tmp_path / "no-b")),
+                 ("report", "--out", str(tmp_path), str(tmp_path / "missing.json"))):
+        r = _run(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "no such file" in r.stderr

@@ -3,11 +3,13 @@ files, the table and the evidence folder (sam3d/results/)."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import time
 from pathlib import Path
 
-from ..core import profile, variants
+from ..core import paths, profile, variants
+from ..core.files import inside
 from ..core.variants import Variant
 from ..results import checks, evidence, schema, table
 from ..running import bench as runner
@@ -75,6 +77,7 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
                   f"{': ' + r['reason'] if r['reason'] else ''}", flush=True)
         if run.doc is not None:
             _print_rows(run.doc)
+    _keep_reports(vs, rd)
     failed = [f"{r['variant']} {r['backend']}: {r['reason']}" for r in written if r["status"] != "ok"]
     accepted = not failed
     reason = None if accepted else f"{len(failed)} of {len(written)} runs failed: " + " / ".join(failed)
@@ -82,6 +85,17 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     print(f"sam3d bench: {len(written) - len(failed)}/{len(written)} runs ok in {time.monotonic() - t_start:.1f} s; "
           f"evidence: {rd}{'' if accepted else ' (NOT ACCEPTED)'}", flush=True)
     return 0 if accepted else 1
+
+
+def _keep_reports(vs: list[Variant], rd: Path) -> None:
+    """Copies the JUnit reports of the variants' test runs (build/reports: ctest-*-<variant>.xml,
+    and pytest.xml) into the evidence folder's reports/."""
+    found = [f for v in vs for f in paths.reports_dir().glob(f"ctest-*-{v.name}.xml")]
+    found += [f for f in (paths.reports_dir() / "pytest.xml",) if f.is_file()]
+    if found:
+        (rd / "reports").mkdir(parents=True, exist_ok=True)
+        for f in found:
+            shutil.copyfile(f, rd / "reports" / f.name)
 
 
 def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -> tuple[Path, list[dict], bool]:
@@ -108,6 +122,11 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
             written.append(r)
         for kind, t in (vrun.get("device_tests") or {}).items():
             tests.append((vname, kind, t))
+            if t.get("report"):  # the GoogleTest XML report, kept with the evidence
+                src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
+                if src.is_file():
+                    (rd / "reports").mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, rd / "reports" / src.name)
             if t["failed"] or t["exit_code"] or not t["passed"]:
                 reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
                                f"{t['skipped']} skipped, exit {t['exit_code']}")

@@ -18,7 +18,7 @@ from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
-from ..running import bundle, mutants
+from ..running import bundle, fuzz, mutants
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
@@ -164,6 +164,18 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    """Builds the fuzz variant, then runs the libFuzzer target over native/fuzz's seeds."""
+    v = fuzz.variant()
+    if not args.no_build and build_variants([v]):
+        print(f"sam3d fuzz: building {v.name} failed", file=sys.stderr)
+        return 1
+    rc = fuzz.run(args.max_total_time, args.runs)
+    found = sorted((fuzz.work_dir() / "artifacts").iterdir())
+    print(f"sam3d fuzz: exit {rc}" + (f"; failing input: {', '.join(map(str, found))}" if found else ""))
+    return 1 if rc else 0
+
+
 def cmd_device_import(args: argparse.Namespace) -> int:
     """Renders the raw files of the bundle's run.py into result files and the one table."""
     rd, _, accepted = bench_cmd.device_import(args.raw, name=args.name, force=args.force)
@@ -292,6 +304,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("variants", nargs="*", metavar="VARIANT", help="Vulkan variants (default: all of them)")
     s.set_defaults(func=cmd_bundle)
 
+    s = sub.add_parser("fuzz", help="build the fuzz variant, then run the libFuzzer target of the C API")
+    s.add_argument("--max-total-time", type=_at_least(1), metavar="S", help="stop after S seconds")
+    s.add_argument("--runs", type=_at_least(1), metavar="N", help="stop after N inputs")
+    s.add_argument("--no-build", action="store_true", help="run the target already built")
+    s.set_defaults(func=cmd_fuzz)
+
     s = sub.add_parser("device-import", help="wrap the bundle runner's raw files into result files and render them")
     s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
@@ -314,3 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     except Sam3dError as e:  # the one handler: every error a command reports, as one line
         print(f"sam3d {args.command}: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a file or folder the command cannot use (it names it): one line too
+        print(f"sam3d {args.command}: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"sam3d {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -207,7 +207,7 @@ SUMMARY_SCHEMA = {
                     "device_tests": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
-                                       "skipped": _COUNT}}},
+                                       "skipped": _COUNT, "report": {"type": ["string", "null"]}}}},
                 },
             },
         },
