@@ -29,11 +29,14 @@ void reserve_scratch(Session & s, const sam3d_call & c) {
     s.alloc.reserve(s.down_ptrs, c.n_downloads);
 }
 
-void count_plan(Session & s, const Plan & p) {
+// The per-call counts (rule 8), at submission: a call that fails after it keeps them.
+void count_plan(Session & s, const Plan & p, const sam3d_call & c) {
     s.counters.calls += 1;
     if (p.reason != SAM3D_FALLBACK_COUNT) {
         s.counters.fallbacks[p.reason] += 1;
     }
+    const bool staged = p.path == Path::Staged || p.path == Path::Queued;
+    s.counters.pinned_batches += staged && c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
 }
 
 // A completion event for a queued call (A5): a pooled one, else a new one (NULL: its wait
@@ -71,7 +74,7 @@ sam3d_status run_locked(Session & s, const sam3d_call & c) {
         return p.rejected;
     }
     reserve_scratch(s, c);
-    count_plan(s, p);
+    count_plan(s, p, c);
     sam3d_status st = SAM3D_OK;
     if (p.path == Path::Sync) {
         st = run_sync(s, c);
@@ -153,7 +156,7 @@ sam3d_status submit_locked(Session & s, const sam3d_call & c, unsigned flags, sa
         s.reservation.reset();
     }
     call.id = s.next_id++;
-    count_plan(s, p);
+    count_plan(s, p, c);
     try {
         if (staged) {
             const bool copy_through = !zero_copy && c.n_uploads + c.n_downloads > 0;

@@ -130,7 +130,6 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
     }
     s.counters.async_uploads += c.n_uploads;
     s.counters.async_downloads += c.n_downloads;
-    s.counters.pinned_batches += c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
     return SAM3D_OK;
 }
 

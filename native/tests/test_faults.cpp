@@ -61,11 +61,18 @@ TEST_P(Faults, FailedComputeLeavesOutputsUntouchedAndNextCallIsExact) {
         EXPECT_EQ(sam3d_session_run(s, &c), SAM3D_ERR_COMPUTE);
         EXPECT_CONTAINS(sam3d_last_error(), "graph compute returned");
         EXPECT_EQ(g.all(), before) << "outputs written by a failed call";
+        // Rule 8: a call failing after submission keeps its one per-call count (a pinned batch
+        // on the staged path, its fallback on the synchronous one) and counts no transfer.
+        const bool staged = mode == SAM3D_BATCHING_ON && GetParam() != Kind::Cpu;
+        const bool fell_back = mode == SAM3D_BATCHING_ON && GetParam() == Kind::Cpu;
         sam3d_counters k = r.counters(s);
         EXPECT_EQ(k.calls, 1u);
         EXPECT_EQ(k.failed_calls, 1u);
         EXPECT_EQ(k.rejected_calls, 0u);
-        EXPECT_EQ(k.pinned_batches, 0u);
+        EXPECT_EQ(k.pinned_batches, staged ? 1u : 0u);
+        cases::expect_fallbacks(k, SAM3D_FALLBACK_NO_ASYNC_CAPS, fell_back ? 1u : 0u);
+        EXPECT_EQ(k.async_uploads + k.sync_uploads + k.async_downloads + k.sync_downloads, 0u);
+        EXPECT_EQ(k.bytes_uploaded, 0u);
         EXPECT_EQ(k.bytes_downloaded, 0u);
 
         fail_compute(r, false);
@@ -78,8 +85,8 @@ TEST_P(Faults, FailedComputeLeavesOutputsUntouchedAndNextCallIsExact) {
         EXPECT_EQ(k.calls, 2u);
         EXPECT_EQ(k.failed_calls, 1u);
         EXPECT_EQ(k.bytes_downloaded, n * 4u);
-        const bool staged = mode == SAM3D_BATCHING_ON && GetParam() != Kind::Cpu;
-        EXPECT_EQ(k.pinned_batches, staged ? 1u : 0u);
+        EXPECT_EQ(k.pinned_batches, staged ? 2u : 0u);
+        cases::expect_fallbacks(k, SAM3D_FALLBACK_NO_ASYNC_CAPS, fell_back ? 2u : 0u);
     }
 }
 
