@@ -78,6 +78,7 @@ def test_ggml_libraries_instrumented_as_the_variant_says(name):
         syms = _dynamic_symbols(lib)
         assert ("__asan_" in syms) == v.asan, f"{lib}: ASan instrumentation should be {v.asan}"
         assert ("__ubsan_handle" in syms) == v.ubsan, f"{lib}: UBSan instrumentation should be {v.ubsan}"
+        assert ("__tsan_" in syms) == v.tsan, f"{lib}: TSan instrumentation should be {v.tsan}"
 
 
 def test_wrong_sdist_hash_stops_with_both_hashes(tmp_path):

@@ -4,23 +4,36 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
-from sam3d.core import variants
+from sam3d.core import paths, variants
 from sam3d.tools import conan
 
 
 def test_required_variants_and_their_flags():
-    assert variants.NAMES[:3] == ("cpu-asan", "vulkan-ubsan", "release")
+    assert variants.NAMES == ("cpu-asan", "cpu-tsan", "vulkan-ubsan", "release")
     asan = variants.get("cpu-asan")
     assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
-    assert (asan.asan, asan.ubsan, asan.vulkan) == (True, True, False)
+    assert (asan.asan, asan.ubsan, asan.tsan, asan.vulkan) == (True, True, False, False)
+    tsan = variants.get("cpu-tsan")
+    assert tsan.compile_flags == ("-O1", "-g", "-fsanitize=thread")
+    assert (tsan.asan, tsan.ubsan, tsan.tsan, tsan.vulkan, tsan.build_type) == (False, False, True, False, "Debug")
     ub = variants.get("vulkan-ubsan")
     assert ub.compile_flags == ("-O2", "-g", "-DNDEBUG", "-fsanitize=undefined")
-    assert (ub.asan, ub.ubsan, ub.vulkan, ub.compiler) == (False, True, True, "clang")
-    assert (asan.compiler, variants.get("release").compiler) == ("gcc", "gcc")
+    assert (ub.asan, ub.ubsan, ub.tsan, ub.vulkan, ub.compiler) == (False, True, False, True, "clang")
+    assert (asan.compiler, tsan.compiler, variants.get("release").compiler) == ("clang", "gcc", "gcc")
+    assert [v.name for v in variants.VARIANTS if v.fuzz] == ["cpu-asan"]
     rel = variants.get("release")
     assert rel.compile_flags == ("-O2", "-DNDEBUG")
-    assert (rel.sanitizer, rel.vulkan, rel.backends) == (None, True, ("CPU", "Vulkan"))
+    assert (rel.sanitizer, rel.tsan, rel.vulkan, rel.backends) == (None, False, True, ("CPU", "Vulkan"))
+
+
+def test_every_sanitizer_setting_is_a_conan_setting():
+    """Each compiler.sanitizer value a variant uses is declared in conan/settings_user.yml."""
+    declared = yaml.safe_load((paths.root() / "conan" / "settings_user.yml").read_text())["compiler"]
+    for v in variants.sanitizer_variants():
+        assert v.sanitizer in declared[v.compiler]["sanitizer"], v.name
+    assert set(variants.SANITIZER_FLAGS) <= set(declared["gcc"]["sanitizer"]) & set(declared["clang"]["sanitizer"])
 
 
 def test_names_are_unique_and_profiles_distinct():
@@ -31,8 +44,8 @@ def test_names_are_unique_and_profiles_distinct():
 
 def test_unknown_variant_lists_valid_names():
     with pytest.raises(variants.UnknownVariant) as e:
-        variants.select(["release", "cpu-tsan"])
-    assert "'cpu-tsan'" in str(e.value)
+        variants.select(["release", "cpu-msan"])
+    assert "'cpu-msan'" in str(e.value)
     for name in variants.NAMES:
         assert name in str(e.value)
 
@@ -47,7 +60,7 @@ def test_cli_unknown_variant_fails_at_once():
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "unknown variant 'no-such-variant'" in r.stderr + r.stdout
-    assert "cpu-asan, vulkan-ubsan, release" in r.stderr + r.stdout
+    assert "cpu-asan, cpu-tsan, vulkan-ubsan, release" in r.stderr + r.stdout
 
 
 def _profile_dict(text):

@@ -53,13 +53,54 @@ inline std::vector<float> expected(const std::vector<float> & a, const std::vect
 }
 
 // One call of the workload: upload a and b, compute, download out into dst.
+struct Call {
+    sam3d_upload ups[2];
+    sam3d_download downs[1];
+    sam3d_call call;
+    Call(const ScaleAdd & w, const void * a, const void * b, void * dst, bool synchronous = false)
+        : ups{rig::up(w.a, a, bytes(w)), rig::up(w.b, b, bytes(w))},
+          downs{rig::down(w.out, dst, bytes(w))},
+          call{ups, 2, w.graph, downs, 1, synchronous} {}
+    Call(const Call &) = delete;
+    Call & operator=(const Call &) = delete;
+    static size_t bytes(const ScaleAdd & w) { return static_cast<size_t>(w.n) * sizeof(float); }
+};
+
 inline sam3d_status run(sam3d_session * s, const ScaleAdd & w, const float * a, const float * b, float * dst,
                         bool synchronous = false) {
-    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
-    sam3d_upload ups[] = {rig::up(w.a, a, bytes), rig::up(w.b, b, bytes)};
-    sam3d_download downs[] = {rig::down(w.out, dst, bytes)};
-    sam3d_call c{ups, 2, w.graph, downs, 1, synchronous};
-    return sam3d_session_run(s, &c);
+    Call c(w, a, b, dst, synchronous);
+    return sam3d_session_run(s, &c.call);
+}
+
+// The same call through sam3d_session_submit (host pointers a, b, dst; slots with ZERO_COPY).
+inline sam3d_status submit(sam3d_session * s, const ScaleAdd & w, const void * a, const void * b, void * dst,
+                           unsigned flags, sam3d_ticket * ticket) {
+    Call c(w, a, b, dst);
+    return sam3d_session_submit(s, &c.call, flags, ticket);
+}
+
+// Whether batching calls of `s` can take the pinned staging path (batching on, no static fallback).
+inline bool staged(sam3d_session * s) {
+    return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
+}
+
+// One zero-copy call of the workload: reserve_scale_add reserves a, b, out (the caller fills
+// a and b); submit_scale_add submits the call on those slots.
+struct Slots {
+    float * a;
+    float * b;
+    float * out;
+};
+inline Slots reserve_scale_add(sam3d_session * s, const ScaleAdd & w) {
+    const size_t bytes = Call::bytes(w);
+    sam3d_slot_request req[3] = {{bytes}, {bytes}, {bytes}};
+    void * p[3] = {nullptr, nullptr, nullptr};
+    EXPECT_EQ(sam3d_session_reserve(s, req, 3, p), SAM3D_OK) << sam3d_last_error();
+    return Slots{static_cast<float *>(p[0]), static_cast<float *>(p[1]), static_cast<float *>(p[2])};
+}
+inline sam3d_status submit_scale_add(sam3d_session * s, const ScaleAdd & w, const Slots & sl, unsigned flags,
+                                     sam3d_ticket * t) {
+    return submit(s, w, sl.a, sl.b, sl.out, flags, t);
 }
 
 // A host buffer with `guard` bytes of a known value before and after each of its regions.

@@ -6,6 +6,7 @@
 #include "probe.h"
 #include "rig.h"
 
+using cases::staged;
 using rig::Kind;
 using rig::Rig;
 
@@ -17,10 +18,6 @@ std::vector<Kind> staged_kinds() {
     k.push_back(Kind::Vulkan);
 #endif
     return k;
-}
-
-bool staged(sam3d_session * s) {
-    return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
 }
 
 }  // namespace

@@ -9,38 +9,16 @@
 #include "probe.h"
 #include "rig.h"
 
+using cases::reserve_scale_add;
+using cases::Slots;
+using cases::staged;
+using cases::submit_scale_add;
 using rig::Kind;
 using rig::Rig;
 
 namespace {
 
-bool staged(sam3d_session * s) {
-    return sam3d_session_batching(s) && sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
-}
-
 size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
-
-// One zero-copy scale_add call: reserves a, b, out; fills a and b; returns the slots.
-struct Slots {
-    float * a;
-    float * b;
-    float * out;
-};
-Slots reserve_scale_add(sam3d_session * s, const cases::ScaleAdd & w) {
-    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
-    sam3d_slot_request req[3] = {{bytes}, {bytes}, {bytes}};
-    void * p[3] = {nullptr, nullptr, nullptr};
-    EXPECT_EQ(sam3d_session_reserve(s, req, 3, p), SAM3D_OK) << sam3d_last_error();
-    return Slots{static_cast<float *>(p[0]), static_cast<float *>(p[1]), static_cast<float *>(p[2])};
-}
-sam3d_status submit_scale_add(sam3d_session * s, const cases::ScaleAdd & w, const Slots & sl, unsigned flags,
-                              sam3d_ticket * t) {
-    const size_t bytes = static_cast<size_t>(w.n) * sizeof(float);
-    sam3d_upload ups[] = {rig::up(w.a, sl.a, bytes), rig::up(w.b, sl.b, bytes)};
-    sam3d_download downs[] = {rig::down(w.out, sl.out, bytes)};
-    sam3d_call c{ups, 2, w.graph, downs, 1, false};
-    return sam3d_session_submit(s, &c, flags, t);
-}
 
 }  // namespace
 
@@ -286,6 +264,8 @@ TEST_P(Queued, ErrorIsReportedAtTheWaitWithOutstandingWorkCompleted) {
     const sam3d_counters k = r.counters(s);
     EXPECT_EQ(k.calls, 2u);
     EXPECT_EQ(k.failed_calls, 1u);
+    EXPECT_EQ(k.pinned_batches, staged(s) ? 2u : 0u) << "a call failing after submission keeps its pinned batch (rule 8)";
+    EXPECT_EQ(k.bytes_downloaded, static_cast<uint64_t>(n) * 4) << "only the call that succeeded counts its bytes";
     EXPECT_EQ(sam3d_session_outstanding(s), 0u);
     // The session recovers exactly.
     sam3d_ticket t3 = 0;

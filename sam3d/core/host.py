@@ -48,7 +48,9 @@ def sanitizer_env(sanitizer: str | None, suppressions: Path) -> dict[str, str]:
     """The sanitizer runtime options for binaries built with Conan's ``compiler.sanitizer``
     value ``sanitizer`` (None: none). Any report is fatal: ASan and LSan halt on the first
     error; UBSan is compiled recoverable (so suppressions work) and made fatal with
-    halt_on_error=1. ``suppressions`` is the folder holding lsan.supp and ubsan.supp."""
+    halt_on_error=1; TSan exits on its first report (halt_on_error=1) and shows where both
+    mutexes of a lock-order inversion were taken. ``suppressions`` is the folder holding
+    lsan.supp, ubsan.supp and tsan.supp."""
     env = {}
     if sanitizer and "Address" in sanitizer:
         env["ASAN_OPTIONS"] = ("halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:"
@@ -56,6 +58,9 @@ def sanitizer_env(sanitizer: str | None, suppressions: Path) -> dict[str, str]:
         env["LSAN_OPTIONS"] = f"suppressions={suppressions / 'lsan.supp'}:print_suppressions=0"
     if sanitizer and "UndefinedBehavior" in sanitizer:
         env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={suppressions / 'ubsan.supp'}"
+    if sanitizer == "Thread":
+        env["TSAN_OPTIONS"] = (f"halt_on_error=1:second_deadlock_stack=1:"
+                               f"suppressions={suppressions / 'tsan.supp'}")
     return env
 
 

@@ -5,7 +5,7 @@ Each variant is one Conan profile (``sam3d-<name>``), one build folder
 sanitizer is the Conan setting ``compiler.sanitizer`` (see conan/settings_user.yml) and the
 Vulkan backend is the ``vulkan`` option of both the ``ggml`` and ``sam3d-core`` recipes.
 
-The variant set: CPU ASan+UBSan+LSan, Vulkan UBSan, and a clean -O2 release. Adding one
+The variant set: CPU ASan+UBSan+LSan, CPU TSan, Vulkan UBSan, and a clean -O2 release. Adding one
 here adds its Conan profile, build folder, CI jobs (sam3d/ci.py) and table rows.
 """
 
@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 from .errors import Sam3dError
 
-# compiler.sanitizer value (conan/settings_user.yml) -> the GCC -fsanitize= list.
+# compiler.sanitizer value (conan/settings_user.yml) -> the -fsanitize= list (GCC and Clang alike).
 SANITIZER_FLAGS: dict[str, str] = {
     "Address": "address",
     "UndefinedBehavior": "undefined",
     "AddressUndefinedBehavior": "address,undefined",
+    "Thread": "thread",
 }
 
 
@@ -77,6 +78,15 @@ class Variant:
         return self.sanitizer is not None and "UndefinedBehavior" in self.sanitizer
 
     @property
+    def tsan(self) -> bool:
+        return self.sanitizer == "Thread"
+
+    @property
+    def fuzz(self) -> bool:
+        """Whether the libFuzzer target is built (native/CMakeLists.txt: Clang with ASan)."""
+        return self.compiler == "clang" and self.asan
+
+    @property
     def profile_name(self) -> str:
         return f"sam3d-{self.name}"
 
@@ -84,10 +94,21 @@ class Variant:
 VARIANTS: tuple[Variant, ...] = (
     Variant(
         name="cpu-asan",
-        summary="CPU backend, ASan+UBSan+LSan (GGML instrumented too), -O1 -g, frame pointers",
+        summary="CPU backend, ASan+UBSan+LSan (GGML instrumented too), -O1 -g, frame pointers, Clang; "
+                "with the libFuzzer target",
         build_type="Debug",
         opt_flags=("-O1", "-g", "-fno-omit-frame-pointer"),
         sanitizer="AddressUndefinedBehavior",
+        # libFuzzer comes with Clang: the fuzz target (native/fuzz) is built in this variant.
+        compiler="clang",
+    ),
+    Variant(
+        name="cpu-tsan",
+        summary="CPU backend, TSan (GGML instrumented too, without OpenMP), -O1 -g",
+        build_type="Debug",
+        opt_flags=("-O1", "-g"),
+        sanitizer="Thread",
+        # GCC 12: its TSan runtime (libtsan2) comes with g++ itself.
     ),
     Variant(
         name="vulkan-ubsan",
