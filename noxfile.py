@@ -70,6 +70,14 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "sam3d", "ctest", "-L", "normal", "release", external=True)
 
 
+@nox.session(tags=["fuzz"])
+def fuzz(session: nox.Session) -> None:
+    """Build the fuzz variant and fuzz the C API over native/fuzz's seeds (`-- --max-total-time 600`).
+
+    A failing input lands in build/fuzz/artifacts/."""
+    _sam3d(session, "fuzz")
+
+
 @nox.session(tags=["bench"])
 def bench(session: nox.Session) -> None:
     """Build, then benchmark every variant and backend here into one table and an evidence folder.

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of sam3d_fuzz_capi (native/fuzz/corpus/) and the inputs of its
+findings (native/fuzz/findings/, regression seeds now): small hand-written operation sequences.
+
+fuzz_capi.cpp reads an input with FuzzedDataProvider, one byte per choice, taken from the END of
+the input: a choice in [0, n) is byte % n. So an input is its list of choices, reversed. The
+choices, in the order fuzz_capi.cpp reads them:
+
+    input    ordinary(2) seed(256) op...
+    op       0 run CALL | 1, 2 submit FLAGS CALL | 3 reserve N NULL_SLOTS(16: 0 = NULL) SIZE(28)...
+             | 4 wait TICKET | 5 release TICKET | 6 (0 arm a compute failure | 1 reset counters)
+             | 7 scribble AT(256: byte 3*AT) LEN(128)
+    FLAGS    flags(8) unknown(16: 0 = or in 8 << SHIFT(4)) ticket_null(8: 0 = NULL)
+    CALL     graph(2) synchronous(8: 0 = yes) n_uploads(5) n_downloads(4) nulls(32: 0 uploads
+             NULL, 1 downloads NULL) DESC...
+    DESC     tensor(12) HOST offset(8: 4 = PICK(nbytes+1), 5 = nbytes, 6 = nbytes+1+PICK(4),
+             7 = SIZE_MAX-PICK(8), else 0) size(8: 3 = 1+PICK(rest), 4 = 0, 5 = rest+1,
+             6 = SIZE_MAX-PICK(8), 7 = 4+4*PICK(4), else rest)
+    HOST     kind(8): 0 NULL; zero-copy 2-5 with a reservation: slot(4) (5: 4 bytes inside it);
+             zero-copy 6-7 with another live slot set: set(8) slot(4) (7: AT(64), 4*AT bytes in);
+             else the arena: AT(256), byte 3*AT
+    TICKET   (10): 0-7 the k-th ticket handed out (mod their number), 8 ticket 0, 9 unknown
+
+Run from anywhere: python3 native/fuzz/make_corpus.py [OUT_FOLDER] (default: next to this file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# Tensor choices (fuzz_capi.cpp, TensorId) and their ggml_nbytes.
+A, B, OUT, RAW, MAT, RAW_VIEW, MAT_ROWS, TRANSPOSED, STRIDED, LATE_VIEW, UNALLOCATED, NULL_TENSOR = range(12)
+# Slot sizes (kSlotSizes) by index.
+(S1, S2, S7, S16, S31, S32, S33, S48, S63, S64, S65, S96, S100, S128, S200, S256, S512, S1000, S4K, S8K, S1M, S31M,
+ SBOUND, SBOUND1, S0, SMAX, SMAX31, SHALF) = range(28)
+ZC, Q, K = 1, 2, 4
+
+
+def arena(at3):
+    """Host pointer into the arena at byte 3 * at3."""
+    return [1, at3]
+
+
+def slot(j, inside=False):
+    """Host pointer: slot j of the current reservation (or 4 bytes inside it)."""
+    return [5 if inside else 2, j]
+
+
+def kept(set_index, j, at4=None):
+    """Host pointer into slot j of the set_index-th live set other than the current reservation."""
+    return [6, set_index, j] if at4 is None else [7, set_index, j, at4]
+
+
+NULL = [0]
+
+
+def desc(tensor, host, offset=None, size=None):
+    """A descriptor; offset/size None mean 0 and the rest of the tensor."""
+    return [tensor, *host, *(offset or [0]), *(size or [0])]
+
+
+def call(ups=(), downs=(), graph=False, synchronous=False, nulls=2):
+    out = [1 if graph else 0, 0 if synchronous else 1, len(ups), len(downs), nulls]
+    for d in (*ups, *downs):
+        out += d
+    return out
+
+
+def run(c):
+    return [0, *c]
+
+
+def submit(flags, c, unknown_shift=None, ticket_null=False):
+    return [1, flags, 1 if unknown_shift is None else 0, *([] if unknown_shift is None else [unknown_shift]),
+            0 if ticket_null else 1, *c]
+
+
+def reserve(*sizes, null_slots=False):
+    return [3, len(sizes), 0 if null_slots else 1, *sizes]
+
+
+def wait(k):
+    return [4, k]
+
+
+def release(k):
+    return [5, k]
+
+
+ARM = [6, 0]
+RESET = [6, 1]
+
+
+def scribble(at3, n):
+    return [7, at3, n]
+
+
+def encode(*ops, ordinary=0, seed=7):
+    choices = [ordinary, seed]
+    for op in ops:
+        choices += op
+    assert all(0 <= c < 256 for c in choices), choices
+    return bytes(reversed(choices))
+
+
+# The workload: out = 2 * a + b, a at arena byte 0, b at 72, out into 150.
+SCALE_ADD = dict(ups=[desc(A, arena(0)), desc(B, arena(24))], downs=[desc(OUT, arena(50))], graph=True)
+# The same, out into byte 300 (so it can be queued while the first is in flight).
+SCALE_ADD_2 = dict(ups=[desc(A, arena(0)), desc(B, arena(24))], downs=[desc(OUT, arena(100))], graph=True)
+# The same through slots 0, 1 (inputs) and 2 (output) of the current reservation.
+SCALE_ADD_SLOTS = dict(ups=[desc(A, slot(0)), desc(B, slot(1))], downs=[desc(OUT, slot(2))], graph=True)
+
+CORPUS = {
+    "run-scale-add": encode(run(call(**SCALE_ADD)), run(call(**SCALE_ADD, synchronous=True)),
+                            run(call(ups=[desc(RAW_VIEW, arena(100))], downs=[desc(RAW, arena(200))]))),
+    "queued-copying": encode(submit(Q, call(**SCALE_ADD)), scribble(0, 60), submit(Q, call(**SCALE_ADD_2)),
+                             wait(1), wait(0), wait(0)),
+    "zero-copy": encode(reserve(S64, S64, S64), submit(ZC, call(**SCALE_ADD_SLOTS)), reserve(S64, S64, S64),
+                        submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0)),
+    "kept-chain": encode(reserve(S64, S64, S64), submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)), wait(0),
+                         reserve(S64, S64),
+                         submit(ZC, call(ups=[desc(A, kept(0, 2)), desc(B, slot(0))], downs=[desc(OUT, slot(1))],
+                                         graph=True)),
+                         release(0), reserve(S32)),
+    "compute-failure": encode(ARM, submit(Q, call(**SCALE_ADD)), wait(0), ARM, run(call(**SCALE_ADD)),
+                              reserve(S64, S64, S64), ARM, submit(ZC, call(**SCALE_ADD_SLOTS))),
+    "malformed": encode(
+        run(call(ups=[desc(NULL_TENSOR, arena(0))])),
+        run(call(ups=[desc(A, NULL)])),
+        run(call(ups=[desc(UNALLOCATED, arena(0))])),
+        run(call(ups=[desc(TRANSPOSED, arena(0))], downs=[desc(STRIDED, arena(100))])),
+        run(call(ups=[desc(A, arena(0), offset=[5])])),
+        run(call(ups=[desc(A, arena(0), offset=[7, 0], size=[6, 0])])),
+        run(call(ups=[desc(A, arena(0))], nulls=0)),
+        run(call(ups=[desc(RAW, arena(0)), desc(RAW_VIEW, arena(40))])),
+        run(call(downs=[desc(A, arena(0)), desc(B, arena(10))])),
+        submit(ZC, call(ups=[desc(A, arena(0))])),
+        submit(Q, call(**SCALE_ADD), ticket_null=True),
+        submit(K, call(**SCALE_ADD)),
+        submit(0, call(**SCALE_ADD), unknown_shift=2),
+        wait(8), wait(9), release(9),
+        reserve(), reserve(S0), reserve(SMAX), reserve(SHALF, SHALF), reserve(S64, null_slots=True)),
+    "ring-full": encode(reserve(SBOUND), submit(Q, call(**SCALE_ADD)), run(call(**SCALE_ADD)), wait(0),
+                        reserve(S31M, S1M), submit(ZC | Q, call(ups=[desc(A, slot(1))])),
+                        submit(Q, call(**SCALE_ADD_2)), RESET, wait(1), wait(2), reserve(SBOUND1),
+                        submit(ZC, call(ups=[desc(A, slot(0))]))),
+    "unpinned-ordinary": encode(run(call(**SCALE_ADD)), reserve(S64, S64, S64),
+                                submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1),
+}
+
+# The inputs that found the core's defects (each broke an invariant before its fix): regression
+# seeds, run with the corpus (the normal suite's Fuzz.capi_2000_runs too).
+FINDINGS = {
+    # A contiguous view made after allocation was rejected with batching off too.
+    "late-view-rejected": encode(run(call(ups=[desc(LATE_VIEW, arena(0))], downs=[desc(LATE_VIEW, arena(100))]))),
+    # Size one past the tensor, offset 0: the message named .offset.
+    "extent-names-offset": encode(run(call(ups=[desc(A, arena(0), size=[5])]))),
+    # A graph-only run counted a fallback on no_caps only.
+    "transferless-fallback": encode(run(call(graph=True))),
+    # A failed queued kept call stayed kept: release after the failed wait was accepted.
+    "failed-queued-kept": encode(reserve(S64, S64, S64), ARM, submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)),
+                                 wait(0), release(0)),
+    # The staged world counted no pinned batch for the failed call, while no_caps counted its
+    # fallback.
+    "failed-staged-uncounted": encode(ARM, run(call(**SCALE_ADD))),
+    # A reservation over the bound falls back to heap slots; kept, then read by a zero-copy
+    # call, that call counted a pinned batch.
+    "kept-heap-pinned": encode(reserve(SBOUND1), submit(ZC | K, call(downs=[desc(OUT, slot(0))])),
+                               reserve(S64), submit(ZC, call(ups=[desc(A, kept(0, 0))]))),
+}
+
+
+def main() -> None:
+    import sys
+
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE  # another folder: for the check in tests/
+    for folder, inputs in (("corpus", CORPUS), ("findings", FINDINGS)):
+        out = root / folder
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in inputs.items():
+            (out / name).write_bytes(data)
+        print(f"{out}: {len(inputs)} inputs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+# Runs the fuzz target over seed folders for a fixed number of inputs (cmake -P; CTest's Fuzz.*):
+#   -DFUZZER=<exe> -DWORK=<folder> -DSEEDS=<folder;...> -DRUNS=<n>
+# WORK is emptied first and receives the inputs libFuzzer adds (corpus/) and any crashing input
+# (artifacts/), so the seed folders in the source tree are only read and every run starts alike.
+# -entropic=0: libFuzzer's entropic scheduler spent a fifth of this target's time updating its
+# feature frequencies (perf) and ran it 3.5 times slower, for no more coverage.
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}/corpus" "${WORK}/artifacts")
+execute_process(
+    COMMAND "${FUZZER}" "${WORK}/corpus" ${SEEDS} -runs=${RUNS} -seed=1 -max_len=512 -timeout=30 -entropic=0
+            -print_final_stats=1 -artifact_prefix=${WORK}/artifacts/
+    RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+    file(GLOB crashes "${WORK}/artifacts/*")
+    message(FATAL_ERROR "${FUZZER} exited with ${rc}; the failing input: ${crashes} "
+                        "(reproduce: ${FUZZER} <that file>)")
+endif()
