@@ -18,7 +18,7 @@ ci_sum_build() { grep -E '^\[[0-9]+/[0-9]+\] .*: (built in|FAILED)|^sam3d build:
 # The README's test command: pytest, then the normal CTest suite in every variant.
 ci_run_test() { ci/bootstrap.sh nox -s tests sanitize; }
 ci_sum_test() {
-    grep -E '^=+ .*(passed|failed).* =+$|^sam3d ctest -L' "$1" | sed 's/^/- /'
+    grep -E '[0-9]+ (passed|failed)[ ,].* in [0-9.]+s|^sam3d ctest -L' "$1" | sed 's/^=* *//; s/ *=*$//; s/^/- /'
 }
 
 ci_run_sanitize() { ci/bootstrap.sh nox -s sanitize -- "$@"; }
