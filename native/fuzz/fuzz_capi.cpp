@@ -818,12 +818,13 @@ Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int
         }
         const size_t nbytes = ggml_nbytes(t);
         if (d.size == 0 || d.offset > nbytes || d.size > nbytes - d.offset) {
-            // The field that is wrong: size when it is 0 or the offset lies inside the tensor.
-            const bool size_wrong = d.size == 0 || d.offset < nbytes;
-            must(SAM3D_ERR_EXTENT, dname(up, i, size_wrong ? "size" : "offset"));
-            if (d.size == 0 && d.offset > nbytes) {
-                v.names.emplace_back(SAM3D_ERR_EXTENT, dname(up, i, "offset"));
-            }
+            // The field that is wrong: the size when it is 0, the offset or the size alone past
+            // the end, else both.
+            const std::string field = d.size == 0          ? dname(up, i, "size")
+                                      : d.offset > nbytes ? dname(up, i, "offset")
+                                      : d.size > nbytes   ? dname(up, i, "size")
+                                                          : dname(up, i, "offset") + " + " + dname(up, i, "size");
+            must(SAM3D_ERR_EXTENT, field);
             valid = false;
         }
         if (valid) {
