@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,11 +81,24 @@ def test_a_held_lock_times_out_naming_the_holder_and_a_killed_holder_frees_it(tm
         assert (home / conan_lock.LOCK_FILE).read_text() == f"PID {os.getpid()}, clone {ROOT}\n"
 
 
-def test_the_lock_is_reentrant_within_a_process(tmp_path):
+def test_the_lock_is_reentrant_within_a_thread_and_exclusive_between_threads(tmp_path):
+    other: list[BaseException] = []
+
+    def take():
+        try:
+            with conan_lock.held(tmp_path, timeout=0.3):
+                pass
+        except conan_lock.ConanLockTimeout as e:
+            other.append(e)
+
     with conan_lock.held(tmp_path, timeout=1):
         with conan_lock.held(tmp_path, timeout=1):
             inner = (tmp_path / conan_lock.LOCK_FILE).read_text()
-        assert conan_lock._held == {tmp_path / conan_lock.LOCK_FILE: 1}
+        t = threading.Thread(target=take)
+        t.start()
+        t.join()
+        assert len(other) == 1 and f"held by PID {os.getpid()}" in str(other[0])
+        assert conan_lock._held == {(threading.get_ident(), tmp_path / conan_lock.LOCK_FILE): 1}
     assert inner.startswith(f"PID {os.getpid()},")
     assert not conan_lock._held
 

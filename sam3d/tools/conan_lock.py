@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,9 +27,9 @@ TIMEOUT_ENV = "SAM3D_CONAN_LOCK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 3600.0
 POLL_S = 0.2
 
-# Lock files this process holds -> nesting depth (an flock is per open file, so a second open in
-# the same process would wait on itself).
-_held: dict[Path, int] = {}
+# (thread, lock file) this process holds -> nesting depth: an flock belongs to an open file, so a
+# second open by the same thread would wait on itself (another thread's open waits, as it should).
+_held: dict[tuple[int, Path], int] = {}
 
 
 class ConanLockTimeout(Sam3dError):
@@ -65,12 +66,13 @@ def held(home: Path, timeout: float | None = None) -> Iterator[None]:
     """Hold the Conan home's lock (re-entrant within this process); waits with one message on
     stderr, and raises ConanLockTimeout after `timeout` seconds (default: timeout_s())."""
     path = home / LOCK_FILE
-    if path in _held:
-        _held[path] += 1
+    key = (threading.get_ident(), path)
+    if key in _held:
+        _held[key] += 1
         try:
             yield
         finally:
-            _held[path] -= 1
+            _held[key] -= 1
         return
     home.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -88,11 +90,11 @@ def held(home: Path, timeout: float | None = None) -> Iterator[None]:
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"PID {os.getpid()}, clone {paths.root()}\n".encode(), 0)
-        _held[path] = 1
+        _held[key] = 1
         try:
             yield
         finally:
-            del _held[path]
+            del _held[key]
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # releases the flock
