@@ -585,6 +585,22 @@ TEST_P(Queued, ReserveRejectsSizesThatOverflow) {
     EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
 }
 
+// A slot of 0 bytes is refused naming the request; nothing is reserved, slots stay unwritten.
+TEST_P(Queued, ReserveRejectsAZeroSize) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    r.bytes(64, "x");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_slot_request req[2] = {{64}, {0}};
+    void * q[2] = {nullptr, nullptr};
+    EXPECT_EQ(sam3d_session_reserve(s, req, 2, q), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "requests[1].size is 0");
+    EXPECT_EQ(q[0], nullptr);
+    EXPECT_EQ(q[1], nullptr);
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+}
+
 // A zero-copy call that names no slot of the current reservation (uploads from kept slots
 // only) needs no reservation and leaves the current one to the next submit; the chain is exact.
 TEST_P(Queued, KeptOnlyCallsLeaveTheCurrentReservation) {

@@ -256,6 +256,34 @@ TEST_P(Transfers, StagingGrowsForLargerCallsAndIsReusedBySmallerOnes) {
     EXPECT_EQ(k.pinned_batches, 10u);  // five round trips of two calls
 }
 
+// Rule 3: growth is geometric but stops at the bound: after 20 MiB, a 30 MiB call gets exactly
+// 32 MiB (not the doubled 40 MiB).
+TEST_P(Transfers, StagingGrowthStopsAtTheBound) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t first = size_t{20} << 20, second = size_t{30} << 20;
+    ggml_tensor * t = r.bytes(second, "big");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    for (size_t size : {first, second}) {
+        const std::vector<uint8_t> src = rig::pattern(size, static_cast<uint32_t>(size >> 20));
+        sam3d_upload u[] = {rig::up(t, src.data(), size)};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+        std::vector<uint8_t> back(size, 0);
+        ggml_backend_tensor_get(t, back.data(), 0, size);
+        ASSERT_EQ(back, src);
+    }
+    const sam3d_counters k = r.counters(s);
+    if (!staged(GetParam())) {
+        EXPECT_EQ(k.staging_bytes, 0u);
+        return;
+    }
+    EXPECT_EQ(k.staging_allocations, 2u);
+    EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    EXPECT_EQ(k.pinned_batches, 2u);
+}
+
 // Rule 8 with batching on: one count per descriptor, bytes per direction, one pinned batch (or
 // one fallback) per call; enqueue and synchronize time recorded on the staged path.
 TEST_P(Transfers, CountersMatchTransfersWithBatchingOn) {

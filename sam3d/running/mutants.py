@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -113,12 +112,26 @@ def _scratch() -> Path:
     return paths.root() / "build" / "mutants"
 
 
-def _copy_sources(dest: Path) -> None:
-    """A fresh copy of what the core builds from: native/ and cmake/."""
-    if dest.exists():
-        shutil.rmtree(dest)
+def _sync_sources(dest: Path) -> None:
+    """Makes `dest` a copy of what the core builds from (native/ and cmake/). A file is written
+    only when its bytes differ, with a new modification time, so the scratch build recompiles
+    exactly what changed since its last build: a mutant restored after its run, or one left
+    behind by an interrupted run, is rebuilt (a copy keeping the source's old mtime would not be)."""
+    want: set[Path] = set()
     for d in ("native", "cmake"):
-        shutil.copytree(paths.root() / d, dest / d)
+        for f in (paths.root() / d).rglob("*"):
+            if not f.is_file():
+                continue
+            rel = f.relative_to(paths.root())
+            want.add(rel)
+            target = dest / rel
+            data = f.read_bytes()
+            if not target.is_file() or target.read_bytes() != data:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+    for f in list(dest.rglob("*")):
+        if f.is_file() and f.relative_to(dest) not in want:
+            f.unlink()
 
 
 def _configure(v: Variant, src: Path, build: Path, log) -> None:
@@ -175,7 +188,7 @@ def run(selected: list[Mutant], progress=print) -> list[Outcome]:
     """Applies, builds and tests each mutant; the scratch tree is restored after each."""
     root = _scratch()
     src = root / "src"
-    _copy_sources(src)
+    _sync_sources(src)
     root.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []
     by_variant: dict[str, list[Mutant]] = {}

@@ -1,0 +1,66 @@
+"""The mutant list's checks (sam3d/running/mutants.py) and how killers are matched."""
+
+from __future__ import annotations
+
+import pytest
+
+from sam3d.running import mutants
+
+GOOD = """
+[[mutant]]
+name = "bound"
+rule = "3"
+path = "run"
+variant = "release"
+file = "native/src/plan.cpp"
+find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"
+replace = "if (need >= SAM3D_STAGING_BOUND_BYTES) {"
+killed_by = ["Transfers.ExactBoundBatchesAndOneAlignedUnitOverFallsBack"]
+"""
+
+
+def _load(tmp_path, text):
+    p = tmp_path / "mutants.toml"
+    p.write_text(text)
+    return mutants.load(p)
+
+
+def test_the_committed_list_loads_and_names_rules_of_the_contract():
+    ms = mutants.load()
+    assert len(ms) >= 20
+    assert {m.rule for m in ms} >= {str(n) for n in range(1, 10)}
+
+
+def test_a_good_entry_loads(tmp_path):
+    (m,) = _load(tmp_path, GOOD)
+    assert (m.name, m.rule, m.variant) == ("bound", "3", "release")
+
+
+@pytest.mark.parametrize("change, message", [
+    (('path = "run"', 'path = "elsewhere"'), "path 'elsewhere' is not one of"),
+    (('variant = "release"', 'variant = "nope"'), "unknown variant 'nope'"),
+    (('find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"', 'find = "{"'), "must occur exactly once"),
+    (('find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"', 'find = "no such text"'), "occurs 0 times"),
+    (('file = "native/src/plan.cpp"', 'file = "sam3d/__init__.py"'), "is not a file of native/"),
+    (('killed_by = ["Transfers.ExactBoundBatchesAndOneAlignedUnitOverFallsBack"]', 'killed_by = []'),
+     "killed_by must name at least one test"),
+    (('rule = "3"\n', ''), "missing rule"),
+])
+def test_bad_entries_are_refused_naming_the_mutant_and_field(tmp_path, change, message):
+    with pytest.raises(mutants.MutantError, match=message):
+        _load(tmp_path, GOOD.replace(*change))
+
+
+def test_a_name_used_twice_is_refused(tmp_path):
+    with pytest.raises(mutants.MutantError, match="used twice"):
+        _load(tmp_path, GOOD + GOOD)
+
+
+@pytest.mark.parametrize("expected, killer, hit", [
+    ("Transfers.X", "Backends/Transfers.X/cpu_staged", True),
+    ("Transfers.X", "Transfers.X", True),
+    ("Transfers.X", "Backends/Transfers.XY/cpu", False),
+    ("Transfers.X", "Backends/Other.X/cpu", False),
+])
+def test_killers_match_parameterized_googletest_names(expected, killer, hit):
+    assert mutants.kills(expected, killer) is hit
