@@ -701,63 +701,44 @@ TEST_P(Queued, FailedKeptCallIsNotKept) {
     EXPECT_EQ(sam3d_session_staging_in_flight(s), staged(s) ? align_up(64, sam3d_session_staging_alignment(s)) : 0u);
 }
 
-// sam3d_session_run after queued calls completes them first (in submission order) and is exact;
-// the queued calls' outputs appear at their waits.
+// sam3d_session_run after a queued call on the same tensors completes it first (A6), on the
+// staged path and on the synchronous path (`synchronous` set), and is exact; the queued call's
+// outputs appear at its wait.
 TEST_P(Queued, RunAfterQueuedCallsCompletesThemFirst) {
-    Rig r(GetParam());
-    RIG_REQUIRE(r);
-    const int64_t n = 513;
-    cases::ScaleAdd w = cases::scale_add(r, n);
-    r.alloc();
-    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
-    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
-    const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
-    std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
-    sam3d_upload ups[] = {rig::up(w.a, a1.data(), n * 4), rig::up(w.b, b1.data(), n * 4)};
-    sam3d_download downs[] = {rig::down(w.out, out1.data(), n * 4)};
-    sam3d_call c{ups, 2, w.graph, downs, 1, false};
-    sam3d_ticket t = 0;
-    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
-    ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(out2, cases::expected(a2, b2));
-    EXPECT_EQ(sam3d_session_outstanding(s), 1u) << "the queued call is still the caller's to wait";
-    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(out1, cases::expected(a1, b1));
-    const sam3d_counters k = r.counters(s);
-    EXPECT_EQ(k.calls, 2u);
-    if (staged(s)) {
-        EXPECT_EQ(k.pinned_batches, 2u);
-        EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 0u);
+    for (const bool synchronous : {false, true}) {
+        SCOPED_TRACE(synchronous ? "synchronous run" : "staged run");
+        Rig r(GetParam());
+        RIG_REQUIRE(r);
+        const int64_t n = 513;
+        cases::ScaleAdd w = cases::scale_add(r, n);
+        r.alloc();
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+        const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
+        std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
+        sam3d_upload ups1[] = {rig::up(w.a, a1.data(), n * 4), rig::up(w.b, b1.data(), n * 4)};
+        sam3d_download downs1[] = {rig::down(w.out, out1.data(), n * 4)};
+        sam3d_call c1{ups1, 2, w.graph, downs1, 1, false};
+        sam3d_upload ups2[] = {rig::up(w.a, a2.data(), n * 4), rig::up(w.b, b2.data(), n * 4)};
+        sam3d_download downs2[] = {rig::down(w.out, out2.data(), n * 4)};
+        sam3d_call c2{ups2, 2, w.graph, downs2, 1, synchronous};
+        sam3d_ticket t = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out2, cases::expected(a2, b2));
+        EXPECT_EQ(sam3d_session_outstanding(s), 1u) << "the queued call is still the caller's to wait";
+        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out1, cases::expected(a1, b1)) << "the run overtook the queued call";
+        const sam3d_counters k = r.counters(s);
+        EXPECT_EQ(k.calls, 2u);
+        if (staged(s)) {
+            EXPECT_EQ(k.pinned_batches, synchronous ? 1u : 2u);
+            EXPECT_EQ(k.sync_uploads, synchronous ? 2u : 0u);
+            EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 0u);
+        } else {
+            EXPECT_EQ(k.sync_uploads, 4u);
+        }
     }
-}
-
-// A6 on the synchronous path: a call with `synchronous` set, on the same tensors, waits for the
-// queued call first; each call gets its own inputs' result.
-TEST_P(Queued, SynchronousCallAfterQueuedCallsCompletesThemFirst) {
-    Rig r(GetParam());
-    RIG_REQUIRE(r);
-    const int64_t n = 513;
-    cases::ScaleAdd w = cases::scale_add(r, n);
-    r.alloc();
-    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
-    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
-    const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
-    std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
-    sam3d_upload ups1[] = {rig::up(w.a, a1.data(), n * 4), rig::up(w.b, b1.data(), n * 4)};
-    sam3d_download downs1[] = {rig::down(w.out, out1.data(), n * 4)};
-    sam3d_call c1{ups1, 2, w.graph, downs1, 1, false};
-    sam3d_upload ups2[] = {rig::up(w.a, a2.data(), n * 4), rig::up(w.b, b2.data(), n * 4)};
-    sam3d_download downs2[] = {rig::down(w.out, out2.data(), n * 4)};
-    sam3d_call c2{ups2, 2, w.graph, downs2, 1, true};
-    sam3d_ticket t = 0;
-    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
-    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(out2, cases::expected(a2, b2));
-    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(out1, cases::expected(a1, b1)) << "the synchronous call overtook the queued one";
-    const sam3d_counters k = r.counters(s);
-    EXPECT_EQ(k.sync_uploads, staged(s) ? 2u : 4u) << "only the synchronous call uploads synchronously";
-    EXPECT_EQ(k.pinned_batches, staged(s) ? 1u : 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), rig::param_name);
