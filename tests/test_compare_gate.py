@@ -1,7 +1,9 @@
 """`sam3d compare` as a gate, on real result files: tests/data/cpu-asan-run{1,2}.json are two
 consecutive `sam3d bench --no-build --images 100 --warmups 3 cpu-asan` runs of one build on the
 project's 2-core machine while other builds ran on it (load average 7-8): run 1 was measured
-under more load, and run 2 is really about 35 % faster."""
+under more load, and run 2 is really about 35 % faster. tests/data/cpu-asan-pair-{a,b}.json are
+two such runs of one build started at the same moment (`--images 100 --warmups 3`, load average
+1-3), so that both saw the same machine."""
 
 import copy
 import json
@@ -32,6 +34,17 @@ def _scaled(result, factor, reverse=False):
 @pytest.fixture
 def run1():
     return schema.load(DATA / "cpu-asan-run2.json")
+
+
+def test_two_real_runs_of_one_build_at_the_same_time_are_no_change(tmp_path, capsys):
+    """Two real runs of the same build under the same load: no row changed, exit 0 even with
+    --fail-on any (B/A 0.97 and 0.99, p 0.6-0.7)."""
+    a = _folder(tmp_path, "a", schema.load(DATA / "cpu-asan-pair-a.json"))
+    b = _folder(tmp_path, "b", schema.load(DATA / "cpu-asan-pair-b.json"))
+    assert cli.main(["compare", "--fail-on", "any", "--format", "json", a, b]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["batching"], r["verdict"]) for r in rows] == [("off", "no change"), ("on", "no change")]
+    assert all(float(r["p"]) > 0.05 for r in rows)
 
 
 def test_the_same_samples_in_another_order_are_no_change(tmp_path, run1, capsys):
