@@ -178,6 +178,7 @@ def test_floor_probe_disagreement_over_5_percent_is_noted(make_result, probe, wa
     line = next(n for n in notes if n.startswith("limits, "))
     assert f"sam3d_floor_probe {probe:.3f} ms ({1.5 / probe - 1:+.1%})" in line
     assert "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)" in line
+    assert "queued 3.40x floor, 1.36x limit 3.740 ms" in line   # 5.095 / 1.5, 5.095 / (1.5 + 56 x 0.04)
 
 
 # --- accounting, compare, older results, plot -----------------------------------------------

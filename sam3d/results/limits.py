@@ -266,7 +266,9 @@ def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float
 def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     """One line of the same-run terms of a result's limits (for the table's notes), or None
     when it has none: the floor per direction and its self-check, the probe, the round trips,
-    the staging memcpy, the mandatory waits of queued, and GGML's alternatives as diagnostics."""
+    the staging memcpy, the mandatory waits of queued, each limited row's x floor and x limit
+    (``rows``: the result's (batching, row object) pairs), and as diagnostics GGML's
+    alternatives and the core's host time per image."""
     x = result.get("extra") or {}
     floor, rts = x.get("transfer_floor"), x.get("round_trips")
     if floor_ms(result) is None or not isinstance(rts, dict) or not isinstance(floor.get("gb_per_s"), dict):
@@ -282,10 +284,17 @@ def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     mc = x.get("staging_memcpy")
     if isinstance(mc, dict):
         parts.append(f"staging memcpy {mc['median_ms']:.3f} ms ({mc.get('gb_per_s', 0):.1f} GB/s)")
+    ratios = []
     for mode, row in rows:
         lim = limit(result, mode, row)
-        if lim is not None and lim.waits is not None:
+        if lim is None:
+            continue
+        med = stats.median([smp["wall_ms"] for smp in row["samples"]])
+        ratios.append(f"{mode} {med / lim.floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms")
+        if lim.waits is not None:
             parts.append(f"queued mandatory waits {lim.waits}")
+    if ratios:
+        parts.append("; ".join(ratios))
     diag = []
     if isinstance(rts.get("download_event"), dict):
         diag.append(f"event-wait RT download {rts['download_event']['best_median_ms']:.4f} ms, graph "
