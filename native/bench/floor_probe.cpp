@@ -44,10 +44,12 @@ std::string lower(std::string s) {
     return s;
 }
 
-size_t number(const char * flag, const char * v) {
+size_t number(const char * flag, const char * v, size_t min = 1) {
     char * end = nullptr;
     const unsigned long long x = std::strtoull(v, &end, 10);
-    if (end == v || *end != '\0' || x == 0) fail(std::string(flag) + " " + v + ": expected a positive integer");
+    if (end == v || *end != '\0' || *v == '-' || x < min) {
+        fail(std::string(flag) + " " + v + ": expected an integer >= " + std::to_string(min));
+    }
     return static_cast<size_t>(x);
 }
 
@@ -82,7 +84,7 @@ int main(int argc, char ** argv) {
         if (a == "--backend") {
             backend_name = v;
         } else if (a == "--device") {
-            device = static_cast<size_t>(std::strtoull(v, nullptr, 10));
+            device = number("--device", v, 0);
         } else if (a == "--upload-bytes") {
             up_bytes = number("--upload-bytes", v);
         } else if (a == "--download-bytes") {
