@@ -1,9 +1,10 @@
 // The measurements sam3d/results/limits.py builds each mode's modelled limit from
-// (docs/benchmark.md, "Limits"), taken through GGML directly, never through the core, in rounds
-// interleaved with the replay: the transfer floor (each direction alone and both together),
-// the round trips (a 4-byte download + synchronize, a one-node graph + synchronize) and a plain
-// memcpy of the staged path's bytes; with GGML's alternatives to a full synchronize beside them
-// as diagnostics (an event wait, graphs submitted back to back). Milliseconds, bytes.
+// (docs/benchmark.md, "Transfer floor, round trips and limits"), taken through GGML directly,
+// never through the core, in rounds interleaved with the replay: the transfer floor (each
+// direction alone and both together), the round trips (a 4-byte download + synchronize, a
+// one-node graph + synchronize) and a plain memcpy of the staged path's bytes; with GGML's
+// alternatives to a full synchronize beside them as diagnostics (an event wait, graphs
+// submitted back to back). Milliseconds, bytes.
 #pragma once
 
 #include <memory>

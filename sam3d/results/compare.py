@@ -64,7 +64,7 @@ class Comparison:
                   "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when "
                   f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
                   "- x floor, x limit: each side's median over its own run's transfer floor and its mode's "
-                  "modelled limit (ms in parentheses; docs/benchmark.md, \"Limits\").",
+                  "modelled limit (ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
                   f"- {len(self.changed())} of {len(self.rows)} rows changed."]
         return "\n".join(lines) + "\n"
 

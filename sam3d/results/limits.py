@@ -1,7 +1,8 @@
 """Each mode's modelled limit: what the mode could reach on this device, from the same run's
 measurements and the profile file only (no term measured through the core).
 
-The model (docs/benchmark.md, "Limits"; the table's notes say it too), all in ms per image:
+The model (docs/benchmark.md, "Transfer floor, round trips and limits"; the table's notes say
+it too), all in ms per image:
 
     staged   = floor + G x RT + memcpy
     zerocopy = floor + G x RT

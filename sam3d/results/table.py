@@ -129,7 +129,7 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
                      "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
                      "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
                      "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "
-                     "per image, **+N** marks waits beyond the model. docs/benchmark.md, \"Limits\".")
+                     "per image, **+N** marks waits beyond the model. docs/benchmark.md, \"Transfer floor, round trips and limits\".")
     if any(row.get("excluded ms") for row in table):
         notes.append("excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
                      "producer's writes into slots + the consumer's reads out of them; the staged row times its "
