@@ -11,6 +11,8 @@ from sam3d.results import schema as results
 from sam3d.results.rows import ReportError
 from sam3d.results.table import render
 
+from conftest import limits_extra
+
 # Hand-made timings: off 100.0..101.9 ms, on 95.0..96.9 ms (20 images, run order shuffled).
 OFF = [100.0 + 0.1 * i for i in (3, 17, 0, 9, 12, 5, 19, 1, 14, 7, 10, 2, 16, 8, 4, 18, 11, 6, 15, 13)]
 ON = [x - 5.0 for x in OFF]
@@ -191,8 +193,10 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.pop("backend"), "field 'backend': missing"),
     (lambda r: r.update(schema="sam3d-bench-result/0"),
-     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 1"),
-    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/1'"),
+     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 2 or 1"),
+    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/2'"),
+    (lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
+     "field 'extra.round_trips.graph': missing"),
     (lambda r: r.update(status="maybe"), "field 'status': 'maybe' is not one of ['ok', 'failed']"),
     (lambda r: r["profile"].update(sha256="xyz"), "field 'profile.sha256': 'xyz' does not match '^[0-9a-f]{64}$' "
                                                   "(expected 64 lower-case hex digits)"),
@@ -224,7 +228,8 @@ def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
 def test_the_schema_file_is_a_valid_json_schema_and_packaged():
     import jsonschema
     jsonschema.Draft202012Validator.check_schema(results.JSON_SCHEMA)
-    assert results.JSON_SCHEMA["properties"]["schema"]["const"] == results.SCHEMA
+    assert tuple(results.JSON_SCHEMA["properties"]["schema"]["enum"]) == results.READABLE
+    assert results.JSON_SCHEMA["$id"] == results.SCHEMA == results.READABLE[0]
     assert results.BATCHING == ("off", "on", "zerocopy", "queued")
     pyproject = (results.SCHEMA_FILE.parents[2] / "pyproject.toml").read_text()
     assert '"result.schema.json"' in pyproject
@@ -265,7 +270,7 @@ def test_load_many_merges_files_and_folders(tmp_path, make_result):
 
 def test_load_many_errors(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(results.ResultError, match="holds no sam3d-bench-result/1 result files"):
+    with pytest.raises(results.ResultError, match="holds no sam3d-bench-result result files"):
         results.load_many([tmp_path / "empty"])
     with pytest.raises(results.ResultError, match="no such file or folder"):
         results.load_many([tmp_path / "missing"])
@@ -393,7 +398,7 @@ def test_cli_report_failed_and_bad_input(tmp_path, make_result, capsys):
 
 def test_floor_column_is_the_median_over_the_same_runs_floor(make_result):
     r = make_result(on_ms=ON, off_ms=OFF)
-    r["extra"]["transfer_floor"] = {"median_ms": 5.0}
+    r["extra"]["transfer_floor"] = limits_extra(floor=5.0, upload=3.0, download=2.5)["transfer_floor"]
     caption, header, rows = parse(render([r, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]))
     assert "x floor" in header
     rel = [row for row in rows if row.get("variant") == "release"]

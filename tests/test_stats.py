@@ -83,12 +83,22 @@ def test_speedup_iqr_of_paired_ratios():
 
 
 def test_speedup_pairs_by_position():
-    # Same multisets, different pairing: the ratio of medians is equal, the paired IQR is not.
+    # Same multisets, different pairing: the median of the paired ratios and their IQR differ.
     a = stats.speedup([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
     b = stats.speedup([1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0])
-    assert a.ratio == b.ratio == 1.0
-    assert (a.iqr_low, a.iqr_high) == (1.0, 1.0)
-    assert (b.iqr_low, b.iqr_high) != (1.0, 1.0)
+    assert (a.ratio, a.iqr_low, a.iqr_high) == (1.0, 1.0, 1.0)
+    # ratios 0.25, 0.667, 1.5, 4 -> median (0.667 + 1.5) / 2
+    assert b.ratio == pytest.approx((2 / 3 + 1.5) / 2)
+
+
+def test_speedup_is_the_median_of_paired_ratios_inside_its_iqr():
+    # median(off) / median(on) = 30 / 8 = 3.75 lies outside the paired ratios' IQR (3.00-3.00);
+    # the median of the ratios (4.0, 3.0, 3.0, 3.0, 2.5) = 3.0 lies inside it.
+    off = [32.0, 30.0, 24.0, 24.0, 30.0]
+    on = [8.0, 10.0, 8.0, 8.0, 12.0]
+    sp = stats.speedup(off, on)
+    assert stats.median(off) / stats.median(on) == 3.75
+    assert (sp.ratio, sp.iqr_low, sp.iqr_high) == (3.0, 3.0, 3.0)
 
 
 def test_speedup_needs_equal_lengths():

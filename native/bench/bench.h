@@ -1,6 +1,6 @@
 // sam3d_bench's parts (one file each): the options and mode table (options.cpp), the profile
-// (profile.cpp), the replay (replay.cpp), the measurements (measure.cpp), the output document
-// (output.cpp) and main (main.cpp). Transfers go only through the core's public C API
+// (profile.cpp), the replay (replay.cpp), the measurements (measure.cpp), the limit probes
+// (probes.cpp), the output document (output.cpp) and main (main.cpp). Transfers go only through the core's public C API
 // (sam3d/transfer.h); GGML creates the backend, the tensors and the graphs.
 #pragma once
 
@@ -119,9 +119,7 @@ sam3d_counters snapshot(sam3d_session * s);
 sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b);
 // The per-image counts of the result schema (times are per sample).
 json count_json(const sam3d_counters & c);
-// The transfer floor (null on a device without a host buffer type) and the driver overhead.
-json measure_floor(ggml_backend_t backend, ggml_backend_dev_t dev, size_t up_bytes, size_t down_bytes, int warmups,
-                   int images);
+// The driver overhead (the limit probes: probes.h).
 json measure_overhead(ggml_backend_t backend, sam3d_session * on, sam3d_session * off, size_t n_graphs, int warmups,
                       int images);
 

@@ -6,8 +6,10 @@
 // rotates every two images: on,off then off,on with the default modes); --warmups untimed
 // images, then --images timed ones. Per timed image and mode: wall time of the 83 calls
 // (steady_clock), the core's counter deltas (enqueue, synchronize, copy and synchronous-path
-// host time; transfers and bytes), and the SHA-256 of all downloads in profile order. Then the
-// driver overhead and the transfer floor (measure.cpp), and the output document (output.cpp).
+// host time; transfers and bytes), and the SHA-256 of all downloads in profile order. After the
+// first batched mode of every image, one round of the limit probes (probes.cpp: transfer floor,
+// round trips, staging memcpy). Then the driver overhead (measure.cpp) and the output document
+// (output.cpp).
 //
 // Exit status: 0 ok; 1 bad arguments, profile or setup; 2 a core call failed; 3 a check failed
 // (outputs differ between modes, nondeterministic outputs, counters vary by image) after the
@@ -20,6 +22,7 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "output.h"
+#include "probes.h"
 #include "replay.h"
 #ifdef SAM3D_VULKAN
 #include "ggml-vulkan.h"
@@ -73,8 +76,10 @@ ggml_backend_t make_backend(const Options & o) {
 #endif
 }
 
-// Every image of every mode, interleaved; fills m.runs and m.order.
-void measure_modes(const Options & o, Replay & replay, Measured & m) {
+// Every image of every mode, interleaved, with a probe round after each image's first batched
+// mode (so a round follows async work and its synchronize, never a synchronous copy); fills
+// m.runs and m.order.
+void measure_modes(const Options & o, Replay & replay, Probes & probes, Measured & m) {
     const std::vector<Mode> & modes = o.modes;
     const size_t nm = modes.size();
     const int total = o.warmups + o.images;
@@ -87,12 +92,17 @@ void measure_modes(const Options & o, Replay & replay, Measured & m) {
         std::string ord;
         for (size_t k = 0; k < nm; ++k) ord += std::string(k ? "," : "") + row_name(modes[(rot + k) % nm]);
         m.order.push_back(ord);
+        bool probed = false;
         for (size_t k = 0; k < nm; ++k) {
             const Mode mode = modes[(rot + k) % nm];
             ModeRun & r = m.runs[mode];
             const sam3d_counters before = snapshot(r.session);
             const double wall = replay.run(r.session, mode, data);
             const sam3d_counters d = delta(before, snapshot(r.session));
+            if (mode != kOff && !probed) {
+                probes.round(timed ? idx - o.warmups : idx, timed);
+                probed = true;
+            }
             r.shas.push_back(replay.digest(mode));
             std::fprintf(stderr, "sam3d_bench: %-3s %s %d/%d %9.3f ms\n", row_name(mode), timed ? "image " : "warmup",
                          timed ? idx - o.warmups + 1 : idx + 1, timed ? o.images : o.warmups, wall);
@@ -100,7 +110,10 @@ void measure_modes(const Options & o, Replay & replay, Measured & m) {
                 r.warm_ms.push_back(wall);
                 continue;
             }
-            if (mode == kZeroCopy || mode == kQueued) r.excluded_ms.push_back(replay.excluded_ms());
+            if (mode == kZeroCopy || mode == kQueued) {
+                r.excluded_write_ms.push_back(replay.excluded_write_ms());
+                r.excluded_read_ms.push_back(replay.excluded_read_ms());
+            }
             r.per_image.push_back(d);
             r.samples.push_back(json{{"image", idx - o.warmups},
                                      {"wall_ms", wall},
@@ -113,6 +126,7 @@ void measure_modes(const Options & o, Replay & replay, Measured & m) {
     }
     m.dependency_waits = replay.dependency_waits();
     m.ring_waits = replay.ring_waits();
+    m.end_waits = replay.end_waits();
 }
 
 int bench(const Options & o) {
@@ -161,11 +175,13 @@ int bench(const Options & o) {
                  m.device_bytes, sam3d_fallback_name(sam3d_session_static_fallback(on)),
                  sam3d_session_staging_alignment(on));
 
-    measure_modes(o, replay, m);
+    Probes probes(backend.get(), dev, profile, sam3d_session_staging_alignment(on), o.images);
+    measure_modes(o, replay, probes, m);
+    m.floor = probes.floor();
+    m.round_trips = probes.round_trips();
+    m.staging_memcpy = probes.staging_memcpy();
     std::fprintf(stderr, "sam3d_bench: measuring driver overhead (empty transfers, trivial graphs)\n");
     m.overhead = measure_overhead(backend.get(), on, sessions[kOff].s, profile.graphs.size(), o.warmups, o.images);
-    std::fprintf(stderr, "sam3d_bench: measuring the transfer floor (two pinned copies of the profile's bytes)\n");
-    m.floor = measure_floor(backend.get(), dev, profile.upload_bytes, profile.download_bytes, o.warmups, o.images);
     return write_output(m);
 }
 

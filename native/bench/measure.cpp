@@ -1,8 +1,7 @@
 // What sam3d_bench measures besides the replay itself: the clock, the core's counters per
-// image, the transfer floor of the device and the driver's own overhead. Milliseconds, bytes.
+// image and the driver's own overhead (the limit probes: probes.cpp). Milliseconds, bytes.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,62 +60,6 @@ double median(std::vector<double> v) {
     const size_t n = v.size();
     return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-// The transfer floor: the profile's bytes as two large copies from and to pinned host memory
-// (ggml_backend_dev_host_buffer_type), host to device then device to host, through GGML
-// directly (not the core): the least a per-image transfer can cost on this device. Measured
-// both ways GGML offers, and the floor is the faster: asynchronous (tensor_set_async and
-// tensor_get_async from pinned memory, then one ggml_backend_synchronize: DMA copies on a
-// discrete GPU) and synchronous (ggml_backend_tensor_set/get; on a GPU whose device memory is
-// host-visible, GGML's Vulkan backend writes it with a CPU memcpy). Null when the device has
-// no host buffer type (CPU).
-json measure_floor(ggml_backend_t backend, ggml_backend_dev_t dev, size_t up_bytes, size_t down_bytes, int warmups,
-                   int images) {
-    ggml_backend_buffer_type_t host_buft = ggml_backend_dev_host_buffer_type(dev);
-    if (host_buft == nullptr) return nullptr;
-    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(host_buft, up_bytes + down_bytes);
-    if (host == nullptr) die(1, "floor: allocating pinned host memory failed");
-    const bool pinned = ggml_backend_buffer_get_type(host) == host_buft;
-    ggml_init_params ip = {ggml_tensor_overhead() * 2, nullptr, true};
-    ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_bytes));
-    ggml_tensor * down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_bytes));
-    ggml_backend_buffer_t dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-    if (dbuf == nullptr) die(1, "floor: allocating device tensors failed");
-    auto * mem = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
-    std::memset(mem, 0x5a, up_bytes + down_bytes);
-    std::vector<double> h2d, d2h, sync_total, async_total;
-    for (int i = 0; i < warmups + images; ++i) {
-        double t0 = now_ms();
-        ggml_backend_tensor_set(up, mem, 0, up_bytes);
-        const double t1 = now_ms();
-        ggml_backend_tensor_get(down, mem + up_bytes, 0, down_bytes);
-        const double t2 = now_ms();
-        ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
-        ggml_backend_tensor_get_async(backend, down, mem + up_bytes, 0, down_bytes);
-        ggml_backend_synchronize(backend);
-        const double t3 = now_ms();
-        if (i >= warmups) {
-            h2d.push_back(t1 - t0);
-            d2h.push_back(t2 - t1);
-            sync_total.push_back(t2 - t0);
-            async_total.push_back(t3 - t2);
-        }
-    }
-    ggml_backend_buffer_free(dbuf);
-    ggml_free(ctx);
-    ggml_backend_buffer_free(host);
-    const bool async_faster = median(async_total) <= median(sync_total);
-    const std::vector<double> & total = async_faster ? async_total : sync_total;
-    return json{{"median_ms", median(total)}, {"samples_ms", total},
-                {"how", async_faster ? "async" : "sync"},
-                {"async_median_ms", median(async_total)}, {"sync_median_ms", median(sync_total)},
-                {"sync_h2d_median_ms", median(h2d)}, {"sync_d2h_median_ms", median(d2h)},
-                {"upload_bytes", up_bytes}, {"download_bytes", down_bytes}, {"pinned", pinned},
-                {"what", "the profile's bytes as one upload and one download from pinned host memory: async = "
-                         "ggml_backend_tensor_set_async + get_async + one synchronize, sync = "
-                         "ggml_backend_tensor_set + get; the floor is the faster median"}};
-}
-
 // Driver overhead: the same replay loop (same call count, same sessions) with empty transfers
 // and a one-element graph per call, and with no graph at all; per image ms, keyed
 // "trivial_graphs_<row>" and "no_graphs_<row>" for the "on" and "off" sessions.

@@ -10,7 +10,7 @@
 
 namespace sam3d_bench {
 
-const char * const kOutputSchema = "sam3d-bench-driver/1";
+const char * const kOutputSchema = "sam3d-bench-driver/2";
 
 namespace {
 
@@ -75,11 +75,16 @@ json mode_extra(const Measured & m) {
                   {"session_batching", sam3d_session_batching(r.session)},
                   {"static_fallback", sam3d_fallback_name(sam3d_session_static_fallback(r.session))},
                   {"staging_alignment", sam3d_session_staging_alignment(r.session)}};
-        if (!r.excluded_ms.empty()) x["slot_fill_and_read_ms_excluded"] = r.excluded_ms;
+        if (!r.excluded_write_ms.empty()) {
+            // Host time the row's wall time leaves out, per timed image: the producer's writes of
+            // independent inputs into slots and the consumer's reads of outputs out of them.
+            x["excluded_ms"] = {{"slot_writes", r.excluded_write_ms}, {"slot_reads", r.excluded_read_ms}};
+        }
         if (mode == kQueued) {
             // Wait points per image (the same every image: the replay is deterministic).
             x["dependency_wait_points_per_image"] = m.dependency_waits;
             x["ring_wait_points_per_image"] = m.ring_waits;
+            x["end_wait_points_per_image"] = m.end_waits;
         }
         out[row_name(mode)] = x;
     }
@@ -114,6 +119,8 @@ json document(const Measured & m, const Checks & c) {
           {"driver_overhead", m.overhead},
           {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024u},
           {"transfer_floor", m.floor},
+          {"round_trips", m.round_trips},
+          {"staging_memcpy", m.staging_memcpy},
           {"device_tensor_bytes", m.device_bytes},
           {"ggml_device", {{"name", str(p.name)},
                            {"description", str(p.description)},
@@ -143,6 +150,17 @@ void print_summary(const Measured & m, const Checks & c) {
         }
         std::fputc('\n', stderr);
     }
+    if (m.floor.is_object()) {
+        const json & f = m.floor;
+        std::fprintf(stderr, "sam3d_bench: floor %.3f ms (upload %.3f ms = %.1f GB/s, download %.3f ms = %.1f GB/s, alone)\n",
+                     f.at("median_ms").get<double>(), f.at("upload").at("best_median_ms").get<double>(),
+                     f.at("gb_per_s").at("upload").get<double>(), f.at("download").at("best_median_ms").get<double>(),
+                     f.at("gb_per_s").at("download").get<double>());
+    }
+    std::fprintf(stderr, "sam3d_bench: round trips: download %.4f ms, graph %.4f ms; staging memcpy %.3f ms\n",
+                 m.round_trips.at("download").at("best_median_ms").get<double>(),
+                 m.round_trips.at("graph").at("best_median_ms").get<double>(),
+                 m.staging_memcpy.at("median_ms").get<double>());
     std::fprintf(stderr, "sam3d_bench: outputs %s in every mode%s\n", c.identical ? "identical" : "DIFFERENT",
                  m.options->transfer_only ? " (transfer-only)" : "");
     for (const std::string & pr : c.problems) std::fprintf(stderr, "sam3d_bench: CHECK FAILED: %s\n", pr.c_str());

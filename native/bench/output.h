@@ -19,7 +19,8 @@ struct ModeRun {
     std::vector<double> warm_ms;           // warm-up wall times
     std::vector<sam3d_counters> per_image; // timed images' counter deltas
     std::vector<std::string> shas;         // every image's outputs_sha256, warm-ups first
-    std::vector<double> excluded_ms;       // timed images' excluded host time (zerocopy, queued)
+    std::vector<double> excluded_write_ms; // timed images' untimed slot writes (zerocopy, queued)
+    std::vector<double> excluded_read_ms;  // timed images' untimed slot reads (zerocopy, queued)
 };
 
 // Everything one driver run measured.
@@ -33,8 +34,11 @@ struct Measured {
     std::vector<std::string> order;  // per image, the modes in the order they ran
     size_t dependency_waits = 0;     // queued, per image
     size_t ring_waits = 0;           // queued, per image
+    size_t end_waits = 0;            // queued, per image
     json overhead;
-    json floor;
+    json floor;           // the limit probes (probes.h)
+    json round_trips;
+    json staging_memcpy;
 };
 
 // Checks what was measured, writes the document (--out, else stdout) and the console summary.

@@ -101,9 +101,12 @@ struct Replay::State {
     std::vector<std::vector<void *>> out_slots;  // each graph's output slots
     std::vector<size_t> last_reader;             // the last graph that uploads a graph's download (0: none)
     std::vector<sam3d_ticket> kept;              // tickets of kept calls not released yet (0: none)
-    double excluded_ms = 0;       // producer writes and consumer reads of slots in the last image (not timed)
+    // The last image's untimed host time: the producer's writes of inputs into slots and the
+    // consumer's reads of outputs out of them (zerocopy, queued).
+    double excluded_write_ms = 0, excluded_read_ms = 0;
     size_t dependency_waits = 0;  // queued, last image: wait points before an input that takes an earlier download
     size_t ring_waits = 0;        // queued, last image: wait points because the staging ring had no room
+    size_t end_waits = 0;         // queued, last image: the wait at the end (0 or 1)
 
     State(const Profile & p, ggml_backend_t be, bool no_compute) : profile(p), backend(be), transfer_only(no_compute) {}
 
@@ -196,7 +199,7 @@ struct Replay::State {
     // and released after its last reader's submit, as the other modes read the earlier
     // download's buffer. Outputs are copied out of their slots once their completion is
     // reported, to verify them; that read stands for the consumer (excluded, as in the other
-    // modes). `excluded_ms` holds the excluded host time of the last image.
+    // modes). `excluded_write_ms` and `excluded_read_ms` hold the last image's excluded time.
     const void * fed_by(size_t g, size_t i) const {
         for (const Dep & x : profile.graphs[g].deps) {
             if (x.upload == i) return out_slots[x.graph][x.download];
@@ -218,7 +221,7 @@ struct Replay::State {
     }
 
     // Writes graph g's independent inputs into their slots and builds its call.
-    sam3d_call fill_slots(size_t g, int data, double * excluded) {
+    sam3d_call fill_slots(size_t g, int data) {
         const GraphSpec & sp = profile.graphs[g];
         zc_ups.clear();
         zc_downs.clear();
@@ -228,7 +231,7 @@ struct Replay::State {
             if (src == nullptr) {
                 const double t = now_ms();
                 std::memcpy(slots[k], inputs[data][g][i].data(), sp.uploads[i]);
-                *excluded += now_ms() - t;
+                excluded_write_ms += now_ms() - t;
                 src = slots[k++];
             }
             zc_ups.push_back(sam3d_upload{graphs[g].inputs[i], src, 0, sp.uploads[i]});
@@ -242,13 +245,13 @@ struct Replay::State {
     }
 
     // Copies graph g's outputs out of its slots (verification; excluded).
-    void keep_outputs(size_t g, Mode mode, double * excluded) {
+    void keep_outputs(size_t g, Mode mode) {
         const double t = now_ms();
         const GraphSpec & sp = profile.graphs[g];
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
             std::memcpy(outputs[mode][g][j].data(), out_slots[g][j], sp.downloads[j]);
         }
-        *excluded += now_ms() - t;
+        excluded_read_ms += now_ms() - t;
     }
 
     // Submits graph g's zero-copy call (kept when a later graph reads its outputs), then
@@ -268,6 +271,7 @@ struct Replay::State {
 
     void begin_slots(sam3d_session * s) {
         session_ = s;
+        excluded_write_ms = excluded_read_ms = 0;
         const size_t ng = graphs.size();
         tickets.assign(ng, 0);
         kept.assign(ng, 0);
@@ -283,16 +287,14 @@ struct Replay::State {
     // zerocopy: one synchronization per graph (SAM3D_SUBMIT_ZERO_COPY).
     double run_zero_copy(sam3d_session * s, int data) {
         begin_slots(s);
-        double excluded = 0;
         const double t0 = now_ms();
         for (size_t g = 0; g < graphs.size(); ++g) {
             reserve(g);
-            const sam3d_call c = fill_slots(g, data, &excluded);
+            const sam3d_call c = fill_slots(g, data);
             submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "zerocopy");
-            keep_outputs(g, kZeroCopy, &excluded);
+            keep_outputs(g, kZeroCopy);
         }
-        excluded_ms = excluded;
-        return now_ms() - t0 - excluded;
+        return now_ms() - t0 - excluded_write_ms - excluded_read_ms;
     }
 
     // queued: zero-copy calls submitted with SAM3D_SUBMIT_QUEUED. Tickets are waited in
@@ -302,7 +304,6 @@ struct Replay::State {
     // the synchronous image encoder, and at the end of the image.
     double run_queued(sam3d_session * s, int data) {
         begin_slots(s);
-        double excluded = 0;
         const size_t ng = graphs.size();
         size_t next_wait = 0;  // graphs before this one have been waited
         dependency_waits = ring_waits = 0;
@@ -317,7 +318,7 @@ struct Replay::State {
                     if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
                 }
                 for (size_t g = next_wait; g < last; ++g) {
-                    if (tickets[g] != 0) keep_outputs(g, kQueued, &excluded);
+                    if (tickets[g] != 0) keep_outputs(g, kQueued);
                 }
                 *wait_points += 1;
             }
@@ -330,20 +331,19 @@ struct Replay::State {
             for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
             wait_until(dep_end, &dependency_waits);
             while (!reserve(g) && next_wait < g) wait_until(next_wait + 1, &ring_waits);
-            const sam3d_call c = fill_slots(g, data, &excluded);
+            const sam3d_call c = fill_slots(g, data);
             if (sp.synchronous) {
                 submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "queued, synchronous graph");
-                keep_outputs(g, kQueued, &excluded);
+                keep_outputs(g, kQueued);
                 tickets[g] = 0;  // complete on return: nothing to wait
                 next_wait = g + 1;
                 continue;
             }
             submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, "queued submit");
         }
-        size_t end_waits = 0;
+        end_waits = 0;
         wait_until(ng, &end_waits);
-        excluded_ms = excluded;
-        return now_ms() - t0 - excluded;
+        return now_ms() - t0 - excluded_write_ms - excluded_read_ms;
     }
 
     std::string digest(Mode mode) {
@@ -370,8 +370,10 @@ void Replay::prepare(ggml_context * ctx) { s_->prepare(ctx); }
 void Replay::fill_outputs() { s_->fill_outputs(); }
 double Replay::run(sam3d_session * s, Mode mode, int data) { return s_->run(s, mode, data); }
 std::string Replay::digest(Mode mode) { return s_->digest(mode); }
-double Replay::excluded_ms() const { return s_->excluded_ms; }
+double Replay::excluded_write_ms() const { return s_->excluded_write_ms; }
+double Replay::excluded_read_ms() const { return s_->excluded_read_ms; }
 size_t Replay::dependency_waits() const { return s_->dependency_waits; }
 size_t Replay::ring_waits() const { return s_->ring_waits; }
+size_t Replay::end_waits() const { return s_->end_waits; }
 
 }  // namespace sam3d_bench

@@ -28,11 +28,15 @@ class Replay {
     // SHA-256 of all downloads of the last image in `mode`, in profile order.
     std::string digest(Mode mode);
 
-    // The last image's host time excluded from the zerocopy and queued wall times (producer
-    // writes and consumer reads of slots), and the queued mode's wait points per image.
-    double excluded_ms() const;
+    // The last image's host time excluded from the zerocopy and queued wall times (the
+    // producer's writes into slots, the consumer's reads out of them), and the queued mode's
+    // wait points per image (before a dependent input or the synchronous graph, for ring room,
+    // at the end).
+    double excluded_write_ms() const;
+    double excluded_read_ms() const;
     size_t dependency_waits() const;
     size_t ring_waits() const;
+    size_t end_waits() const;
 
    private:
     struct State;

@@ -115,7 +115,8 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
         for n, entry in enumerate(vrun.get("bench", [])):
             doc, why = bundle.driver_output(raw_dir, entry)
             r = result_of(v, "vulkan", doc, why, prof=prof, machine_info=summary["machine"],
-                          commit=manifest["git_commit"], build=vm["build"], extra=extra)
+                          commit=manifest["git_commit"], build=vm["build"],
+                          extra={**extra, **bundle.probe_output(raw_dir, entry)})
             if r["status"] != "ok":
                 reasons.append(f"{vname}: {r['reason']}")
             schema.write(rd / f"{vname}-vulkan-{n}.json", r)

@@ -1,6 +1,7 @@
 """Comparing two runs: per matching row, median(B)/median(A) and a Mann-Whitney U test of the
 per-image samples; a row changed when the difference is significant and at least the minimum
-effect. Runs of different profiles or machines are refused unless forced."""
+effect; beside them each side's x floor and x limit (results/limits.py). Runs of different
+profiles or machines are refused unless forced."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from . import limits
 from . import schema as res
 from . import stats
 from .rows import MODE_ORDER, ReportError, Row, ms, rows, variant_rank
-from .table import Column, layout, tabulate_rows
+from .table import Column, floor_ratio, layout, limit_ratio, tabulate_rows
 
 
 class ProfileMismatch(ReportError):
@@ -29,7 +31,9 @@ MIN_EFFECT = 0.05
 ALPHA = 0.05
 COLUMNS = [Column("variant"), Column("backend"), Column("device"), Column("batching"),
            Column("A median ms", "right", False), Column("B median ms", "right", False),
-           Column("B/A", "right", False), Column("p", "right", False), Column("change", movable=False)]
+           Column("B/A", "right", False), Column("p", "right", False), Column("change", movable=False),
+           Column("A x floor", "right", False), Column("B x floor", "right", False),
+           Column("A x limit", "right", False), Column("B x limit", "right", False)]
 
 
 @dataclass
@@ -59,6 +63,8 @@ class Comparison:
                   "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
                   "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when "
                   f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
+                  "- x floor, x limit: each side's median over its own run's transfer floor and its mode's "
+                  "modelled limit (ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
                   f"- {len(self.changed())} of {len(self.rows)} rows changed."]
         return "\n".join(lines) + "\n"
 
@@ -86,6 +92,15 @@ def _profiles(results: Sequence[dict], side: str, where: str) -> set[str]:
         raise ProfileMismatch(f"{side} ({where}) mixes results from {len(shas)} profiles "
                               f"({', '.join(sorted(shas))}); a run uses one profile file")
     return shas
+
+
+def _ratios(side: str, w: Row | None) -> dict[str, str]:
+    """The "<side> x floor" and "<side> x limit" cells of one side's row ({} without numbers)."""
+    if w is None or not w.ok:
+        return {}
+    med = stats.median(w.wall_ms)
+    return {f"{side} x floor": floor_ratio(w.result, med),
+            f"{side} x limit": limit_ratio(limits.limit(w.result, w.mode, w.data), med)}
 
 
 def _machines(results: Sequence[dict]) -> set[str]:
@@ -158,6 +173,7 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
             cells.update({"A median ms": ms(stats.median(wa.wall_ms)), "B median ms": ms(stats.median(wb.wall_ms)),
                           "B/A": f"{c.ratio:.3f}", "p": f"{c.p:.2g}", "verdict": c.verdict,
                           "change": f"**{c.verdict}**" if c.verdict != "no change" else c.verdict})
+        cells.update({**_ratios("A", wa), **_ratios("B", wb)})
         out.rows.append(cells)
     return out
 

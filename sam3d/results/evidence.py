@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.files import write_atomic
+from . import limits
 from . import schema as res
 from . import stats
 from .checks import problems
@@ -22,39 +23,63 @@ NOT_ACCEPTED_FILE = "NOT-ACCEPTED"
 
 
 def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = None) -> Path:
-    """A PNG of the per-image wall times: one panel per table row, in table order, labelled like
-    the row, each with its own ms axis (variants differ several-fold, a shared axis would flatten
-    every box): a horizontal box (quartiles, whiskers at 1.5 IQR) with every sample drawn over
-    it, and a line at the median. A failed row's panel says FAILED and why. Agg renderer (no
-    display needed)."""
+    """A PNG of the per-image wall times: one panel per backend group (CPU, Vulkan, Vulkan
+    (transfer-only), ...), its rows in table order, so each result's modes sit side by side,
+    on one ms axis shared by the whole panel (logarithmic when the panel's times span more than
+    20x, as sanitizer variants beside release do). Each row: a horizontal box (quartiles,
+    whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
+    black bar and its modelled limit (results/limits.py) as a red bar. A failed row says FAILED
+    and why. Agg renderer (no display needed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     results = list(results)
     all_rows = rows(results)
     if not all_rows:
         raise ReportError("no results to plot")
     multi_host = len(hosts(results)) > 1
-    fig = Figure(figsize=(10, 0.6 + 0.9 * len(all_rows)), layout="constrained")
+    groups: dict[str, list] = {}
+    for w in all_rows:
+        groups.setdefault(res.key(w.result)[1], []).append(w)
+    sizes = [len(g) for g in groups.values()]
+    fig = Figure(figsize=(11, 1.2 + 0.45 * sum(sizes) + 0.5 * len(sizes)), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(len(all_rows), 1, squeeze=False)[:, 0]
-    for ax, w in zip(axes, all_rows):
+    axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 1 for n in sizes]})[:, 0]
+    for ax, (backend, members) in zip(axes, groups.items()):
+        times = [t for w in members for t in w.wall_ms]
         ax.grid(axis="x", alpha=0.3)
-        if not w.ok:
-            ax.set_xticks([])
-            ax.text(0.01, 0, f"FAILED: {w.result['reason'][:100]}", transform=ax.get_yaxis_transform(),
-                    va="center", color="tab:red")
-        else:
+        labels = []
+        for y, w in enumerate(members):
+            variant, _, device = res.key(w.result)
+            labels.append(" ".join([variant, device[:32], w.mode or "-"] + ([w.host] if multi_host else [])))
+            if not w.ok:
+                ax.text(0.01, y, f"FAILED: {w.result['reason'][:100]}", transform=ax.get_yaxis_transform(),
+                        va="center", color="tab:red", fontsize=8)
+                continue
             xs = w.wall_ms
-            ax.boxplot([xs], positions=[0], orientation="horizontal", widths=0.7, showfliers=False)
-            ax.scatter(xs, [0.3 * (((k * 7) % 11) / 10 - 0.5) for k in range(len(xs))], s=10, alpha=0.7,
+            ax.boxplot([xs], positions=[y], orientation="horizontal", widths=0.6, showfliers=False)
+            ax.scatter(xs, [y + 0.25 * (((k * 7) % 11) / 10 - 0.5) for k in range(len(xs))], s=8, alpha=0.6,
                        color="tab:blue", zorder=3)
+            floor = limits.floor_ms(w.result)
+            if floor is not None:
+                ax.vlines(floor, y - 0.4, y + 0.4, color="black", linewidth=2, zorder=4)
+            lim = limits.limit(w.result, w.mode, w.data)
+            if lim is not None:
+                ax.vlines(lim.ms, y - 0.4, y + 0.4, color="tab:red", linewidth=2, zorder=4)
             s = stats.summarize(xs)
-            ax.text(1.0, 1.0, f"median {ms(s.median)}  p95 {ms(s.p95)}  n={s.n}", transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=8)
-        ax.set_yticks([0], [w.label(multi_host)])
-        ax.set_ylim(-0.6, 0.6)
-    axes[-1].set_xlabel("wall time per image (ms)")
+            labels[-1] += f"\nmedian {ms(s.median)}" + (f", {s.median / lim.ms:.2f}x limit" if lim else "")
+        ax.set_yticks(range(len(members)), labels, fontsize=7)
+        ax.set_ylim(len(members) - 0.5, -0.5)
+        if times and max(times) / max(min(times), 1e-9) > 20:
+            ax.set_xscale("log")
+        else:
+            ax.set_xlim(left=0)
+        ax.set_title(backend, fontsize=10, loc="left")
+        ax.set_xlabel("wall time per image (ms)")
+    fig.legend(handles=[Line2D([], [], color="black", linewidth=2, label="transfer floor (same run)"),
+                        Line2D([], [], color="tab:red", linewidth=2, label="modelled limit of the mode")],
+               loc="outside upper right", fontsize=8, ncols=2)
     fig.suptitle(title or "per-image wall time")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,9 @@
 """The benchmark result file: one JSON file per (variant, backend, device) run.
 
-Schema "sam3d-bench-result/1" (all times in milliseconds, sizes in bytes):
+Schema "sam3d-bench-result/2" (all times in milliseconds, sizes in bytes):
 
 {
-  "schema": "sam3d-bench-result/1",
+  "schema": "sam3d-bench-result/2",
   "variant": "release",                 # sam3d/core/variants.py name
   "status": "ok" | "failed",            # failed: "reason" says why, "rows" may be empty
   "reason": null | "build failed: ...",
@@ -31,14 +31,21 @@ Schema "sam3d-bench-result/1" (all times in milliseconds, sizes in bytes):
       }
     }
   ],
-  "extra": {}                           # optional diagnostics: driver overhead, peak RSS, floor...
+  "extra": {                           # optional diagnostics: driver overhead, peak RSS, ...
+    "transfer_floor": null | {"median_ms", "both", "upload", "download", "gb_per_s", "alignment",
+                              "self_check", ...},      # version 2: the limit probes
+    "round_trips": {"download", "graph", ...}, "staging_memcpy": {"median_ms", ...},
+    "floor_probe": null | {"schema": "sam3d-floor-probe/1", "median_ms", ...},
+    "modes": {"<row>": {"calls_per_image", "excluded_ms": {"slot_writes", "slot_reads"}, ...}}
+  }
 }
 
 The format is the JSON Schema sam3d/results/result.schema.json (packaged with sam3d; the
 constants below are read from it); validate() checks it with jsonschema and adds what a JSON
 Schema cannot say. A change of the format is a new schema version: SCHEMA and the file's
-"$id" and "schema" const, and readers refuse files of any other version naming the one they
-need. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the
+"$id" and "schema" enum. Version 2 (the limit probes in "extra", typed) is written; version 1
+is still read (READABLE: its rows render, without limits); readers refuse files of any other
+version naming the one they need. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the
 driver's document), write() (atomic). The table: sam3d/results/table.py.
 """
 
@@ -56,8 +63,11 @@ from typing import Any
 from ..core.errors import Sam3dError
 from ..core.files import check_schema, write_atomic
 from ..core.variants import Variant
+from .limits import floor_check
 
-SCHEMA = "sam3d-bench-result/1"
+SCHEMA = "sam3d-bench-result/2"
+# The versions this reader reads: the one it writes, then the older ones it still renders.
+READABLE = ("sam3d-bench-result/2", "sam3d-bench-result/1")
 # The format as a JSON Schema (packaged with sam3d): the one place that names the fields.
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 JSON_SCHEMA: dict = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
@@ -91,26 +101,28 @@ def _fail(source: str, field: str, problem: str) -> None:
 
 
 def validate(result: Any, source: str = "<result>") -> dict:
-    """Checks ``result`` against schema sam3d-bench-result/1 and returns it unchanged.
+    """Checks ``result`` against schema sam3d-bench-result/2 (or 1) and returns it unchanged.
 
     The JSON Schema (result.schema.json, with jsonschema) checks the fields: an "ok" result
     needs every field (except "extra") and at least one row with at least one sample; a
     "failed" result needs schema, variant, status and a non-empty reason, and its other fields
     are checked when present and not null (a build failure has no device). Then what a JSON
     Schema cannot say: each row of an ok result has protocol.images samples, no batching mode
-    twice, no image index twice in a row, every time finite. A result of another schema
-    version is refused naming the version this reader needs. Raises ResultError naming
+    twice, no image index twice in a row, every time finite. A result of a version not in
+    READABLE is refused naming the versions this reader reads. Raises ResultError naming
     ``source`` and the first missing or bad field.
     """
     if not isinstance(result, dict):
         raise ResultError(f"{source}: expected a JSON object, got {type(result).__name__}")
     if "schema" not in result:
         _fail(source, "schema", "missing")
-    if result["schema"] != SCHEMA:
+    if result["schema"] not in READABLE:
         m = _VERSIONED.fullmatch(str(result["schema"]))
+        versions = " or ".join(v.rsplit("/", 1)[1] for v in READABLE)
         _fail(source, "schema", f"is {result['schema']!r}: " + (
-            f"written by schema version {m.group(1)}; this reader needs version 1 ({SCHEMA}): re-run the "
-            "benchmark (or device-import) with this checkout" if m else f"expected {SCHEMA!r}"))
+            f"written by schema version {m.group(1)}; this reader needs version {versions} ({SCHEMA} is "
+            "written): re-run the benchmark (or device-import) with this checkout, or read the file with a "
+            "checkout of its version" if m else f"expected {SCHEMA!r}"))
     failed = result.get("status") == "failed"
     # A failed result's null fields are fields it does not have.
     doc = {k: v for k, v in result.items() if v is not None} if failed else result
@@ -161,7 +173,8 @@ def _canonical(result: dict) -> str:
 
 def result_files(folder: str | os.PathLike) -> list[Path]:
     """Every result file under ``folder`` (recursively, sorted by path): each ``*.json`` whose
-    "schema" is sam3d-bench-result/1. Other JSON files (e.g. compile_commands.json) are
+    "schema" is sam3d-bench-result/N, of any version N (load() refuses a version it does not
+    read, naming the one it needs). Other JSON files (e.g. compile_commands.json) are
     skipped, but a file that mentions the schema and does not parse is an error (a truncated
     result must not vanish silently): ResultError names it."""
     found = []
@@ -172,14 +185,15 @@ def result_files(folder: str | os.PathLike) -> list[Path]:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        if SCHEMA not in text:
+        mentioned = _VERSIONED.search(text)
+        if mentioned is None:
             continue
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ResultError(f"{f}: mentions {SCHEMA} but is not valid JSON (line {e.lineno}: "
+            raise ResultError(f"{f}: mentions {mentioned.group(0)} but is not valid JSON (line {e.lineno}: "
                               f"{e.msg}); delete or re-run it") from None
-        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+        if isinstance(data, dict) and _VERSIONED.fullmatch(str(data.get("schema"))):
             found.append(f)
     return found
 
@@ -201,7 +215,8 @@ def load_many(paths: Iterable[str | os.PathLike]) -> list[dict]:
         elif p.is_dir():
             files = result_files(p)
             if not files:
-                raise ResultError(f"{p}: folder holds no {SCHEMA} result files (*.json, searched recursively)")
+                raise ResultError(f"{p}: folder holds no sam3d-bench-result result files (*.json, searched "
+                                  "recursively)")
         else:
             raise ResultError(f"{p}: no such file or folder")
         for f in files:
@@ -222,10 +237,12 @@ def write(path: str | os.PathLike, result: dict) -> Path:
 
 def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str | None, prof: dict,
          machine_info: dict, commit: str, build: dict | None, extra: dict | None = None) -> dict:
-    """A result of this schema from the driver's output document (schema sam3d-bench-driver/1;
+    """A result of this schema from the driver's output document (schema sam3d-bench-driver/2;
     None when the driver produced none: the result is then "failed" with no rows). ``backend``
     is the driver's --backend value; ``prof`` the profile's {"path", "sha256", "version"};
-    ``extra`` is merged over the driver's own extra."""
+    ``extra`` is merged over the driver's own extra (the floor probe's output goes there, as
+    "floor_probe"). The floor's self-check (limits.floor_check) is recorded in it as
+    transfer_floor.self_check."""
     name = next(b for b in v.backends if b.lower() == backend)
     r: dict = {
         "schema": SCHEMA,
@@ -249,6 +266,9 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
         r["rows"] = []
         x = {}
     x.update(extra or {})
+    check = floor_check(x.get("transfer_floor"))
+    if check is not None:
+        x["transfer_floor"] = {**x["transfer_floor"], "self_check": check.as_dict()}
     r["extra"] = x
     if status == "failed" and not reason:
         raise ValueError("a failed result needs a reason")

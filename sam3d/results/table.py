@@ -2,8 +2,9 @@
 
 The layout follows llama.cpp's scripts/compare-llama-bench.py: one row per configuration, and
 columns whose value is the same in every row leave the table for a caption line ("all rows:
-backend=CPU, n=20"). Statistics: results/stats.py (p95 nearest-rank, speedup with the IQR of
-paired ratios). Also the device-test table of a GPU run (device_tests).
+backend=CPU, n=20"). Statistics: results/stats.py (p95 nearest-rank, speedup as the median of
+paired ratios with their IQR); limits: results/limits.py. Also the device-test table of a GPU
+run (device_tests).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tabulate as tabulate_module
 from tabulate import tabulate
 
 from ..core import profile
+from . import limits
 from . import schema as res
 from . import stats
 from .checks import output_checks
@@ -72,13 +74,91 @@ def _bytes(counters: dict) -> str:
     return f"{up:,} / {down:,}{mark}"
 
 
-def _floor_ratio(result: dict, median_ms: float) -> str:
-    """The row's median over the transfer floor measured in the same run (the profile's bytes
-    as two large pinned copies; sam3d_bench's extra.transfer_floor), or "" without one."""
-    floor = (result.get("extra") or {}).get("transfer_floor")
-    if not isinstance(floor, dict) or not floor.get("median_ms"):
+def floor_ratio(result: dict, median_ms: float) -> str:
+    """The row's median over the transfer floor measured in the same run (limits.floor_ms), or
+    "" without one: "2.6x (1.410)"."""
+    floor = limits.floor_ms(result)
+    return f"{median_ms / floor:.1f}x ({ms(floor)})" if floor is not None else ""
+
+
+def limit_ratio(lim: limits.Limit | None, median_ms: float) -> str:
+    """The row's median over its modelled limit (limits.limit): "1.75x (2.920)", or ""."""
+    return f"{median_ms / lim.ms:.2f}x ({ms(lim.ms)})" if lim is not None else ""
+
+
+def _floor_cell(result: dict, median_ms: float) -> str:
+    """floor_ratio, flagged when the floor's self-check failed."""
+    text = floor_ratio(result, median_ms)
+    check = limits.floor_check((result.get("extra") or {}).get("transfer_floor"))
+    return f"{text}; self-check FAILED" if text and check is not None and not check.ok else text
+
+
+def _waits(lim: limits.Limit | None) -> str:
+    """"made/mandatory" waits per image, with the excess flagged: "52/56", "60/56 **+4**"."""
+    if lim is None:
         return ""
-    return f"{median_ms / floor['median_ms']:.1f}x ({ms(floor['median_ms'])})"
+    made = "?" if lim.waits_made is None else str(lim.waits_made)
+    return f"{made}/{lim.round_trips}" + (f" **+{lim.excess}**" if lim.excess else "")
+
+
+def _excluded(w: Row) -> str:
+    """The zerocopy and queued rows' untimed host ms per image (medians): the producer's writes
+    into slots + the consumer's reads out of them."""
+    got = limits.excluded_ms(w.result, w.mode)
+    if got is None or not got[0]:
+        return ""
+    writes, reads = got
+    if not reads:
+        return ms(stats.median(writes))
+    return f"{ms(stats.median(writes))} + {ms(stats.median(reads))}"
+
+
+def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_host: bool) -> list[str]:
+    """The notes on floors and limits: what the columns mean (the model), one line of each
+    result's same-run terms, and every floor self-check failure and floor-probe disagreement."""
+    notes = []
+    if any(row.get("x floor") for row in table):
+        notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes as "
+                     "one async upload and one async download from the host buffer type's memory, offsets aligned, "
+                     "one synchronize; sampled after every image, the smallest of its block medians; ms in "
+                     "parentheses); its self-check: both directions within [max, sum] of each direction alone.")
+    if any(row.get("x limit") for row in table):
+        notes.append("x limit: median over the mode's modelled limit from the same run's measurements and the "
+                     "profile (ms in parentheses): staged = floor + G x RT + the staged copies at plain memcpy "
+                     "speed; zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
+                     "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
+                     "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
+                     "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "
+                     "per image, **+N** marks waits beyond the model. docs/benchmark.md, \"Transfer floor, round trips and limits\".")
+    if any(row.get("excluded ms") for row in table):
+        notes.append("excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
+                     "producer's writes into slots + the consumer's reads out of them; the staged row times its "
+                     "copies, the off row GGML's.")
+    seen: set[int] = set()
+    for w in all_rows:
+        if not w.ok or id(w.result) in seen:
+            continue
+        seen.add(id(w.result))
+        where = " ".join(res.key(w.result)[:2]) + (f" {w.host}" if multi_host else "")
+        line = limits.describe(w.result, [(o.mode, o.data) for o in all_rows if o.result is w.result])
+        if line:
+            notes.append(f"limits, {where}: {line}.")
+        check = limits.floor_check((w.result.get("extra") or {}).get("transfer_floor"))
+        if check is not None and not check.ok:
+            notes.append(f"WARNING: {where}: the transfer floor's {check}: both directions together must take "
+                         "at least the slower direction alone and at most the two alone in sequence.")
+        gap = limits.probe_gap(w.result)
+        if gap is not None and abs(gap[1]) > limits.PROBE_TOLERANCE:
+            notes.append(f"WARNING: {where}: the driver's floor {ms(limits.floor_ms(w.result))} ms and "
+                         f"sam3d_floor_probe's {ms(gap[0])} ms differ by {gap[1]:+.1%} (more than "
+                         f"{limits.PROBE_TOLERANCE:.0%}).")
+        why = (w.result.get("extra") or {}).get("floor_probe_error")
+        if why and limits.floor_ms(w.result) is not None:
+            notes.append(f"WARNING: {where}: no floor cross-check: {cell(why)}")
+        if w.result["schema"] != res.SCHEMA and limits.floor_ms(w.result) is not None:
+            notes.append(f"{where}: a {w.result['schema']} result: its floor is the earlier measurement (one "
+                         "block after the replay, unaligned download offset), and it has no limits.")
+    return notes
 
 
 def _profile(result: dict) -> str:
@@ -167,7 +247,8 @@ def build(results: Iterable[dict]) -> Table:
         Column("async up/down", "right"), Column("sync up/down", "right"),
         Column("bytes up/down", "right"), Column("fallbacks"),
         Column("speedup", "right", False), Column("saved vs on ms", "right", False),
-        Column("x floor", "right", False),
+        Column("x floor", "right", False), Column("x limit", "right", False), Column("waits", "right", False),
+        Column("excluded ms", "right", False),
         Column("outputs identical"), Column("profile")]
 
     table = []
@@ -180,6 +261,7 @@ def build(results: Iterable[dict]) -> Table:
         if w.ok:
             s = stats.summarize(w.wall_ms)
             c = w.data["counters"]
+            lim = limits.limit(r, w.mode, w.data)
             cells.update({
                 "median ms": ms(s.median), "p95 ms": ms(s.p95),
                 "min-max ms": f"{ms(s.min)}-{ms(s.max)}", "n": str(s.n),
@@ -188,15 +270,16 @@ def build(results: Iterable[dict]) -> Table:
                 "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
                 "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
                 "saved vs on ms": savings.get(id(w), ""),
-                "x floor": _floor_ratio(r, s.median)})
+                "x floor": _floor_cell(r, s.median), "x limit": limit_ratio(lim, s.median),
+                "waits": _waits(lim), "excluded ms": _excluded(w)})
         else:
             cells["median ms"] = f"FAILED: {r['reason']}"
         table.append(cells)
 
     keep = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
     notes = ["times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
-             "speedup = median(off)/median(on) of the same run, IQR = 25th-75th percentile "
-             "(numpy linear) of the paired per-image off/on ratios."]
+             "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
+             "IQR (25th-75th percentile, numpy linear)."]
     notes.append(f"bytes per image; the SAM3D transfer profile's totals are {profile.UPLOAD_BYTES:,} uploaded "
                  f"and {profile.DOWNLOAD_BYTES:,} downloaded"
                  + ("; * marks rows that differ from them." if any(
@@ -204,10 +287,7 @@ def build(results: Iterable[dict]) -> Table:
     if any(row.get("saved vs on ms") for row in table):
         notes.append("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
                      "queued calls save over the spec's staged design in the same run.")
-    if any(row.get("x floor") for row in table):
-        notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes "
-                     "as one host-to-device and one device-to-host copy from pinned memory, asynchronous or "
-                     "synchronous, whichever is faster; its median ms in parentheses).")
+    notes += _limit_notes(all_rows, table, multi_host)
     if duplicated:
         notes.append("run: #i is the i-th result given; two results share a configuration and host.")
     for w in all_rows:
@@ -245,15 +325,16 @@ def records(results: Iterable[dict]) -> dict:
 TERMINAL_WIDTH = 120
 SHORT = {"median ms": "median", "p95 ms": "p95", "min-max ms": "min-max", "async up/down": "async u/d",
          "sync up/down": "sync u/d", "bytes up/down": "bytes u/d", "fallbacks": "fallbk",
-         "speedup": "speedup", "saved vs on ms": "saved", "x floor": "x floor", "outputs identical": "same out"}
-DROP_ORDER = ("profile", "bytes up/down", "min-max ms", "x floor", "sync up/down", "async up/down", "n",
-              "saved vs on ms", "fallbacks")
+         "speedup": "speedup", "saved vs on ms": "saved", "x floor": "x floor", "x limit": "x limit",
+         "excluded ms": "excl", "outputs identical": "same out"}
+DROP_ORDER = ("profile", "bytes up/down", "min-max ms", "excluded ms", "waits", "sync up/down", "async up/down",
+              "x floor", "n", "saved vs on ms", "fallbacks", "x limit")
 
 
 def _short_cell(header: str, text: str) -> str:
     if header == "speedup":
         return text.split(" (", 1)[0]          # "1.05x (IQR 1.05-1.05)" -> "1.05x"
-    if header == "saved vs on ms":
+    if header in ("saved vs on ms", "x floor", "x limit"):
         return text.split(" (", 1)[0]
     if header in ("device", "machine") and len(text) > 20:
         return text[:19] + "~"

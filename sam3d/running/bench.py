@@ -3,7 +3,9 @@
 For each variant the runner builds what is missing (tools/build.py), then runs the driver
 (running/driver.py) once per backend: CPU always, Vulkan in Vulkan variants (a real GPU, or
 Mesa's lavapipe through GGML_VK_VISIBLE_DEVICES=0). The driver replays the committed transfer
-profile (core/profile.py) with batching on and off in one process, interleaved per image.
+profile (core/profile.py) with batching on and off in one process, interleaved per image; the
+floor probe (sam3d_floor_probe) runs right after it on the same device, for the same bytes, and
+its output goes into the run's extra as "floor_probe" (its failure as "floor_probe_error").
 
 Environment flag policy: the driver runs in the variant's test environment (sanitizer options,
 Vulkan device selection); any inherited SAM3D_BATCHED_TRANSFERS is removed and the runner sets
@@ -144,4 +146,9 @@ def _run_driver(run: DriverRun, rd: Path, f: Facts, *, images: int, warmups: int
         run.reason = f"{driver.NAME} exit {rc}: {driver.error_line(log)}"
     if run.doc is not None and run.doc.get("profile", {}).get("sha256") != f.prof["sha256"]:
         run.reason = (run.reason + "; " if run.reason else "") + "the driver read a different profile file"
+    probe, why = driver.run_probe(v, b, rd / "logs" / f"floor-probe-{v.name}-{b}.log", env=env,
+                                  upload_bytes=profile.UPLOAD_BYTES, download_bytes=profile.DOWNLOAD_BYTES)
+    run.extra["floor_probe"] = probe
+    if why is not None:
+        run.extra["floor_probe_error"] = why
     return run

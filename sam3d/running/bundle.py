@@ -4,7 +4,7 @@ The GPU machine has neither a package registry nor build tools, so the work is s
 
 1. Here, `make()` packs the GPU-capable variants (those with Vulkan) into one relocatable
    bundle, build/bundle/sam3d-device.tar.gz: per variant the device tests, the benchmark
-   driver, GGML's libraries and the shared libraries they need that a bare GPU host may lack
+   driver and the floor probe, GGML's libraries and the shared libraries they need that a bare GPU host may lack
    (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
    build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
    (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/running/bundle_run.py)
@@ -120,7 +120,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
             raise BundleError(f"{v.name} has no Vulkan backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
-                    driver.NAME: driver.path(v)}
+                    driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
         for name, src in binaries.items():
             if not src.is_file():
                 raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
@@ -203,7 +203,9 @@ SUMMARY_SCHEMA = {
                 "properties": {
                     "bench": {"type": "array", "items": {
                         "type": "object",
-                        "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"}}}},
+                        "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"},
+                                       "floor_probe": {"type": ["string", "null"]},
+                                       "floor_probe_error": {"type": "string"}}}},
                     "device_tests": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
@@ -235,14 +237,33 @@ def read_summary(raw_dir: Path) -> dict:
     return summary
 
 
+def _entry_file(raw_dir: Path, entry: dict, key: str) -> Path | None:
+    """The file a benchmark entry of summary.json names under ``key``, read only from raw_dir (a
+    name with '/' or '..' is refused); None when it names none or the file is missing."""
+    name = entry.get(key)
+    raw = inside(raw_dir, name, f"summary.json's {key}", BundleError) if name is not None else None
+    return raw if raw is not None and raw.is_file() else None
+
+
 def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:
-    """(the driver's document, None) for one benchmark entry of summary.json, or (None, why).
-    The file it names is read only from raw_dir (a name with '/' or '..' is refused)."""
-    name = entry.get("driver_output")
-    raw = inside(raw_dir, name, "summary.json's driver_output", BundleError) if name is not None else None
-    if raw is None or not raw.is_file():
+    """(the driver's document, None) for one benchmark entry of summary.json, or (None, why)."""
+    raw = _entry_file(raw_dir, entry, "driver_output")
+    if raw is None:
         return None, entry.get("error") or "the driver wrote no output"
     try:
         return driver.read_output(raw), None
     except driver.DriverError as e:
         return None, str(e)
+
+
+def probe_output(raw_dir: Path, entry: dict) -> dict:
+    """The extra of one benchmark entry's result from its floor probe: {"floor_probe": its
+    document or None} and, without one, "floor_probe_error" saying why."""
+    raw = _entry_file(raw_dir, entry, "floor_probe")
+    if raw is None:
+        return {"floor_probe": None,
+                "floor_probe_error": entry.get("floor_probe_error") or "the bundle ran no floor probe"}
+    try:
+        return {"floor_probe": driver.read_probe(raw)}
+    except driver.DriverError as e:
+        return {"floor_probe": None, "floor_probe_error": str(e)}

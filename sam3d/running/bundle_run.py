@@ -8,7 +8,8 @@ GGML's libraries, the Vulkan loader and sanitizer runtimes. Per variant it runs
   - the device tests (GoogleTest), once plainly and once with GGML_VK_PERF_LOGGER=1
     (GGML's kernel timestamps: a diagnostic, never production latency),
   - the benchmark driver on Vulkan device 0 (--modes, the transfer floor; with
-    --transfer-only also a replay without compute),
+    --transfer-only also a replay without compute), and right after each driver run the
+    independent floor probe (sam3d_floor_probe) on the same device for the profile's bytes,
 and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
 reports (GoogleTest XML, in JUnit form), the driver outputs and logs. Each file stays well under 16 MiB.
 Back on the build machine: `python -m sam3d device-import DIR`.
@@ -93,6 +94,27 @@ def run_tests(name, env, out, perf_logger):
             "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms}
 
 
+def profile_bytes():
+    """(upload bytes, download bytes) of the bundle's profile.json: every graph's sizes summed."""
+    graphs = json.loads((HERE / "profile.json").read_text())["graphs"]
+    return sum(sum(g["uploads"]) for g in graphs), sum(sum(g["downloads"]) for g in graphs)
+
+
+def run_probe(name, env, out, tag):
+    """The floor probe on Vulkan device 0; its JSON (stdout) in DIR/<tag>.floor-probe.json."""
+    up, down = profile_bytes()
+    dst = out / f"{tag}.floor-probe.json"
+    log = out / f"{tag}.floor-probe.log"
+    with open(dst, "w") as f, open(log, "w") as err:
+        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_floor_probe"), "--backend", "vulkan", "--device", "0",
+                             "--upload-bytes", str(up), "--download-bytes", str(down)],
+                            env=env, stdout=f, stderr=err).returncode
+    r = {"floor_probe": dst.name if rc == 0 else None, "floor_probe_log": log.name}
+    if rc != 0:
+        r["floor_probe_error"] = f"sam3d_floor_probe exit {rc}: " + " | ".join(log_tail(log, 3))
+    return r
+
+
 def run_bench(name, env, out, images, warmups, modes, transfer_only):
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     tag = f"{name}-vulkan" + ("-transfer-only" if transfer_only else "")
@@ -109,6 +131,7 @@ def run_bench(name, env, out, images, warmups, modes, transfer_only):
          "driver_output": dst.name if dst.is_file() else None}
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
+    r.update(run_probe(name, env, out, tag))
     return r
 
 
@@ -149,7 +172,8 @@ def main():
                   f"{a.images} images)",
                   flush=True)
             b = run_bench(name, env, a.out, a.images, a.warmups, a.modes, transfer_only)
-            print(f"    exit {b['exit_code']} ({b['seconds']} s)", flush=True)
+            print(f"    exit {b['exit_code']} ({b['seconds']} s)"
+                  + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
             ok &= b["exit_code"] == 0
             v["bench"].append(b)
         summary["variants"][name] = v

@@ -1,10 +1,12 @@
-"""The benchmark driver, build/<variant>/<build_type>/bench/sam3d_bench (native/bench/).
+"""The benchmark driver, build/<variant>/<build_type>/bench/sam3d_bench (native/bench/), and the
+independent floor probe beside it, sam3d_floor_probe.
 
-Where it is, the environment it runs in, its mode table, one run of it, and reading what it
-wrote. The driver owns its modes: `sam3d_bench --list-modes [--modes M]` prints its mode table
-(schema "sam3d-bench-modes/1") or refuses M with the message it would give, so the names and
-rules of --modes are written once, in the driver. Its output document carries the schema id
-"sam3d-bench-driver/1", checked here. Times are milliseconds, sizes bytes.
+Where they are, the environment they run in, the driver's mode table, one run of each, and
+reading what they wrote. The driver owns its modes: `sam3d_bench --list-modes [--modes M]`
+prints its mode table (schema "sam3d-bench-modes/1") or refuses M with the message it would
+give, so the names and rules of --modes are written once, in the driver. Its output document
+carries the schema id "sam3d-bench-driver/2", the probe's "sam3d-floor-probe/1", checked here.
+Times are milliseconds, sizes bytes.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ from ..core.variants import Variant
 from ..tools import ctest
 
 NAME = "sam3d_bench"
+PROBE = "sam3d_floor_probe"
 FLAG = "SAM3D_BATCHED_TRANSFERS"
-OUTPUT_SCHEMA = "sam3d-bench-driver/1"
+OUTPUT_SCHEMA = "sam3d-bench-driver/2"
+PROBE_SCHEMA = "sam3d-floor-probe/1"
+PROBE_TIMEOUT_S = 600
 MODES_SCHEMA = "sam3d-bench-modes/1"
 # A driver run may take long in sanitizer variants on lavapipe; beyond this it is a failure.
 TIMEOUT_S = 3600
@@ -32,8 +37,9 @@ class DriverError(Sam3dError):
     """The driver refused its arguments, or wrote something that is not its output schema."""
 
 
-def path(v: Variant) -> Path:
-    return paths.build_dir(v.name, v.build_type) / "bench" / NAME
+def path(v: Variant, name: str = NAME) -> Path:
+    """The driver (or, with ``name`` PROBE, the floor probe) of a variant's build."""
+    return paths.build_dir(v.name, v.build_type) / "bench" / name
 
 
 def backends(v: Variant) -> list[str]:
@@ -89,8 +95,38 @@ def _document(text: str, where: str, schema: str) -> dict:
 
 
 def read_output(p: Path) -> dict:
-    """The driver's output document (schema sam3d-bench-driver/1); DriverError otherwise."""
+    """The driver's output document (schema sam3d-bench-driver/2); DriverError otherwise."""
     return _document(p.read_text(errors="replace"), f"driver output {p}", OUTPUT_SCHEMA)
+
+
+def run_probe(v: Variant, backend: str, log: Path, *, upload_bytes: int, download_bytes: int,
+              env: dict[str, str]) -> tuple[dict | None, str | None]:
+    """Runs the floor probe once on device 0 of ``backend`` (the driver's --backend value, a
+    GGML backend name in any case) for the profile's bytes; its stdout and stderr go to ``log``.
+    Returns (its document, None), or (None, why it has none)."""
+    cmd = [str(path(v, PROBE)), "--backend", backend, "--device", "0", "--upload-bytes", str(upload_bytes),
+           "--download-bytes", str(download_bytes)]
+    if not Path(cmd[0]).is_file():
+        return None, f"{cmd[0]} is missing: build the variant"
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S,
+                           check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"{PROBE} did not finish in {PROBE_TIMEOUT_S} s"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"$ {shlex.join(cmd)}\n{r.stderr}{r.stdout}")
+    if r.returncode != 0:
+        said = [ln for ln in r.stderr.splitlines() if ln.startswith(f"{PROBE}: error: ")]
+        return None, said[0] if said else f"{PROBE} exit {r.returncode}"
+    try:
+        return _document(r.stdout, f"`{PROBE}` output", PROBE_SCHEMA), None
+    except DriverError as e:
+        return None, str(e)
+
+
+def read_probe(p: Path) -> dict:
+    """The floor probe's document (schema sam3d-floor-probe/1) in ``p``; DriverError otherwise."""
+    return _document(p.read_text(errors="replace"), f"floor probe output {p}", PROBE_SCHEMA)
 
 
 def error_line(log: Path) -> str:

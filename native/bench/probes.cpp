@@ -1,0 +1,336 @@
+// The limit probes (probes.h). Each quantity is sampled once per round (the round trips
+// several times), one round after every image, so samples spread through the run between the
+// modes' images; the timed rounds fall into up to kMaxBlocks consecutive blocks, and a
+// quantity's value is the smallest of its block medians (a slow stretch of the run, another
+// process on the machine, does not set it). A round starts after a batched mode's image (main.cpp),
+// never right after a synchronous copy, and its host memcpy separates the floor samples from
+// the round trips.
+#include "probes.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ggml-alloc.h"
+
+namespace sam3d_bench {
+
+namespace {
+
+constexpr int kMaxBlocks = 4;
+constexpr int kRoundTripSamplesPerBlock = 50;  // at least this many samples per block median
+constexpr int kBackToBackGraphs = 8;
+constexpr size_t kMinAlignment = 64;
+constexpr size_t kRoundTripBytes = 4;  // one F32
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// One measured quantity: its timed samples per block (ms).
+struct Series {
+    std::vector<std::vector<double>> blocks;
+
+    explicit Series(int n = 0) : blocks(static_cast<size_t>(n)) {}
+    void add(int block, double v) { blocks[static_cast<size_t>(block)].push_back(v); }
+    bool empty() const {
+        return std::all_of(blocks.begin(), blocks.end(), [](const std::vector<double> & b) { return b.empty(); });
+    }
+    // The smallest block median; 0 without samples.
+    double best() const {
+        double b = 0;
+        bool any = false;
+        for (const auto & x : blocks) {
+            if (x.empty()) continue;
+            const double m = median(x);
+            b = any ? std::min(b, m) : m;
+            any = true;
+        }
+        return b;
+    }
+    json to_json() const {
+        std::vector<double> medians, all;
+        for (const auto & x : blocks) {
+            if (x.empty()) continue;
+            medians.push_back(median(x));
+            all.insert(all.end(), x.begin(), x.end());
+        }
+        return json{{"best_median_ms", best()}, {"block_medians_ms", medians}, {"median_ms", median(all)},
+                    {"n", all.size()}, {"samples_ms", all}};
+    }
+};
+
+double gb_per_s(size_t bytes, double ms) { return ms > 0 ? static_cast<double>(bytes) / (ms * 1e6) : 0.0; }
+
+// One copy of the staged path: a descriptor's bytes between caller memory and staging.
+struct Copy {
+    bool upload;
+    size_t staging_offset;
+    size_t caller_offset;
+    size_t size;
+};
+
+}  // namespace
+
+struct Probes::State {
+    ggml_backend_t backend;
+    ggml_backend_dev_t dev;
+    size_t up_bytes, down_bytes;
+    size_t alignment;
+    int n_blocks, images, rt_per_round;
+    bool pinned = false;
+    ggml_backend_buffer_type_t host_buft = nullptr;
+    ggml_backend_buffer_t host = nullptr;  // pinned: the floor's source and destination, the memcpy's staging
+    ggml_backend_buffer_t dbuf = nullptr;
+    ggml_context * ctx = nullptr;
+    ggml_tensor *up = nullptr, *down = nullptr, *rt_in = nullptr, *rt_out = nullptr;
+    ggml_cgraph * graph = nullptr;  // one node: rt_out = rt_in * 1
+    ggml_backend_event_t event = nullptr;
+    uint8_t * mem = nullptr;
+    size_t down_offset = 0, rt_offset = 0;
+    std::vector<uint8_t> heap_staging;  // without a host buffer type
+    uint8_t * staging = nullptr;
+    std::vector<uint8_t> caller_up, caller_down;  // the staged path's caller memory
+    std::vector<Copy> copies;
+    size_t memcpy_up = 0, memcpy_down = 0, memcpy_descriptors_up = 0, memcpy_descriptors_down = 0;
+    float rt_host_heap = 0;
+    Series f_up, f_down, f_both, cp, rt_down, rt_graph, rt_down_event, rt_graph_event, b2b;
+
+    State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images)
+        : backend(be), dev(d), up_bytes(p.upload_bytes), down_bytes(p.download_bytes),
+          alignment(std::max(staging_alignment, kMinAlignment)), n_blocks(std::min(kMaxBlocks, n_images)),
+          images(n_images), f_up(n_blocks), f_down(n_blocks), f_both(n_blocks), cp(n_blocks), rt_down(n_blocks),
+          rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks) {
+        const int per_block = images / n_blocks;  // the fewest timed rounds of any block
+        rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
+        layout_copies(p);
+        host_buft = ggml_backend_dev_host_buffer_type(dev);
+        const size_t host_bytes = align_up(up_bytes, alignment) + align_up(down_bytes, alignment) + alignment;
+        if (host_buft != nullptr) {
+            host = ggml_backend_buft_alloc_buffer(host_buft, host_bytes);
+            if (host == nullptr) die(1, "probes: allocating " + std::to_string(host_bytes) + " bytes of pinned host memory failed");
+            pinned = ggml_backend_buffer_get_type(host) == host_buft;
+            mem = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
+            if (reinterpret_cast<uintptr_t>(mem) % alignment != 0) {
+                die(1, "probes: the host buffer's base is not " + std::to_string(alignment) + "-byte aligned");
+            }
+            std::memset(mem, 0x5a, host_bytes);
+            down_offset = align_up(up_bytes, alignment);
+            rt_offset = down_offset + align_up(down_bytes, alignment);
+            staging = mem;
+        } else {
+            heap_staging.assign(host_bytes, 0x5a);
+            staging = heap_staging.data();
+        }
+        ggml_init_params ip = {ggml_tensor_overhead() * 8 + ggml_graph_overhead_custom(8, false), nullptr, true};
+        ctx = ggml_init(ip);
+        if (ctx == nullptr) die(1, "probes: ggml_init failed");
+        if (host != nullptr) {
+            up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_bytes));
+            down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_bytes));
+        }
+        rt_in = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
+        ggml_set_input(rt_in);
+        rt_out = ggml_scale(ctx, rt_in, 1.0f);
+        ggml_set_output(rt_out);
+        graph = ggml_new_graph_custom(ctx, 8, false);
+        ggml_build_forward_expand(graph, rt_out);
+        dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+        if (dbuf == nullptr) die(1, "probes: allocating the device tensors failed");
+        const float one = 1.0f;
+        ggml_backend_tensor_set(rt_in, &one, 0, sizeof one);
+        if (down != nullptr) {
+            std::vector<uint8_t> pattern(down_bytes, 0xa5);
+            ggml_backend_tensor_set(down, pattern.data(), 0, down_bytes);
+        }
+        ggml_backend_dev_props props{};
+        ggml_backend_dev_get_props(dev, &props);
+        if (props.caps.events) event = ggml_backend_event_new(dev);
+    }
+
+    ~State() {
+        if (event != nullptr) ggml_backend_event_free(event);
+        if (dbuf != nullptr) ggml_backend_buffer_free(dbuf);
+        if (ctx != nullptr) ggml_free(ctx);
+        if (host != nullptr) ggml_backend_buffer_free(host);
+    }
+
+    // The staged path's copies: every upload and download of the batched (not synchronous)
+    // graphs, laid out per graph from the start of staging at the alignment, as the core lays
+    // out one call; caller memory holds each descriptor at its own aligned offset.
+    void layout_copies(const Profile & p) {
+        size_t up_at = 0, down_at = 0;
+        for (const GraphSpec & g : p.graphs) {
+            if (g.synchronous) continue;
+            size_t at = 0;
+            for (size_t b : g.uploads) {
+                copies.push_back({true, at, up_at, b});
+                at = align_up(at + b, alignment);
+                up_at = align_up(up_at + b, alignment);
+                memcpy_up += b;
+                ++memcpy_descriptors_up;
+            }
+            for (size_t b : g.downloads) {
+                copies.push_back({false, at, down_at, b});
+                at = align_up(at + b, alignment);
+                down_at = align_up(down_at + b, alignment);
+                memcpy_down += b;
+                ++memcpy_descriptors_down;
+            }
+            if (at > align_up(p.upload_bytes, alignment) + align_up(p.download_bytes, alignment)) {
+                die(1, "probes: graph " + g.name + " does not fit the staging copy's buffer");
+            }
+        }
+        caller_up.assign(up_at + alignment, 0x3c);
+        caller_down.assign(down_at + alignment, 0);
+    }
+
+    // Host pointers for the round trip's 4 bytes: pinned when there is a host buffer type.
+    void * rt_host() { return mem != nullptr ? static_cast<void *>(mem + rt_offset) : &rt_host_heap; }
+
+    double floor_sample(int kind) {
+        const double t0 = now_ms();
+        if (kind != 1) ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
+        if (kind != 0) ggml_backend_tensor_get_async(backend, down, mem + down_offset, 0, down_bytes);
+        ggml_backend_synchronize(backend);
+        return now_ms() - t0;
+    }
+
+    double memcpy_sample() {
+        const double t0 = now_ms();
+        for (const Copy & c : copies) {
+            if (c.upload) {
+                std::memcpy(staging + c.staging_offset, caller_up.data() + c.caller_offset, c.size);
+            } else {
+                std::memcpy(caller_down.data() + c.caller_offset, staging + c.staging_offset, c.size);
+            }
+        }
+        return now_ms() - t0;
+    }
+
+    void compute() {
+        if (ggml_backend_graph_compute_async(backend, graph) != GGML_STATUS_SUCCESS) {
+            die(2, "probes: the one-node graph failed to compute");
+        }
+    }
+
+    // kind 0: a 4-byte download, 1: a one-node graph; then a synchronize, or with `on_event` an
+    // event record + event synchronize.
+    double round_trip(int kind, bool on_event) {
+        const double t0 = now_ms();
+        if (kind == 0) {
+            ggml_backend_tensor_get_async(backend, rt_out, rt_host(), 0, kRoundTripBytes);
+        } else {
+            compute();
+        }
+        if (on_event) {
+            ggml_backend_event_record(event, backend);
+            ggml_backend_event_synchronize(event);
+        } else {
+            ggml_backend_synchronize(backend);
+        }
+        return now_ms() - t0;
+    }
+
+    double back_to_back() {
+        const double t0 = now_ms();
+        for (int i = 0; i < kBackToBackGraphs; ++i) compute();
+        ggml_backend_synchronize(backend);
+        return now_ms() - t0;
+    }
+
+    void round(int image, bool timed) {
+        const int block = timed ? image * n_blocks / images : 0;
+        auto keep = [&](Series & s, double v) {
+            if (timed) s.add(block, v);
+        };
+        if (host != nullptr) {
+            Series * kinds[3] = {&f_up, &f_down, &f_both};
+            for (int k = 0; k < 3; ++k) {
+                const int kind = (k + image) % 3;  // rotates: each kind goes first equally often
+                keep(*kinds[kind], floor_sample(kind));
+            }
+        }
+        keep(cp, memcpy_sample());
+        for (int i = 0; i < rt_per_round; ++i) {
+            const bool graph_first = (i + image) % 2 != 0;
+            for (int k = 0; k < 2; ++k) {
+                const int kind = graph_first ? 1 - k : k;
+                keep(kind == 0 ? rt_down : rt_graph, round_trip(kind, false));
+                if (event != nullptr) keep(kind == 0 ? rt_down_event : rt_graph_event, round_trip(kind, true));
+            }
+        }
+        keep(b2b, back_to_back());
+    }
+};
+
+Probes::Probes(ggml_backend_t backend, ggml_backend_dev_t dev, const Profile & profile, size_t staging_alignment,
+               int images)
+    : s_(std::make_unique<State>(backend, dev, profile, staging_alignment, images)) {}
+Probes::~Probes() = default;
+
+void Probes::round(int image, bool timed) { s_->round(image, timed); }
+
+json Probes::floor() const {
+    const State & s = *s_;
+    if (s.host == nullptr) return nullptr;
+    const double up = s.f_up.best(), down = s.f_down.best(), both = s.f_both.best();
+    return json{{"median_ms", both},
+                {"how", "async"},
+                {"upload_bytes", s.up_bytes},
+                {"download_bytes", s.down_bytes},
+                {"alignment", s.alignment},
+                {"upload_offset", 0},
+                {"download_offset", s.down_offset},
+                {"pinned", s.pinned},
+                {"blocks", s.n_blocks},
+                {"both", s.f_both.to_json()},
+                {"upload", s.f_up.to_json()},
+                {"download", s.f_down.to_json()},
+                {"gb_per_s", {{"upload", gb_per_s(s.up_bytes, up)},
+                              {"download", gb_per_s(s.down_bytes, down)},
+                              {"both", gb_per_s(s.up_bytes + s.down_bytes, both)}}},
+                {"what", "the profile's bytes from the host buffer type's memory, offsets aligned to the staging "
+                         "alignment (at least 64): upload alone (tensor_set_async + synchronize), download alone "
+                         "(tensor_get_async + synchronize) and both (set_async + get_async + one synchronize), one "
+                         "sample of each per round after every image; each the smallest of its block medians; the "
+                         "floor (median_ms) is both's"}};
+}
+
+json Probes::round_trips() const {
+    const State & s = *s_;
+    json out = {{"download", s.rt_down.to_json()},
+                {"graph", s.rt_graph.to_json()},
+                {"download_bytes", kRoundTripBytes},
+                {"graph_nodes", ggml_graph_n_nodes(s.graph)},
+                {"samples_per_round", s.rt_per_round},
+                {"back_to_back", s.b2b.to_json()},
+                {"back_to_back_graphs", kBackToBackGraphs},
+                {"what", "download: ggml_backend_tensor_get_async of 4 bytes into host memory + synchronize; graph: "
+                         "ggml_backend_graph_compute_async of a one-node graph + synchronize; each the smallest of "
+                         "its block medians (>= 50 samples per block). Diagnostics, never in a limit: *_event waits "
+                         "with ggml_backend_event_record + event_synchronize instead of a synchronize; back_to_back "
+                         "submits back_to_back_graphs one-node graphs, then one synchronize"}};
+    if (!s.rt_down_event.empty()) {
+        out["download_event"] = s.rt_down_event.to_json();
+        out["graph_event"] = s.rt_graph_event.to_json();
+    }
+    return out;
+}
+
+json Probes::staging_memcpy() const {
+    const State & s = *s_;
+    return json{{"median_ms", s.cp.best()},
+                {"copy", s.cp.to_json()},
+                {"upload_bytes", s.memcpy_up},
+                {"download_bytes", s.memcpy_down},
+                {"upload_descriptors", s.memcpy_descriptors_up},
+                {"download_descriptors", s.memcpy_descriptors_down},
+                {"into_host_buffer", s.host != nullptr},
+                {"gb_per_s", gb_per_s(s.memcpy_up + s.memcpy_down, s.cp.best())},
+                {"what", "std::memcpy of every upload and download of the batched graphs between caller memory and "
+                         "staging (the host buffer type's memory), descriptor by descriptor at the alignment: the "
+                         "staged path's copies at plain memcpy speed; one sample per round, the smallest block "
+                         "median"}};
+}
+
+}  // namespace sam3d_bench

@@ -1,0 +1,319 @@
+"""Each mode's modelled limit: what the mode could reach on this device, from the same run's
+measurements and the profile file only (no term measured through the core).
+
+The model (docs/benchmark.md, "Transfer floor, round trips and limits"; the table's notes say
+it too), all in ms per image:
+
+    staged   = floor + G x RT + memcpy
+    zerocopy = floor + G x RT
+    queued   = floor + W x RT
+    off      = no limit
+
+- floor: the driver's transfer floor (extra.transfer_floor.median_ms, native/bench/probes.cpp):
+  the profile's bytes as one async upload and one async download from the host buffer type, one
+  synchronize, the smallest of its block medians. None on a device without a host buffer type
+  (CPU): then no mode has a limit.
+- RT: a round trip (extra.round_trips): rows with compute use the graph round trip (a one-node
+  graph + synchronize), transfer-only rows the download round trip (4 bytes + synchronize).
+- G: the profile's graphs (83): one synchronization per call.
+- memcpy: a plain memcpy of the staged path's bytes, descriptor by descriptor
+  (extra.staging_memcpy.median_ms): the staged design's copies at memcpy speed.
+- W: the mandatory waits of queued calls, from the profile (mandatory_waits()): the dependency
+  points (a graph whose upload takes a download not yet waited, or a synchronous graph with
+  queued work before it), the synchronous graph's own blocking steps (each upload, its compute
+  on rows with compute, each download), ring waits only where the bytes the profile keeps in
+  flight would exceed the 32 MiB staging bound, and the wait at the end.
+
+The waits a mode made (the driver's counts) are reported beside the mandatory ones; any excess
+is flagged. A cost GGML adds per submit (round_trips.back_to_back) is a diagnostic only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..core import profile as profiles
+from . import stats
+
+# The probe's result schema (native/bench/floor_probe.cpp) and how far it may be from the floor.
+PROBE_SCHEMA = "sam3d-floor-probe/1"
+PROBE_TOLERANCE = 0.05
+LIMITED_MODES = ("on", "zerocopy", "queued")
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """The floor's self-check: both directions together (ms) must lie within
+    [max(upload alone, download alone), upload alone + download alone] of the same run."""
+
+    both_ms: float
+    low_ms: float
+    high_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return self.low_ms <= self.both_ms <= self.high_ms
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "both_ms": self.both_ms, "max_alone_ms": self.low_ms, "sum_alone_ms": self.high_ms}
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.ok else "FAILED"
+        return f"self-check {verdict}: {self.low_ms:.3f} <= {self.both_ms:.3f} <= {self.high_ms:.3f} ms"
+
+
+def floor_check(floor: dict | None) -> FloorCheck | None:
+    """The self-check of a driver floor (extra.transfer_floor of schema 2: "both", "upload" and
+    "download", each with its best_median_ms); None without one (or a schema-1 floor)."""
+    if not isinstance(floor, dict) or not all(isinstance(floor.get(k), dict) for k in ("both", "upload", "download")):
+        return None
+    up, down = floor["upload"]["best_median_ms"], floor["download"]["best_median_ms"]
+    return FloorCheck(both_ms=floor["both"]["best_median_ms"], low_ms=max(up, down), high_ms=up + down)
+
+
+@dataclass(frozen=True)
+class Waits:
+    """Mandatory waits of queued calls per image (see mandatory_waits)."""
+
+    dependency: int   # before a graph whose input takes a download not yet waited, or a synchronous graph
+    synchronous: int  # the synchronous graphs' blocking uploads, computes and downloads
+    ring: int         # where the bytes in flight would exceed the staging bound
+    end: int          # the end of the image (0 or 1)
+
+    @property
+    def total(self) -> int:
+        return self.dependency + self.synchronous + self.ring + self.end
+
+    def __str__(self) -> str:
+        return (f"{self.total} ({self.dependency} dependency + {self.synchronous} synchronous + "
+                f"{self.ring} ring + {self.end} end)")
+
+
+def _aligned(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
+                    bound: int = profiles.STAGING_BOUND_BYTES) -> Waits:
+    """The waits queued calls cannot avoid in one image of ``prof`` (a profile dict: its
+    "graphs" in order, each with uploads, downloads, synchronous, depends_on_downloads).
+
+    Walking the graphs in order, with the queued graphs not yet waited:
+    - a graph whose upload takes the download of a graph not yet waited, or a synchronous graph
+      with queued graphs before it, waits for them: one dependency wait (all earlier queued
+      graphs complete with it, since calls execute in submission order);
+    - a synchronous graph makes its blocking steps: one per upload and download, and one for its
+      compute when the row computes (``compute``);
+    - the staging ring holds, for each queued graph not yet waited, its slots (its independent
+      uploads and its downloads, each rounded up to ``alignment``), and the download slots of
+      waited graphs that a later graph still reads; when the next graph's slots would take it
+      over ``bound``, the oldest queued graph is waited: one ring wait each;
+    - one wait at the end when any queued graph is not yet waited.
+    """
+    graphs = prof["graphs"]
+    index = {g["name"]: i for i, g in enumerate(graphs)}
+    last_reader: dict[int, int] = {}
+    for i, g in enumerate(graphs):
+        for d in g["depends_on_downloads"]:
+            last_reader[index[d["graph"]]] = max(last_reader.get(index[d["graph"]], -1), i)
+
+    def slots(i: int) -> tuple[int, int]:
+        g = graphs[i]
+        fed = {d["upload"] for d in g["depends_on_downloads"]}
+        ups = sum(_aligned(s, alignment) for u, s in enumerate(g["uploads"]) if u not in fed)
+        return ups, sum(_aligned(s, alignment) for s in g["downloads"])
+
+    pending: list[int] = []  # queued graphs not yet waited, oldest first
+    kept: dict[int, int] = {}  # waited graph -> download slot bytes still read by a later graph
+    dependency = synchronous = ring = 0
+
+    def wait_through(end: int) -> None:
+        while pending and pending[0] < end:
+            j = pending.pop(0)
+            if last_reader.get(j, -1) > j:
+                kept[j] = slots(j)[1]
+
+    for i, g in enumerate(graphs):
+        end = i if g["synchronous"] else 0
+        for d in g["depends_on_downloads"]:
+            end = max(end, index[d["graph"]] + 1)
+        if pending and pending[0] < end:
+            dependency += 1
+            wait_through(end)
+        for j in [j for j in kept if last_reader[j] < i]:
+            del kept[j]  # released after its last reader's submit
+        need = sum(slots(i))
+        while pending and sum(sum(slots(j)) for j in pending) + sum(kept.values()) + need > bound:
+            ring += 1
+            wait_through(pending[0] + 1)
+        if g["synchronous"]:
+            synchronous += len(g["uploads"]) + len(g["downloads"]) + (1 if compute else 0)
+        else:
+            pending.append(i)
+    return Waits(dependency=dependency, synchronous=synchronous, ring=ring, end=1 if pending else 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _committed() -> tuple[str, dict]:
+    return profiles.sha256(), profiles.load()
+
+
+def profile_of(result: dict) -> dict | None:
+    """The profile file a result was measured with, when this checkout has it (the committed
+    profile, by SHA-256); None otherwise (the model then has no graphs to count)."""
+    sha, prof = _committed()
+    p = result.get("profile")
+    return prof if isinstance(p, dict) and p.get("sha256") == sha else None
+
+
+def transfer_only(result: dict) -> bool:
+    return bool((result.get("extra") or {}).get("transfer_only"))
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One row's modelled limit (ms) and its terms, with the waits the mode made (None when the
+    result does not record them) and the mandatory ones."""
+
+    mode: str
+    floor_ms: float
+    round_trip: str       # "graph" or "download"
+    round_trip_ms: float
+    round_trips: int      # G (staged, zerocopy) or W (queued)
+    memcpy_ms: float      # staged only; 0 otherwise
+    waits_made: int | None
+    waits: Waits | None   # queued only
+
+    @property
+    def ms(self) -> float:
+        return self.floor_ms + self.round_trips * self.round_trip_ms + self.memcpy_ms
+
+    @property
+    def excess(self) -> int:
+        return max(0, self.waits_made - self.round_trips) if self.waits_made is not None else 0
+
+
+def floor_ms(result: dict) -> float | None:
+    """The run's transfer floor in ms (schema 1 or 2), or None."""
+    floor = (result.get("extra") or {}).get("transfer_floor")
+    return floor.get("median_ms") if isinstance(floor, dict) and floor.get("median_ms") else None
+
+
+def _waits_made(result: dict, mode: str, row: dict) -> int | None:
+    """The waits the mode made per image, as the driver counted them: one per call for staged
+    and zerocopy; for queued its wait points (dependency, ring, end) plus the synchronous path's
+    blocking steps (the row's synchronous uploads and downloads, and one compute per synchronous
+    graph on rows with compute)."""
+    m = ((result.get("extra") or {}).get("modes") or {}).get(mode) or {}
+    if mode != "queued":
+        return m.get("calls_per_image")
+    keys = ("dependency_wait_points_per_image", "ring_wait_points_per_image", "end_wait_points_per_image")
+    if not all(isinstance(m.get(k), int) for k in keys):
+        return None
+    prof = profile_of(result)
+    computes = 0 if transfer_only(result) or prof is None else sum(g["synchronous"] for g in prof["graphs"])
+    c = row["counters"]
+    return sum(m[k] for k in keys) + c["sync_uploads"] + c["sync_downloads"] + computes
+
+
+def limit(result: dict, mode: str | None, row: dict | None) -> Limit | None:
+    """The modelled limit of one row (``row``: the result's row object of batching ``mode``), or
+    None: off, no floor (CPU), no round trips (a schema-1 result) or a profile this checkout
+    does not have."""
+    x = result.get("extra") or {}
+    floor, rts, prof = floor_ms(result), x.get("round_trips"), profile_of(result)
+    if mode not in LIMITED_MODES or row is None or floor is None or not isinstance(rts, dict) or prof is None:
+        return None
+    kind = "download" if transfer_only(result) else "graph"
+    rt = rts[kind]["best_median_ms"]
+    memcpy = 0.0
+    waits = None
+    if mode == "queued":
+        alignment = ((x.get("modes") or {}).get(mode) or {}).get("staging_alignment") or 1
+        waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment)
+        count = waits.total
+    else:
+        count = len(prof["graphs"])
+        if mode == "on":
+            memcpy = x["staging_memcpy"]["median_ms"]
+    return Limit(mode=mode, floor_ms=floor, round_trip=kind, round_trip_ms=rt, round_trips=count,
+                 memcpy_ms=memcpy, waits_made=_waits_made(result, mode, row), waits=waits)
+
+
+def probe_gap(result: dict) -> tuple[float, float] | None:
+    """(the floor probe's median ms, the driver floor's relative distance from it) when the run
+    has both, else None."""
+    probe = (result.get("extra") or {}).get("floor_probe")
+    floor = floor_ms(result)
+    if not isinstance(probe, dict) or not probe.get("median_ms") or floor is None:
+        return None
+    return probe["median_ms"], floor / probe["median_ms"] - 1.0
+
+
+def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float]] | None:
+    """Per timed image, the host ms a zerocopy or queued row does not time: (the producer's
+    writes into slots, the consumer's reads out of them); None for other rows. A schema-1
+    result records their sum only: (sums, [])."""
+    m = ((result.get("extra") or {}).get("modes") or {}).get(mode or "") or {}
+    if isinstance(m.get("excluded_ms"), dict):
+        return m["excluded_ms"]["slot_writes"], m["excluded_ms"]["slot_reads"]
+    if isinstance(m.get("slot_fill_and_read_ms_excluded"), list):
+        return m["slot_fill_and_read_ms_excluded"], []
+    return None
+
+
+def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
+    """One line of the same-run terms of a result's limits (for the table's notes), or None
+    when it has none: the floor per direction and its self-check, the probe, the round trips,
+    the staging memcpy, the mandatory waits of queued, each limited row's x floor and x limit
+    (``rows``: the result's (batching, row object) pairs), and as diagnostics GGML's
+    alternatives and the core's host time per image."""
+    x = result.get("extra") or {}
+    floor, rts = x.get("transfer_floor"), x.get("round_trips")
+    if floor_ms(result) is None or not isinstance(rts, dict) or not isinstance(floor.get("gb_per_s"), dict):
+        return None
+    g = floor["gb_per_s"]
+    parts = [f"floor {floor['median_ms']:.3f} ms (upload alone {floor['upload']['best_median_ms']:.3f} ms = "
+             f"{g['upload']:.1f} GB/s, download alone {floor['download']['best_median_ms']:.3f} ms = "
+             f"{g['download']:.1f} GB/s, both {g['both']:.1f} GB/s; {floor_check(floor)})"]
+    gap = probe_gap(result)
+    if gap is not None:
+        parts.append(f"sam3d_floor_probe {gap[0]:.3f} ms ({gap[1]:+.1%})")
+    parts.append(f"RT download {rts['download']['best_median_ms']:.4f} ms, graph {rts['graph']['best_median_ms']:.4f} ms")
+    mc = x.get("staging_memcpy")
+    if isinstance(mc, dict):
+        parts.append(f"staging memcpy {mc['median_ms']:.3f} ms ({mc.get('gb_per_s', 0):.1f} GB/s)")
+    ratios = []
+    for mode, row in rows:
+        lim = limit(result, mode, row)
+        if lim is None:
+            continue
+        med = stats.median([smp["wall_ms"] for smp in row["samples"]])
+        ratios.append(f"{mode} {med / lim.floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms")
+        if lim.waits is not None:
+            parts.append(f"queued mandatory waits {lim.waits}")
+    if ratios:
+        parts.append("; ".join(ratios))
+    diag = []
+    if isinstance(rts.get("download_event"), dict):
+        diag.append(f"event-wait RT download {rts['download_event']['best_median_ms']:.4f} ms, graph "
+                    f"{rts['graph_event']['best_median_ms']:.4f} ms")
+    b2b = rts.get("back_to_back")
+    if isinstance(b2b, dict) and rts.get("back_to_back_graphs", 0) > 1:
+        n = rts["back_to_back_graphs"]
+        per = (b2b["best_median_ms"] - rts["graph"]["best_median_ms"]) / (n - 1)
+        diag.append(f"{n} graphs back to back {b2b['best_median_ms']:.4f} ms ({per:+.4f} ms per graph after the first)")
+    split = [f"{mode} " + "/".join(f"{stats.median([smp[k] for smp in row['samples']]):.3f}" for k in _SPLIT)
+             for mode, row in rows if mode in LIMITED_MODES]
+    if split:
+        diag.append("host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
+                    + ", ".join(split))
+    if diag:
+        parts.append("diagnostics (not in any limit): " + "; ".join(diag))
+    return "; ".join(parts)
+
+
+_SPLIT = ("enqueue_ms", "synchronize_ms", "copy_ms", "sync_path_ms")
+

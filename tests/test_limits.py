@@ -1,0 +1,237 @@
+"""The modelled limits (sam3d/results/limits.py): the mandatory waits from the profile, the
+limit arithmetic per mode, the floor's self-check, the floor probe's cross-check, and how the
+table, compare and older result files show them. Values are chosen so that dropping a term or
+inflating a count changes the asserted number."""
+
+import copy
+
+import pytest
+
+from sam3d.core import profile
+from sam3d.results import compare, limits, table
+from sam3d.results import schema as results
+
+from conftest import limits_extra
+
+SHA = profile.sha256()
+ON = [10.0 + 0.01 * i for i in range(20)]     # median 10.095
+OFF = [20.0 + 0.01 * i for i in range(20)]
+
+
+def _result(make_result, transfer_only=False, **extra):
+    """A Vulkan result of the committed profile with on, off, zerocopy and queued rows (zerocopy
+    median 6.095, queued median 5.095) and the limit probes of limits_extra(**extra)."""
+    r = make_result(backend="Vulkan" + (" (transfer-only)" if transfer_only else ""), device="Test GPU",
+                    on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    on = next(row for row in r["rows"] if row["batching"] == "on")
+    for mode, less in (("zerocopy", 4.0), ("queued", 5.0)):
+        row = copy.deepcopy(on)
+        row["batching"] = mode
+        for s in row["samples"]:
+            s["wall_ms"] -= less
+        r["rows"].append(row)
+    r["extra"] = limits_extra(**extra)
+    if transfer_only:
+        r["extra"]["transfer_only"] = True
+    return results.validate(r)
+
+
+def _row(r, mode):
+    return next(row for row in r["rows"] if row["batching"] == mode)
+
+
+def _cells(rs):
+    return {(row["backend"], row["batching"]): row for row in table.records(rs)["rows"]}
+
+
+# --- mandatory waits ------------------------------------------------------------------------
+
+def test_mandatory_waits_of_the_committed_profile():
+    """50 dependency points for 82 batched graphs (README), the image encoder's synchronous
+    path (3 uploads, 1 download, and its compute with compute), no ring waits (the profile keeps
+    at most about 13.6 MiB in flight), the end."""
+    prof = profile.load()
+    w = limits.mandatory_waits(prof, compute=True, alignment=64)
+    assert (w.dependency, w.synchronous, w.ring, w.end, w.total) == (50, 5, 0, 1, 56)
+    t = limits.mandatory_waits(prof, compute=False, alignment=64)
+    assert (t.synchronous, t.total) == (4, 55)
+    assert str(w) == "56 (50 dependency + 5 synchronous + 0 ring + 1 end)"
+
+
+def _graph(name, up, down, deps=(), synchronous=False):
+    return {"name": name, "uploads": up, "downloads": down, "synchronous": synchronous,
+            "depends_on_downloads": [{"upload": u, "graph": g, "download": d} for u, g, d in deps]}
+
+
+MIB = 1 << 20
+
+
+def test_ring_waits_only_where_bytes_in_flight_exceed_the_bound():
+    # Four independent graphs of 12 MiB + 4 KiB: the third and the fourth each find 24 MiB in
+    # flight, so each waits the oldest queued graph once.
+    prof = {"graphs": [_graph(f"g{i}", [12 * MIB], [4096]) for i in range(4)]}
+    w = limits.mandatory_waits(prof, compute=True, alignment=64)
+    assert (w.dependency, w.synchronous, w.ring, w.end) == (0, 0, 2, 1)
+    # With a bound of 64 MiB all four fit: no ring wait.
+    assert limits.mandatory_waits(prof, compute=True, alignment=64, bound=64 * MIB).ring == 0
+
+
+def test_kept_download_slots_and_dependencies_count_in_flight():
+    # g2 reads g0's 12 MiB download: one dependency wait before g2 (g0 completes; its download
+    # slots stay held for g2). g2's own 9 MiB then find g1 queued (12 MiB) and g0's kept 12 MiB:
+    # 33 MiB > 32 MiB, so g1 is waited once (without the kept slots it would fit: no wait).
+    prof = {"graphs": [_graph("g0", [4096], [12 * MIB]), _graph("g1", [4096], [12 * MIB]),
+                       _graph("g2", [12 * MIB, 9 * MIB], [4096], deps=[(0, "g0", 0)])]}
+    w = limits.mandatory_waits(prof, compute=False, alignment=4096)
+    assert (w.dependency, w.ring, w.end) == (1, 1, 1)
+    # A synchronous graph after queued work waits for it (a dependency point) and counts its
+    # blocking steps: 2 uploads + 1 download (+ 1 compute with compute); nothing is left at the end.
+    prof["graphs"].append(_graph("enc", [4096, 4096], [4096], synchronous=True))
+    w = limits.mandatory_waits(prof, compute=True, alignment=4096)
+    assert (w.dependency, w.synchronous, w.ring, w.end) == (2, 4, 1, 0)
+
+
+# --- the limit arithmetic -------------------------------------------------------------------
+
+def test_limits_with_compute_use_the_graph_round_trip(make_result):
+    r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
+    on, zc, q = (limits.limit(r, m, _row(r, m)) for m in ("on", "zerocopy", "queued"))
+    assert on.ms == pytest.approx(1.5 + 83 * 0.04 + 4.0)   # 8.82
+    assert zc.ms == pytest.approx(1.5 + 83 * 0.04)          # 4.82
+    assert q.ms == pytest.approx(1.5 + 56 * 0.04)           # 3.74
+    assert (on.round_trip, q.round_trips, q.waits.total) == ("graph", 56, 56)
+    assert limits.limit(r, "off", _row(r, "off")) is None
+    cells = _cells([r])
+    assert cells[("Vulkan", "on")]["x limit"] == "1.14x (8.820)"        # 10.095 / 8.82
+    assert cells[("Vulkan", "zerocopy")]["x limit"] == "1.26x (4.820)"  # 6.095 / 4.82
+    assert cells[("Vulkan", "queued")]["x limit"] == "1.36x (3.740)"    # 5.095 / 3.74
+    assert cells[("Vulkan", "off")]["x limit"] == ""
+    assert cells[("Vulkan", "queued")]["x floor"] == "3.4x (1.500)"
+
+
+def test_transfer_only_limits_use_the_download_round_trip(make_result):
+    r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
+    on, zc, q = (limits.limit(r, m, _row(r, m)).ms for m in ("on", "zerocopy", "queued"))
+    assert (on, zc, q) == pytest.approx((1.5 + 83 * 0.03 + 4.0, 1.5 + 83 * 0.03, 1.5 + 55 * 0.03))
+
+
+def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
+    # queued made = dependency + ring + end + 3 sync uploads + 1 sync download + 1 encoder compute.
+    r = _result(make_result, dependency=50, ring=0, end=1)
+    assert limits.limit(r, "queued", _row(r, "queued")).waits_made == 56
+    cells = _cells([r])
+    assert cells[("Vulkan", "queued")]["waits"] == "56/56"
+    assert cells[("Vulkan", "on")]["waits"] == "83/83" and cells[("Vulkan", "off")]["waits"] == ""
+    inflated = _result(make_result, dependency=53, ring=1, end=1)
+    lim = limits.limit(inflated, "queued", _row(inflated, "queued"))
+    assert (lim.waits_made, lim.round_trips, lim.excess) == (60, 56, 4)
+    assert lim.ms == pytest.approx(1.5 + 56 * 0.04)  # the limit counts the mandatory waits only
+    assert _cells([inflated])[("Vulkan", "queued")]["waits"] == "60/56 **+4**"
+    extra_calls = _result(make_result, calls=85)
+    assert _cells([extra_calls])[("Vulkan", "zerocopy")]["waits"] == "85/83 **+2**"
+
+
+def test_no_limit_without_a_floor_or_another_profile(make_result):
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)   # CPU: no transfer floor
+    rs = table.records([cpu])
+    assert "x limit" in rs["columns"] and all(row["x limit"] == "" for row in rs["rows"])
+    assert "x limit" not in table.render([cpu]).splitlines()[2]
+    other = _result(make_result)
+    other["profile"]["sha256"] = "b" * 64
+    assert limits.limit(other, "queued", _row(other, "queued")) is None
+
+
+# --- the floor --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("both, up, down, ok", [
+    (1.40, 0.80, 0.75, True),    # within [0.80, 1.55]
+    (0.80, 0.80, 0.75, True),    # fully overlapped: the slower direction alone
+    (1.55, 0.80, 0.75, True),    # fully serial: the sum
+    (0.79, 0.80, 0.75, False),   # faster than the slower direction alone
+    (1.56, 0.80, 0.75, False),   # slower than both alone in sequence
+])
+def test_floor_self_check(make_result, both, up, down, ok):
+    r = _result(make_result, floor=both, upload=up, download=down)
+    check = limits.floor_check(r["extra"]["transfer_floor"])
+    assert (check.ok, check.low_ms, check.high_ms) == (ok, max(up, down), pytest.approx(up + down))
+    cell = _cells([r])[("Vulkan", "on")]["x floor"]
+    notes = table.records([r])["notes"]
+    assert cell.endswith("self-check FAILED") != ok
+    assert any("WARNING" in n and "self-check FAILED" in n for n in notes) != ok
+
+
+def test_wrap_records_the_self_check():
+    from test_bench import COMMON, RELEASE, _doc
+    doc = _doc()
+    doc["extra"].update(limits_extra(floor=1.6, upload=0.8, download=0.75))
+    r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
+    assert r["extra"]["transfer_floor"]["self_check"] == {"ok": False, "both_ms": 1.6, "max_alone_ms": 0.8,
+                                                          "sum_alone_ms": pytest.approx(1.55)}
+    results.validate(r)
+
+
+@pytest.mark.parametrize("probe, warned", [(1.5, False), (1.45, False), (1.42, True), (1.60, True)])
+def test_floor_probe_disagreement_over_5_percent_is_noted(make_result, probe, warned):
+    r = _result(make_result, floor=1.5, probe=probe)
+    notes = table.records([r])["notes"]
+    assert any("sam3d_floor_probe" in n and n.startswith("WARNING") for n in notes) == warned
+    line = next(n for n in notes if n.startswith("limits, "))
+    assert f"sam3d_floor_probe {probe:.3f} ms ({1.5 / probe - 1:+.1%})" in line
+    assert "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)" in line
+    assert "queued 3.40x floor, 1.36x limit 3.740 ms" in line   # 5.095 / 1.5, 5.095 / (1.5 + 56 x 0.04)
+
+
+# --- accounting, compare, older results, plot -----------------------------------------------
+
+def test_excluded_ms_beside_zerocopy_and_queued_rows(make_result):
+    r = _result(make_result, writes=[0.5] * 19 + [9.0], reads=[0.25] * 20)
+    cells = _cells([r])
+    assert cells[("Vulkan", "zerocopy")]["excluded ms"] == "0.500 + 0.250"
+    assert cells[("Vulkan", "queued")]["excluded ms"] == "0.500 + 0.250"
+    assert cells[("Vulkan", "on")]["excluded ms"] == "" and cells[("Vulkan", "off")]["excluded ms"] == ""
+
+
+def test_compare_carries_x_floor_and_x_limit(make_result):
+    a = _result(make_result, floor=1.5)
+    b = _result(make_result, floor=2.0)
+    rows = {r["batching"]: r for r in compare.compare_results([a], [b]).rows}
+    assert rows["queued"]["A x limit"] == "1.36x (3.740)" and rows["queued"]["B x limit"] == "1.20x (4.240)"
+    assert rows["queued"]["A x floor"] == "3.4x (1.500)" and rows["queued"]["B x floor"] == "2.5x (2.000)"
+    assert rows["off"]["A x limit"] == ""
+
+
+def test_schema_1_results_render_without_limits(tmp_path, make_result):
+    old = _result(make_result)
+    old["schema"] = "sam3d-bench-result/1"
+    old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"},
+                    "modes": {"zerocopy": {"slot_fill_and_read_ms_excluded": [0.75] * 20}}}
+    results.write(tmp_path / "old.json", old)
+    (loaded,) = results.load_many([tmp_path])
+    cells = _cells([loaded])
+    assert cells[("Vulkan", "on")]["x floor"] == "5.0x (2.000)" and cells[("Vulkan", "on")]["x limit"] == ""
+    assert cells[("Vulkan", "zerocopy")]["excluded ms"] == "0.750"
+    assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n
+               for n in table.records([loaded])["notes"])
+
+
+def test_plot_draws_every_backend_group(tmp_path, make_result):
+    from sam3d.results import evidence
+    rs = [_result(make_result), make_result(on_ms=ON, off_ms=OFF)]
+    p = evidence.plot(rs, tmp_path / "t.png")
+    assert p.stat().st_size > 10_000
+
+
+def test_the_floor_probe_runs_beside_the_driver(tmp_path):
+    """The runner's floor probe, for real on the CPU backend of the release build: the profile's
+    bytes, and no floor on a device without a host buffer type."""
+    from sam3d.core import variants
+    from sam3d.running import driver
+    release = variants.get("release")
+    if not driver.path(release, driver.PROBE).is_file():
+        pytest.skip("release is not built (nox -s build -- release)")
+    doc, why = driver.run_probe(release, "cpu", tmp_path / "p.log", upload_bytes=profile.UPLOAD_BYTES,
+                                download_bytes=profile.DOWNLOAD_BYTES, env={})
+    assert why is None and doc["schema"] == limits.PROBE_SCHEMA
+    assert (doc["backend"], doc["upload_bytes"], doc["download_bytes"], doc["median_ms"]) == (
+        "CPU", profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES, None)
+    assert "--upload-bytes 33193136 --download-bytes 32403596" in (tmp_path / "p.log").read_text()
