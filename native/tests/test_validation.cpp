@@ -26,7 +26,9 @@ void expect_rejected(Rig & r, const sam3d_call & c, sam3d_status want, const std
         for (size_t i = 0; i < c.n_downloads && c.downloads; ++i) {
             const sam3d_download & d = c.downloads[i];
             const uint8_t * p = static_cast<const uint8_t *>(d.dst);
-            before.push_back(p ? std::vector<uint8_t>(p, p + std::min<size_t>(d.size, 1 << 16)) : std::vector<uint8_t>());
+            const bool wraps = reinterpret_cast<uintptr_t>(p) > UINTPTR_MAX - d.size;  // not memory: never read
+            before.push_back(p && !wraps ? std::vector<uint8_t>(p, p + std::min<size_t>(d.size, 1 << 16))
+                                         : std::vector<uint8_t>());
         }
         EXPECT_EQ(sam3d_session_run(s, &c), want) << sam3d_last_error();
         const std::string msg = sam3d_last_error();
@@ -173,6 +175,45 @@ TEST_P(Validation, OffsetPlusSizeOverflowIsRejected) {
     req().ups[0].offset = 8;
     req().ups[0].size = SIZE_MAX - 3;  // wraps to 4; the size alone is past the end: the bad field
     expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].size");
+}
+
+// A host range that wraps around the address space is refused before anything reads it: the
+// pointers are near UINTPTR_MAX, never memory, so only validation stands between them and a
+// read (upload) or a write (download).
+TEST_P(Validation, HostRangeWrappingTheAddressSpaceIsRejected) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    const size_t size = Request::kN * 4;
+    req().ups[1].src = reinterpret_cast<const void *>(UINTPTR_MAX - size + 2);  // its last byte would be at 0
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[1].size: [uploads[1].src, +256) wraps around");
+    req().ups[1].src = req().b.data();
+    req().downs[0].dst = reinterpret_cast<void *>(UINTPTR_MAX - 100);
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "downloads[0].size: [downloads[0].dst, +256) wraps around");
+}
+
+// A view made before its source was allocated, whose source is then allocated on its own
+// (ggml_backend_tensor_alloc; the context allocators would initialize the view too), has its
+// source's buffer but no data: GGML's blocking set/get assert on it ("tensor not allocated").
+// The core refuses it as unallocated.
+TEST_P(Validation, ViewWhoseSourceWasAllocatedWithoutItIsRejectedAsUnallocated) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    ggml_tensor * src = r().f32(Request::kN, "src");
+    ggml_tensor * v = ggml_view_1d(r().ctx(), src, Request::kN, 0);
+    ggml_set_name(v, "v");
+    ggml_backend_buffer_type_t buft = ggml_backend_get_default_buffer_type(r().backend());
+    ggml_backend_buffer_t buf = ggml_backend_buft_alloc_buffer(buft, ggml_backend_buft_get_alloc_size(buft, src));
+    ASSERT_NE(buf, nullptr);
+    ASSERT_EQ(ggml_backend_tensor_alloc(buf, src, ggml_backend_buffer_get_base(buf)), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(v->data, nullptr);
+    ASSERT_EQ(v->buffer, nullptr);
+    ASSERT_EQ(v->view_src->buffer, buf);
+    req().ups[1].tensor = v;
+    expect_rejected(r(), req().call(), SAM3D_ERR_UNALLOCATED_TENSOR, "uploads[1].tensor ('v') is not allocated");
+    req().ups[1].tensor = req().w.b;
+    req().downs[1] = rig::down(v, req().out1.data(), 16);
+    expect_rejected(r(), req().call(), SAM3D_ERR_UNALLOCATED_TENSOR, "downloads[1].tensor ('v') is not allocated");
+    ggml_backend_buffer_free(buf);
 }
 
 TEST_P(Validation, TransposedViewIsRejectedAsNotContiguous) {
