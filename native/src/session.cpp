@@ -35,6 +35,7 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
       dev_get_props(s.dev_get_props ? s.dev_get_props : ggml_backend_dev_get_props),
       dev_host_buffer_type(s.dev_host_buffer_type ? s.dev_host_buffer_type : ggml_backend_dev_host_buffer_type),
       buft_get_device(s.buft_get_device ? s.buft_get_device : ggml_backend_buft_get_device),
+      buft_get_alignment(s.buft_get_alignment ? s.buft_get_alignment : ggml_backend_buft_get_alignment),
       buft_alloc_buffer(s.buft_alloc_buffer ? s.buft_alloc_buffer : ggml_backend_buft_alloc_buffer),
       event_new(s.event_new ? s.event_new : ggml_backend_event_new),
       event_free(s.event_free ? s.event_free : ggml_backend_event_free),
@@ -118,7 +119,7 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
     s->ggml.dev_get_props(s->dev, &props);
     s->host_buft = s->ggml.dev_host_buffer_type(s->dev);
     if (s->host_buft != nullptr) {
-        s->alignment = ggml_backend_buft_get_alignment(s->host_buft);
+        s->alignment = s->ggml.buft_get_alignment(s->host_buft);
     }
     s->events = props.caps.events;
     if (!props.caps.async || !props.caps.host_buffer || s->host_buft == nullptr) {

@@ -40,6 +40,7 @@ struct Probe {
     bool blocked = false;           // a compute_async entry is blocked now
     bool released = false;
     int alloc_mode = 0;             // 0 real, 1 NULL, 2 ordinary CPU memory (buffer_from_ptr)
+    size_t alloc_offset = 0;        // mode 2: the buffer's base is ordinary_memory + this (a multiple of 32)
     bool block_alloc = false;       // the next alloc_buffer entry blocks until release()
     ggml_backend_dev_t buft_device_result = nullptr;  // for buft_device_override
 };
@@ -57,6 +58,7 @@ inline void reset() {
     p.active = p.max_active = 0;
     p.fail_compute = p.block_compute = p.blocked = p.released = false;
     p.alloc_mode = 0;
+    p.alloc_offset = 0;
     p.block_alloc = false;
     p.buft_device_result = nullptr;
 }
@@ -220,11 +222,13 @@ inline ggml_backend_buffer_type_t host_buft_counting(ggml_backend_dev_t dev) {
 alignas(64) inline uint8_t ordinary_memory[1 << 20];
 inline ggml_backend_buffer_t alloc_buffer(ggml_backend_buffer_type_t buft, size_t size) {
     int mode = 0;
+    size_t offset = 0;
     {
         Probe & p = get();
         std::unique_lock<std::mutex> l(p.mutex);
         p.alloc_calls += 1;
         mode = p.alloc_mode;
+        offset = p.alloc_offset;
         if (p.block_alloc) {
             p.block_alloc = false;
             p.blocked = true;
@@ -237,7 +241,8 @@ inline ggml_backend_buffer_t alloc_buffer(ggml_backend_buffer_type_t buft, size_
         return nullptr;
     }
     if (mode == 2) {
-        return size <= sizeof(ordinary_memory) ? ggml_backend_cpu_buffer_from_ptr(ordinary_memory, size) : nullptr;
+        return size <= sizeof(ordinary_memory) - offset ? ggml_backend_cpu_buffer_from_ptr(ordinary_memory + offset, size)
+                                                        : nullptr;
     }
     return ggml_backend_buft_alloc_buffer(buft, size);
 }

@@ -23,6 +23,27 @@ void props_without_host_buffer(ggml_backend_dev_t dev, ggml_backend_dev_props * 
 }
 ggml_backend_buffer_type_t no_host_buft(ggml_backend_dev_t) { return nullptr; }
 
+// GGML's CPU_Mapped buffer type, the type of ggml_backend_cpu_buffer_from_ptr's buffers (GGML
+// has no public getter for it).
+ggml_backend_buffer_type_t mapped_buft() {
+    static ggml_backend_buffer_type_t type = [] {
+        alignas(64) static uint8_t mem[64];
+        ggml_backend_buffer_t b = ggml_backend_cpu_buffer_from_ptr(mem, sizeof(mem));
+        ggml_backend_buffer_type_t t = ggml_backend_buffer_get_type(b);
+        ggml_backend_buffer_free(b);
+        return t;
+    }();
+    return type;
+}
+// A host buffer type of the CPU device whose buffers are the probe's ordinary memory (mode 2, so
+// of that very type) and whose alignment is 64: the probe's alloc_offset then sets a base that
+// is, or is not, aligned to it.
+ggml_backend_buffer_type_t mapped_host_buft(ggml_backend_dev_t) { return mapped_buft(); }
+ggml_backend_dev_t mapped_buft_device(ggml_backend_buffer_type_t buft) {
+    return buft == mapped_buft() ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU) : nullptr;
+}
+size_t alignment_64(ggml_backend_buffer_type_t) { return 64; }
+
 class Fallbacks : public testing::Test {
    protected:
     static constexpr int64_t kN = 2048;
@@ -186,6 +207,33 @@ TEST_F(Fallbacks, OrdinaryCpuMemoryIsAFallbackNotAPinnedBatch) {
     run_exact(s, 2);
     expect_fallbacks(s, SAM3D_FALLBACK_PINNED_UNAVAILABLE, 2);
     EXPECT_EQ(probe::get().alloc_calls, 2);
+}
+
+// Rule 4: a staging allocation of the host buffer type itself whose base is not aligned to the
+// type's alignment A is not pinned staging either. No GGML 0.20.2 host buffer type hands one out
+// (CPU, Vulkan and CUDA bases are aligned), so the seam builds it: a host buffer type of
+// alignment 64 whose buffers are CPU memory 32 bytes past a 64-byte boundary. The same type
+// with an aligned base batches.
+TEST_F(Fallbacks, StagingBaseNotAlignedToTheHostBufferTypeIsAFallbackNotAPinnedBatch) {
+    sam3d_session * s = make([](sam3d_ggml_seam & m) {
+        m.dev_host_buffer_type = mapped_host_buft;
+        m.buft_get_device = mapped_buft_device;
+        m.buft_get_alignment = alignment_64;
+    });
+    ASSERT_EQ(sam3d_session_static_fallback(s), SAM3D_FALLBACK_COUNT);
+    ASSERT_EQ(sam3d_session_staging_alignment(s), 64u);
+    probe::get().alloc_mode = 2;
+    probe::get().alloc_offset = 32;
+    run_exact(s, 2);
+    expect_fallbacks(s, SAM3D_FALLBACK_PINNED_UNAVAILABLE, 2);
+    EXPECT_EQ(probe::get().alloc_calls, 2) << "each call tries again";
+    probe::get().alloc_offset = 64;
+    sam3d_session_reset_counters(s);
+    run_exact(s, 1);
+    const sam3d_counters k = r_->counters(s);
+    cases::expect_fallbacks(k);
+    EXPECT_EQ(k.pinned_batches, 1u);
+    EXPECT_EQ(k.staging_allocations, 1u);
 }
 
 // The pinned_unavailable fallback is per call: once allocation works again, calls batch.

@@ -24,9 +24,10 @@ typedef struct sam3d_ggml_seam {
     void (*synchronize)(ggml_backend_t backend);
     // Device properties (caps.async, caps.host_buffer, caps.events); called once, at creation.
     void (*dev_get_props)(ggml_backend_dev_t dev, struct ggml_backend_dev_props * props);
-    // The staging buffer type and its device; called once, at creation.
+    // The staging buffer type, its device and its alignment; called once, at creation.
     ggml_backend_buffer_type_t (*dev_host_buffer_type)(ggml_backend_dev_t dev);
     ggml_backend_dev_t (*buft_get_device)(ggml_backend_buffer_type_t buft);
+    size_t (*buft_get_alignment)(ggml_backend_buffer_type_t buft);
     // Allocates the staging buffer (ggml_backend_buft_alloc_buffer); NULL result = failure.
     ggml_backend_buffer_t (*buft_alloc_buffer)(ggml_backend_buffer_type_t buft, size_t size);
     // Completion events of queued calls (used only when dev_get_props reports caps.events).
