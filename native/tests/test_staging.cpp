@@ -1,6 +1,10 @@
 // The staged path's layout and ordering, observed through recording seam entries: staging
 // offsets aligned for odd sizes and reused across calls (rule 2), capabilities read once
-// (rule 6), the drain before compute with the perf logger (rule 7), serialized calls (rule 9).
+// (rule 6), the drain before compute with the perf logger (rule 7), the time counters as
+// disjoint intervals (rule 8), serialized calls (rule 9).
+#include <algorithm>
+#include <chrono>
+
 #include "cases.h"
 #include "probe.h"
 #include "rig.h"
@@ -262,6 +266,69 @@ TEST_P(Staging, ConcurrentCallsOnOneSessionAreSerialized) {
     EXPECT_EQ(d2, cases::expected(a2, b2));
     EXPECT_EQ(probe::events().size(), 10u) << "per call: 2 uploads, compute, 1 download, synchronize";
     EXPECT_EQ(r.counters(s).calls, 2u);
+}
+
+// Rule 8: enqueue_ns, synchronize_ns and copy_ns are disjoint intervals of one call, so their
+// sum never exceeds the call's own span, read from the same clock (std::chrono::steady_clock)
+// around it, whatever the speed. Each call copies 16 MiB of inputs into staging: an enqueue
+// interval that also covered that copy would put the sum over the span by about the copy's
+// time. The run path with one synchronization and with the perf-logger drain (which splits
+// the enqueue interval), and a queued copying call (from its submit to the end of its wait).
+TEST_P(Staging, TimeCountersAreDisjointIntervalsOfEachCall) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = int64_t(4) << 20;  // 16 MiB of F32
+    const size_t down = 4096;
+    ggml_tensor * in = r.f32(n, "in");
+    ggml_tensor * out = ggml_scale(r.ctx(), in, 2.0f);
+    ggml_cgraph * g = ggml_new_graph(r.ctx());
+    ggml_build_forward_expand(g, out);
+    r.alloc();
+    const std::vector<float> src = rig::ramp(static_cast<size_t>(n), 3.0f);
+    std::vector<float> dst(down / 4);
+    sam3d_upload u[] = {rig::up(in, src.data(), static_cast<size_t>(n) * 4)};
+    sam3d_download d[] = {rig::down(out, dst.data(), down)};
+    const sam3d_call c{u, 1, g, d, 1, false};
+    const auto now = [] {
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
+    };
+    const auto check = [&](sam3d_session * s, uint64_t span) {
+        const sam3d_counters k = r.counters(s);
+        EXPECT_EQ(k.pinned_batches, 1u);
+        EXPECT_GT(k.copy_ns, 0u);
+        EXPECT_GT(k.enqueue_ns, 0u);
+        EXPECT_GT(k.synchronize_ns, 0u);
+        EXPECT_LE(k.enqueue_ns + k.synchronize_ns + k.copy_ns, span)
+            << "enqueue " << k.enqueue_ns << " + synchronize " << k.synchronize_ns << " + copy " << k.copy_ns;
+        for (size_t i = 0; i < dst.size(); ++i) {
+            ASSERT_EQ(dst[i], 2.0f * src[i]) << "at " << i;
+        }
+        std::fill(dst.begin(), dst.end(), -1.0f);
+    };
+    for (const int perf_logger : {0, 1}) {
+        SCOPED_TRACE(perf_logger ? "run, perf-logger drain" : "run");
+        r.seam().perf_logger = perf_logger;
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        for (int call = 0; call < 3; ++call) {
+            sam3d_session_reset_counters(s);
+            const uint64_t t0 = now();
+            ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+            check(s, now() - t0);
+        }
+    }
+    SCOPED_TRACE("queued copying call");
+    r.seam().perf_logger = 0;
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    for (int call = 0; call < 3; ++call) {
+        sam3d_session_reset_counters(s);
+        sam3d_ticket t = 0;
+        const uint64_t t0 = now();
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        check(s, now() - t0);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Staging, testing::ValuesIn(staged_kinds()), rig::param_name);
