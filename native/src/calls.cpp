@@ -79,7 +79,6 @@ sam3d_status run_locked(Session & s, const sam3d_call & c) {
     if (p.path == Path::Sync) {
         st = run_sync(s, c);
     } else {
-        complete_all(s);  // A6: outstanding queued work first
         st = execute_staged(s, c, staging_base(s) + p.begin, nullptr);
     }
     if (st != SAM3D_OK) {

@@ -51,6 +51,12 @@ void drain(Session & s) {
 
 sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued) {
     const bool copying = region != nullptr;
+    if (queued == nullptr) {
+        // A6: a call completed here first completes outstanding queued work. GGML's Vulkan
+        // backend with a dedicated transfer queue orders no upload after an earlier graph, so
+        // this call's uploads could otherwise overwrite a queued graph's inputs.
+        complete_all(s);
+    }
     s.up_ptrs.resize(c.n_uploads);      // capacity reserved by the caller
     s.down_ptrs.resize(c.n_downloads);
     // Layout (rule 2): inputs, then outputs, at aligned offsets of the region; or the slots.

@@ -3,6 +3,13 @@
 // writes pinned memory later (uploads read their host memory then, downloads write it then).
 // Events are markers on top of it: recording one notes the queue position, synchronizing one
 // runs the queue up to there (GGML's CPU backend has no events).
+//
+// With g_transfer_queue, uploads go to a queue of their own that nothing orders after earlier
+// graphs, as GGML 0.20.2's Vulkan backend does on a device with a dedicated transfer queue
+// (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs by default): a graph waits for the uploads
+// submitted before it (ggml_vk_get_compute_ctx waits on the transfer semaphore), an upload waits
+// for no graph (ggml_vk_get_transfer_ctx). A synchronize then runs every pending upload first,
+// an order the two real queues may take. Not combined with events.
 #pragma once
 
 #include <functional>
@@ -22,6 +29,8 @@ struct Marker {
 
 inline std::mutex g_mutex;
 inline std::vector<std::function<void()>> g_ops;
+inline bool g_transfer_queue = false;
+inline std::vector<std::function<void()>> g_transfers;  // uploads, with g_transfer_queue
 inline size_t g_done = 0;  // ops run so far (positions count from the start)
 inline int g_syncs = 0;
 inline int g_events_new = 0;
@@ -34,7 +43,7 @@ inline bool g_throw_event_record = false;
 inline void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
     probe::Enter e("set_async", data);
     std::lock_guard<std::mutex> l(g_mutex);
-    g_ops.push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
+    (g_transfer_queue ? g_transfers : g_ops).push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
 }
 inline void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
     probe::Enter e("get_async", data);
@@ -70,16 +79,21 @@ inline void run_ops(size_t n) {
 }
 inline void synchronize(ggml_backend_t b) {
     probe::Enter e("synchronize");
+    std::vector<std::function<void()>> transfers;
     {
         std::lock_guard<std::mutex> l(g_mutex);
         g_syncs += 1;
+        transfers.swap(g_transfers);
+    }
+    for (auto & op : transfers) {
+        op();
     }
     run_ops(SIZE_MAX);
     ggml_backend_synchronize(b);
 }
 inline size_t pending() {
     std::lock_guard<std::mutex> l(g_mutex);
-    return g_ops.size();
+    return g_ops.size() + g_transfers.size();
 }
 
 inline ggml_backend_event_t event_new(ggml_backend_dev_t) {
@@ -121,6 +135,8 @@ inline void event_synchronize(ggml_backend_event_t e) {
 inline void reset() {
     std::lock_guard<std::mutex> l(g_mutex);
     g_ops.clear();
+    g_transfers.clear();
+    g_transfer_queue = false;
     g_done = 0;
     g_syncs = g_events_new = g_events_free = g_event_records = g_event_syncs = 0;
     g_fail_event_new = g_throw_event_record = false;

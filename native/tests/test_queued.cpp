@@ -742,3 +742,44 @@ TEST_P(Queued, RunAfterQueuedCallsCompletesThemFirst) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), rig::param_name);
+
+// A6 where GGML lets an upload overtake a graph: on a Vulkan device with a dedicated transfer
+// queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE; AMD dGPUs by default) nothing orders an upload after
+// an earlier graph, so a staged run or a non-queued zero-copy submit after a queued call on the
+// same tensors completes that call before its own uploads, or they overwrite the queued graph's
+// inputs. On cpu_staged with the deferred seam's transfer queue (deferred.h).
+TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploads) {
+    for (const bool zero_copy : {false, true}) {
+        SCOPED_TRACE(zero_copy ? "zero-copy submit" : "run");
+        probe::reset();
+        deferred::reset();
+        deferred::g_transfer_queue = true;
+        Rig r(Kind::CpuStaged);
+        deferred::install(r.seam());
+        const int64_t n = 513;
+        cases::ScaleAdd w = cases::scale_add(r, n);
+        r.alloc();
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+        const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
+        std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
+        sam3d_ticket t = 0;
+        ASSERT_EQ(cases::submit(s, w, a1.data(), b1.data(), out1.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
+            << sam3d_last_error();
+        if (zero_copy) {
+            Slots sl = reserve_scale_add(s, w);
+            std::memcpy(sl.a, a2.data(), n * 4);
+            std::memcpy(sl.b, b2.data(), n * 4);
+            ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+            std::memcpy(out2.data(), sl.out, n * 4);
+        } else {
+            ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
+        }
+        EXPECT_EQ(out2, cases::expected(a2, b2));
+        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out1, cases::expected(a1, b1)) << "the second call's uploads overtook the queued graph";
+        EXPECT_EQ(r.counters(s).pinned_batches, 2u);
+        EXPECT_EQ(deferred::g_syncs, 2) << "the queued call completed first, then the second call";
+    }
+    deferred::reset();
+}
