@@ -1,11 +1,54 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ring.h"
 #include "validate.h"
 
 namespace sam3d {
+
+namespace {
+
+// GGML 0.20.2's host buffer types, each pinned by a test in native/tests/test_ggml_contract.cpp.
+struct HostBufferFact {
+    const char * backend;  // ggml_backend_reg_name
+    bool every_device;
+};
+constexpr HostBufferFact kHostBufferFacts[] = {
+    // ggml_cuda_host_malloc: cudaMallocHost, page-locked for every device of the process under
+    // unified addressing (every 64-bit CUDA platform); the type reports device 0.
+    {"CUDA", true},
+    // ggml_vk_host_malloc(vk_instance.devices[0], ...): memory imported into device 0 only.
+    {"Vulkan", false},
+};
+
+}  // namespace
+
+bool host_buffer_every_device(const char * reg_name) {
+    for (const HostBufferFact & f : kHostBufferFacts) {
+        if (reg_name != nullptr && std::strcmp(f.backend, reg_name) == 0) {
+            return f.every_device;
+        }
+    }
+    return false;
+}
+
+sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props & props) {
+    if (!props.caps.async || !props.caps.host_buffer || s.host_buft == nullptr) {
+        return SAM3D_FALLBACK_NO_ASYNC_CAPS;
+    }
+    const ggml_backend_dev_t reported = s.ggml.buft_get_device(s.host_buft);
+    if (reported == s.dev) {
+        return SAM3D_FALLBACK_COUNT;
+    }
+    // The device's own host buffer type reports another device of its backend (or none): usable
+    // only where that backend's pinned memory is usable by every one of its devices.
+    if (reported != nullptr && host_buffer_every_device(s.ggml.reg_name(ggml_backend_dev_backend_reg(s.dev)))) {
+        return SAM3D_FALLBACK_COUNT;
+    }
+    return SAM3D_FALLBACK_FOREIGN_HOST_BUFFER;
+}
 
 size_t staging_need(const Session & s, const sam3d_call & c) {
     size_t need = 0;

@@ -41,6 +41,18 @@ struct Plan {
     sam3d_status rejected = SAM3D_OK;  // Rejected: why (the message is the thread's last error)
 };
 
+// Backend facts (docs/contract.md, "Backend facts"), keyed on GGML's backend registry name
+// (ggml_backend_reg_name: "CUDA", "Vulkan"): whether the pinned memory of the backend's host
+// buffer type is usable by every device of the backend, or only by the device the host buffer
+// type reports (ggml_backend_buft_get_device). A backend not listed: its reported device only.
+bool host_buffer_every_device(const char * reg_name);
+
+// The fallback every batching call of the session takes, decided once at creation (rules 3, 6;
+// first match wins): no_async_caps (props lack caps.async or caps.host_buffer, or no host
+// buffer type), foreign_host_buffer (the host buffer type is not usable by the session's
+// device), else SAM3D_FALLBACK_COUNT.
+sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props & props);
+
 // The aligned bytes of a call's descriptors (rule 3); SIZE_MAX when the sum overflows.
 size_t staging_need(const Session & s, const sam3d_call & c);
 

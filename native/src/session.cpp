@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "plan.h"
+
 namespace sam3d {
 
 namespace {
@@ -36,6 +38,7 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
       dev_host_buffer_type(s.dev_host_buffer_type ? s.dev_host_buffer_type : ggml_backend_dev_host_buffer_type),
       buft_get_device(s.buft_get_device ? s.buft_get_device : ggml_backend_buft_get_device),
       buft_get_alignment(s.buft_get_alignment ? s.buft_get_alignment : ggml_backend_buft_get_alignment),
+      reg_name(s.reg_name ? s.reg_name : ggml_backend_reg_name),
       buft_alloc_buffer(s.buft_alloc_buffer ? s.buft_alloc_buffer : ggml_backend_buft_alloc_buffer),
       event_new(s.event_new ? s.event_new : ggml_backend_event_new),
       event_free(s.event_free ? s.event_free : ggml_backend_event_free),
@@ -122,11 +125,7 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         s->alignment = s->ggml.buft_get_alignment(s->host_buft);
     }
     s->events = props.caps.events;
-    if (!props.caps.async || !props.caps.host_buffer || s->host_buft == nullptr) {
-        s->static_fallback = SAM3D_FALLBACK_NO_ASYNC_CAPS;
-    } else if (s->ggml.buft_get_device(s->host_buft) != s->dev) {
-        s->static_fallback = SAM3D_FALLBACK_FOREIGN_HOST_BUFFER;
-    }
+    s->static_fallback = static_fallback(*s, props);
     s->alloc.reserve(s->ranges, 64);
     s->alloc.reserve(s->up_ptrs, 32);
     s->alloc.reserve(s->down_ptrs, 32);

@@ -49,6 +49,7 @@ struct Ggml {
     decltype(sam3d_ggml_seam::dev_host_buffer_type) dev_host_buffer_type;
     decltype(sam3d_ggml_seam::buft_get_device) buft_get_device;
     decltype(sam3d_ggml_seam::buft_get_alignment) buft_get_alignment;
+    decltype(sam3d_ggml_seam::reg_name) reg_name;
     decltype(sam3d_ggml_seam::buft_alloc_buffer) buft_alloc_buffer;
     decltype(sam3d_ggml_seam::event_new) event_new;
     decltype(sam3d_ggml_seam::event_free) event_free;

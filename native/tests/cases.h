@@ -2,6 +2,8 @@
 // integer inputs of rig::ramp), and guarded host buffers.
 #pragma once
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,77 @@ class Guarded {
     std::vector<size_t> offsets_;
     std::vector<uint8_t> bytes_;
 };
+
+// Sets or unsets an environment variable for a scope and restores the previous value.
+class EnvVar {
+   public:
+    EnvVar(const char * name, const char * value) : name_(name) {
+        if (const char * old = std::getenv(name)) {
+            old_ = old;
+        }
+        if (value) {
+            setenv(name, value, 1);
+        } else {
+            unsetenv(name);
+        }
+    }
+    ~EnvVar() {
+        if (old_) {
+            setenv(name_, old_->c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+    EnvVar(const EnvVar &) = delete;
+    EnvVar & operator=(const EnvVar &) = delete;
+
+   private:
+    const char * name_;
+    std::optional<std::string> old_;
+};
+
+// One call of the workload on a new backend of `dev` (its own context and buffer), through a
+// new session with batching on: for cases that pick devices through GGML's registry (CUDA,
+// two GPUs), where the rig's kinds do not reach.
+struct DeviceRun {
+    sam3d_status status = SAM3D_ERR_INTERNAL;
+    sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
+    sam3d_counters counters{};
+    std::vector<float> out;
+};
+inline DeviceRun run_on_device(ggml_backend_dev_t dev, const std::vector<float> & a, const std::vector<float> & b) {
+    DeviceRun run;
+    const int64_t n = static_cast<int64_t>(a.size());
+    ggml_backend_t backend = ggml_backend_dev_init(dev, nullptr);
+    if (backend == nullptr) {
+        ADD_FAILURE() << "ggml_backend_dev_init failed for " << ggml_backend_dev_name(dev);
+        return run;
+    }
+    ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(p);
+    const ScaleAdd w = scale_add(ctx, n);
+    ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    sam3d_session * s = nullptr;
+    if (buf == nullptr || sam3d_session_create(backend, &o, &s) != SAM3D_OK) {
+        ADD_FAILURE() << "no buffer or no session on " << ggml_backend_dev_name(dev) << ": " << sam3d_last_error();
+    } else {
+        run.out.assign(a.size(), -1.0f);
+        Call c(w, a.data(), b.data(), run.out.data());
+        run.status = sam3d_session_run(s, &c.call);
+        EXPECT_EQ(run.status, SAM3D_OK) << ggml_backend_dev_name(dev) << ": " << sam3d_last_error();
+        run.static_fallback = sam3d_session_static_fallback(s);
+        sam3d_session_counters(s, &run.counters);
+    }
+    sam3d_session_free(s);
+    if (buf != nullptr) {
+        ggml_backend_buffer_free(buf);
+    }
+    ggml_free(ctx);
+    ggml_backend_free(backend);
+    return run;
+}
 
 // Every fallback counter is 0, except `reason`'s, which is `n` (reason COUNT: all zero).
 inline void expect_fallbacks(const sam3d_counters & k, sam3d_fallback reason = SAM3D_FALLBACK_COUNT,

@@ -43,6 +43,7 @@ struct Probe {
     size_t alloc_offset = 0;        // mode 2: the buffer's base is ordinary_memory + this (a multiple of 32)
     bool block_alloc = false;       // the next alloc_buffer entry blocks until release()
     ggml_backend_dev_t buft_device_result = nullptr;  // for buft_device_override
+    const char * reg_name_result = nullptr;           // for reg_name_override
 };
 
 inline Probe & get() {
@@ -61,6 +62,7 @@ inline void reset() {
     p.alloc_offset = 0;
     p.block_alloc = false;
     p.buft_device_result = nullptr;
+    p.reg_name_result = nullptr;
 }
 
 inline std::vector<Event> events() {
@@ -252,6 +254,13 @@ inline ggml_backend_dev_t buft_device_override(ggml_backend_buffer_type_t) {
     Probe & p = get();
     std::lock_guard<std::mutex> l(p.mutex);
     return p.buft_device_result;
+}
+
+// The backend registry's name as the test says (the key of the per-backend facts).
+inline const char * reg_name_override(ggml_backend_reg_t) {
+    Probe & p = get();
+    std::lock_guard<std::mutex> l(p.mutex);
+    return p.reg_name_result;
 }
 
 // Every transfer, compute and synchronize entry of `s` goes through the recorders above.

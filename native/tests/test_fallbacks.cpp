@@ -161,6 +161,47 @@ TEST_F(Fallbacks, HostBufferTypeOfAnotherDeviceIsForeign) {
     expect_fallbacks(s, SAM3D_FALLBACK_FOREIGN_HOST_BUFFER, 2);
 }
 
+// Backend facts: a session on one device whose host buffer type reports another device (GGML's
+// CUDA and Vulkan host buffer types both report device 0, so this is every device but 0 on a
+// machine with two GPUs), decided on one device through the seam. The backend's fact decides:
+// CUDA's pinned memory is usable by every device (the calls batch), Vulkan's by device 0 only,
+// and a backend the facts do not list (GGML's ROCm build of the CUDA backend) keeps the
+// conservative decision. A host buffer type without a device is foreign whatever the backend.
+TEST_F(Fallbacks, HostBufferTypeOfAnotherDeviceIsUsableOnlyWhereTheBackendPinsForEveryDevice) {
+    struct Case {
+        const char * backend;
+        ggml_backend_dev_t reported;
+        sam3d_fallback want;
+    };
+    const Case cases_[] = {
+        {"CUDA", other_device(), SAM3D_FALLBACK_COUNT},
+        {"Vulkan", other_device(), SAM3D_FALLBACK_FOREIGN_HOST_BUFFER},
+        {"ROCm", other_device(), SAM3D_FALLBACK_FOREIGN_HOST_BUFFER},
+        {"CUDA", nullptr, SAM3D_FALLBACK_FOREIGN_HOST_BUFFER},
+    };
+    for (const Case & c : cases_) {
+        SCOPED_TRACE(std::string(c.backend) + (c.reported ? ", another device" : ", no device"));
+        probe::reset();
+        probe::get().buft_device_result = c.reported;
+        probe::get().reg_name_result = c.backend;
+        sam3d_session * s = make([](sam3d_ggml_seam & m) {
+            m.buft_get_device = probe::buft_device_override;
+            m.reg_name = probe::reg_name_override;
+        });
+        EXPECT_EQ(sam3d_session_static_fallback(s), c.want);
+        run_exact(s, 2);
+        if (c.want == SAM3D_FALLBACK_COUNT) {
+            const sam3d_counters k = r_->counters(s);
+            cases::expect_fallbacks(k);
+            EXPECT_EQ(k.pinned_batches, 2u);
+            EXPECT_EQ(k.async_uploads, 4u);
+            EXPECT_EQ(k.sync_uploads, 0u);
+        } else {
+            expect_fallbacks(s, c.want, 2);
+        }
+    }
+}
+
 TEST_F(Fallbacks, NoAsyncCapsWinsOverForeignHostBuffer) {
     sam3d_session * s = make([](sam3d_ggml_seam & m) {
         m.dev_get_props = props_without_async;

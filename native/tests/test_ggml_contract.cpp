@@ -1,5 +1,6 @@
 // GGML 0.20.2 facts the core and this suite rely on (docs/contract.md, "Backend facts"). A GGML upgrade that
 // changes one of them fails here, by name, before it silently changes the core's behaviour.
+#include "cases.h"
 #include "rig.h"
 
 namespace {
@@ -17,6 +18,8 @@ TEST(GgmlContract, CpuDeviceReportsNoAsyncCaps) {
     ggml_backend_dev_get_props(cpu_device(), &props);
     EXPECT_FALSE(props.caps.async);
     EXPECT_FALSE(props.caps.host_buffer);
+    EXPECT_FALSE(props.caps.events);
+    EXPECT_TRUE(props.caps.buffer_from_host_ptr);
 }
 
 TEST(GgmlContract, CpuDeviceHasNoHostBufferType) {
@@ -75,6 +78,112 @@ TEST(GgmlContract, CpuBackendUsesHostBuffers) {
     EXPECT_TRUE(ggml_backend_supports_buft(r.backend(), ggml_backend_cpu_buffer_type()));
 }
 
+// The per-backend host buffer facts are keyed on the registry names (docs/contract.md,
+// "Backend facts"); the CPU's is not among them (it has no host buffer type).
+TEST(GgmlContract, CpuRegistryIsNamedCpu) {
+    EXPECT_STREQ(ggml_backend_reg_name(ggml_backend_dev_backend_reg(cpu_device())), "CPU");
+}
+
+// ---- CUDA, found through GGML's registry at run time: these cases build in every variant and
+// skip where GGML was built without CUDA or the machine has no CUDA device.
+namespace {
+
+ggml_backend_reg_t cuda_reg() { return ggml_backend_reg_by_name("CUDA"); }
+
+}  // namespace
+
+#define REQUIRE_CUDA_DEVICE()                                                                     \
+    do {                                                                                          \
+        if (cuda_reg() == nullptr) GTEST_SKIP() << "no CUDA backend registered (GGML built without CUDA)"; \
+        if (ggml_backend_reg_dev_count(cuda_reg()) == 0) GTEST_SKIP() << "no CUDA device";       \
+    } while (0)
+
+// caps of every device: async, a host buffer and events; no buffer_from_host_ptr (the core never
+// needs it). With GGML_CUDA_NO_PINNED unset (the case after it sets it).
+TEST(GgmlContractCuda, DeviceCapsAreAsyncHostBufferAndEventsWithoutBufferFromHostPtr) {
+    REQUIRE_CUDA_DEVICE();
+    cases::EnvVar pinned("GGML_CUDA_NO_PINNED", nullptr);
+    for (size_t i = 0; i < ggml_backend_reg_dev_count(cuda_reg()); ++i) {
+        ggml_backend_dev_props props{};
+        ggml_backend_dev_get_props(ggml_backend_reg_dev_get(cuda_reg(), i), &props);
+        EXPECT_TRUE(props.caps.async) << i;
+        EXPECT_TRUE(props.caps.host_buffer) << i;
+        EXPECT_TRUE(props.caps.events) << i << ": GGML built with GGML_CUDA_NO_PEER_COPY?";
+        EXPECT_FALSE(props.caps.buffer_from_host_ptr) << i;
+    }
+}
+
+// One host buffer type (CUDA_Host) for every device, reporting device 0, of the CPU buffer
+// type's alignment, on the registry named CUDA: the fact the core's table keys on.
+TEST(GgmlContractCuda, HostBufferTypeIsOneTypeForEveryDeviceReportingDeviceZero) {
+    REQUIRE_CUDA_DEVICE();
+    EXPECT_STREQ(ggml_backend_reg_name(cuda_reg()), "CUDA");
+    ggml_backend_dev_t dev0 = ggml_backend_reg_dev_get(cuda_reg(), 0);
+    ggml_backend_buffer_type_t host = ggml_backend_dev_host_buffer_type(dev0);
+    ASSERT_NE(host, nullptr);
+    EXPECT_STREQ(ggml_backend_buft_name(host), "CUDA_Host");
+    EXPECT_EQ(ggml_backend_buft_get_device(host), dev0);
+    EXPECT_TRUE(ggml_backend_buft_is_host(host));
+    EXPECT_EQ(ggml_backend_buft_get_alignment(host), ggml_backend_buft_get_alignment(ggml_backend_cpu_buffer_type()));
+    for (size_t i = 0; i < ggml_backend_reg_dev_count(cuda_reg()); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_reg_dev_get(cuda_reg(), i);
+        EXPECT_EQ(ggml_backend_dev_host_buffer_type(dev), host) << i;
+        EXPECT_EQ(ggml_backend_dev_backend_reg(dev), cuda_reg()) << i;
+    }
+}
+
+// Pinning works (cudaMallocHost): the allocation is of the host buffer type itself, aligned.
+TEST(GgmlContractCuda, HostBufferAllocationHasTheHostBufferType) {
+    REQUIRE_CUDA_DEVICE();
+    cases::EnvVar pinned("GGML_CUDA_NO_PINNED", nullptr);
+    ggml_backend_buffer_type_t host = ggml_backend_dev_host_buffer_type(ggml_backend_reg_dev_get(cuda_reg(), 0));
+    ggml_backend_buffer_t b = ggml_backend_buft_alloc_buffer(host, 1 << 20);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(ggml_backend_buffer_get_type(b), host);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(ggml_backend_buffer_get_base(b)) % ggml_backend_buft_get_alignment(host), 0u);
+    ggml_backend_buffer_free(b);
+}
+
+// GGML_CUDA_NO_PINNED (read at each call, not at start-up) clears caps.host_buffer, so a
+// session created with it falls back for no_async_caps; and the host buffer type then hands out
+// ordinary CPU memory (GGML's CPU buffer type), which rule 4 refuses as staging.
+TEST(GgmlContractCuda, NoPinnedClearsTheHostBufferCapAndAllocatesOrdinaryCpuMemory) {
+    REQUIRE_CUDA_DEVICE();
+    cases::EnvVar pinned("GGML_CUDA_NO_PINNED", "1");
+    ggml_backend_dev_t dev0 = ggml_backend_reg_dev_get(cuda_reg(), 0);
+    ggml_backend_dev_props props{};
+    ggml_backend_dev_get_props(dev0, &props);
+    EXPECT_TRUE(props.caps.async);
+    EXPECT_FALSE(props.caps.host_buffer);
+    ggml_backend_buffer_type_t host = ggml_backend_dev_host_buffer_type(dev0);
+    ggml_backend_buffer_t b = ggml_backend_buft_alloc_buffer(host, 1 << 20);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(ggml_backend_buffer_get_type(b), ggml_backend_cpu_buffer_type());
+    ggml_backend_buffer_free(b);
+    const std::vector<float> a = rig::ramp(1000, 1.0f), x = rig::ramp(1000, 5.0f);
+    const cases::DeviceRun run = cases::run_on_device(dev0, a, x);
+    EXPECT_EQ(run.static_fallback, SAM3D_FALLBACK_NO_ASYNC_CAPS);
+    EXPECT_EQ(run.counters.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS], 1u);
+    EXPECT_EQ(run.out, cases::expected(a, x));
+}
+
+// The core on each CUDA device: the host buffer type reports device 0, and CUDA's pinned memory
+// is usable by every device, so every device batches (no foreign_host_buffer). On one GPU this
+// is device 0 only; the device suite's two-GPU case covers device 1.
+TEST(GgmlContractCuda, EveryDeviceBatchesThroughTheHostBufferType) {
+    REQUIRE_CUDA_DEVICE();
+    cases::EnvVar pinned("GGML_CUDA_NO_PINNED", nullptr);
+    const std::vector<float> a = rig::ramp(4099, 1.0f), x = rig::ramp(4099, 7.0f);
+    for (size_t i = 0; i < ggml_backend_reg_dev_count(cuda_reg()); ++i) {
+        SCOPED_TRACE("device " + std::to_string(i));
+        const cases::DeviceRun run = cases::run_on_device(ggml_backend_reg_dev_get(cuda_reg(), i), a, x);
+        EXPECT_EQ(run.static_fallback, SAM3D_FALLBACK_COUNT);
+        EXPECT_EQ(run.counters.pinned_batches, 1u);
+        cases::expect_fallbacks(run.counters);
+        EXPECT_EQ(run.out, cases::expected(a, x));
+    }
+}
+
 #ifdef SAM3D_VULKAN
 namespace {
 ggml_backend_dev_t vk_device0() {
@@ -94,14 +203,20 @@ TEST(GgmlContractVulkan, DeviceReportsAsyncAndHostBufferCaps) {
     ggml_backend_dev_get_props(vk_device0(), &props);
     EXPECT_TRUE(props.caps.async);
     EXPECT_TRUE(props.caps.host_buffer);
+    EXPECT_TRUE(props.caps.events);
+    EXPECT_FALSE(props.caps.buffer_from_host_ptr);
 }
 
-// The host buffer type is bound to device 0, whatever device asks (the spec's warning).
+// The host buffer type is bound to device 0, whatever device asks (its memory is imported into
+// device 0 only), on the registry named Vulkan: the fact the core's table keys on.
 TEST(GgmlContractVulkan, HostBufferTypeBelongsToDeviceZero) {
     REQUIRE_VK_DEVICE();
+    EXPECT_STREQ(ggml_backend_reg_name(ggml_backend_vk_reg()), "Vulkan");
+    EXPECT_EQ(ggml_backend_dev_backend_reg(vk_device0()), ggml_backend_vk_reg());
     ggml_backend_buffer_type_t host = ggml_backend_dev_host_buffer_type(vk_device0());
     ASSERT_NE(host, nullptr);
     EXPECT_EQ(host, ggml_backend_vk_host_buffer_type());
+    EXPECT_STREQ(ggml_backend_buft_name(host), "Vulkan_Host");
     EXPECT_EQ(ggml_backend_buft_get_device(host), ggml_backend_reg_dev_get(ggml_backend_vk_reg(), 0));
     EXPECT_TRUE(ggml_backend_buft_is_host(host));
     for (size_t i = 0; i < ggml_backend_reg_dev_count(ggml_backend_vk_reg()); ++i) {

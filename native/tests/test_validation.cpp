@@ -1,9 +1,6 @@
 // Rule 1: malformed requests are refused before anything is submitted, with a status naming
 // the bad entry; the caller's output buffers stay byte-for-byte unchanged. Also the
 // SAM3D_BATCHED_TRANSFERS environment decision.
-#include <cstdlib>
-#include <optional>
-
 #include "cases.h"
 #include "probe.h"
 #include "rig.h"
@@ -347,31 +344,7 @@ TEST(ValidationVulkan, CpuBufferTensorGivenToVulkanSessionIsForeign) {
 
 namespace {
 
-// Sets or unsets an environment variable for a scope and restores the previous value.
-class EnvVar {
-   public:
-    EnvVar(const char * name, const char * value) : name_(name) {
-        if (const char * old = std::getenv(name)) {
-            old_ = old;
-        }
-        if (value) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~EnvVar() {
-        if (old_) {
-            setenv(name_, old_->c_str(), 1);
-        } else {
-            unsetenv(name_);
-        }
-    }
-
-   private:
-    const char * name_;
-    std::optional<std::string> old_;
-};
+using cases::EnvVar;
 
 sam3d_status create(ggml_backend_t backend, sam3d_batching mode, sam3d_session ** out) {
     sam3d_session_options o = sam3d_session_default_options();

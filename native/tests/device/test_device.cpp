@@ -148,50 +148,52 @@ TEST_P(DevicePinnedBatch, GoesThroughPinnedPathAndIsExact) {
     pinned_batch(GetParam());
 }
 
-// Two GPUs (docs/contract.md, "Backend facts": GGML binds Vulkan's host buffer type to device 0): a session on
-// device 1 takes the synchronous path with foreign_host_buffer counted while device 0
-// batches; results identical. Skips on one GPU.
-TEST(DeviceTwoGpus, DeviceOneFallsBackForeignHostBufferWhileDeviceZeroBatches) {
-    REQUIRE_GPU();
-    if (ggml_backend_vk_get_device_count() < 2) GTEST_SKIP() << "skipped: one GPU";
+// Two GPUs (docs/contract.md, "Backend facts"): both backends' host buffer types report device
+// 0. Vulkan's pinned memory belongs to device 0 only, so a session on device 1 takes the
+// synchronous path with foreign_host_buffer counted; CUDA's (cudaMallocHost) is usable by every
+// device, so device 1 batches like device 0. Results identical on both devices. Runs for each
+// backend GGML registered with two GPUs (Vulkan's CPU implementations do not count); skips on
+// one GPU.
+TEST(DeviceTwoGpus, DeviceOneUsesTheHostBufferTypeAsItsBackendDecides) {
     const int64_t n = 4096 + 3;
     const std::vector<float> va = rig::ramp(n, 2.0f), vb = rig::ramp(n, 9.0f);
-    std::vector<float> got[2];
-    for (int dev = 0; dev < 2; ++dev) {
-        ggml_backend_t backend = ggml_backend_vk_init(static_cast<size_t>(dev));
-        ASSERT_NE(backend, nullptr);
-        ggml_init_params p = {ggml_tensor_overhead() * 8 + ggml_graph_overhead(), nullptr, true};
-        ggml_context * ctx = ggml_init(p);
-        const cases::ScaleAdd w = cases::scale_add(ctx, n);
-        ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-        ASSERT_NE(buf, nullptr);
-        sam3d_session_options o = sam3d_session_default_options();
-        o.batching = SAM3D_BATCHING_ON;
-        sam3d_session * s = nullptr;
-        ASSERT_EQ(sam3d_session_create(backend, &o, &s), SAM3D_OK) << sam3d_last_error();
-        got[dev].assign(n, -1.0f);
-        sam3d_upload ups[] = {rig::up(w.a, va.data(), n * 4), rig::up(w.b, vb.data(), n * 4)};
-        sam3d_download downs[] = {rig::down(w.out, got[dev].data(), n * 4)};
-        sam3d_call c{ups, 2, w.graph, downs, 1, false};
-        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
-        sam3d_counters k{};
-        sam3d_session_counters(s, &k);
-        if (dev == 0) {
-            EXPECT_EQ(sam3d_session_static_fallback(s), SAM3D_FALLBACK_COUNT);
-            EXPECT_EQ(k.pinned_batches, 1u);
-        } else {
-            EXPECT_EQ(sam3d_session_static_fallback(s), SAM3D_FALLBACK_FOREIGN_HOST_BUFFER);
-            EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_FOREIGN_HOST_BUFFER], 1u);
-            EXPECT_EQ(k.pinned_batches, 0u);
-            EXPECT_EQ(k.sync_uploads, 2u);
+    std::string seen;
+    int ran = 0;
+    for (const char * name : {"Vulkan", "CUDA"}) {
+        ggml_backend_reg_t reg = ggml_backend_reg_by_name(name);
+        std::string gpu;
+        const size_t gpus = reg == nullptr ? 0
+                            : std::strcmp(name, "Vulkan") == 0 && !real_gpu(&gpu) ? 0
+                                                                                 : ggml_backend_reg_dev_count(reg);
+        seen += std::string(seen.empty() ? "" : ", ") + name + ": " +
+                (reg == nullptr ? std::string("not built") : std::to_string(gpus) + " GPU(s)");
+        if (gpus < 2) {
+            continue;
         }
-        sam3d_session_free(s);
-        ggml_backend_buffer_free(buf);
-        ggml_free(ctx);
-        ggml_backend_free(backend);
+        SCOPED_TRACE(name);
+        ran += 1;
+        const bool every_device = std::strcmp(name, "CUDA") == 0;
+        const cases::DeviceRun zero = cases::run_on_device(ggml_backend_reg_dev_get(reg, 0), va, vb);
+        const cases::DeviceRun one = cases::run_on_device(ggml_backend_reg_dev_get(reg, 1), va, vb);
+        EXPECT_EQ(zero.static_fallback, SAM3D_FALLBACK_COUNT);
+        EXPECT_EQ(zero.counters.pinned_batches, 1u);
+        if (every_device) {
+            EXPECT_EQ(one.static_fallback, SAM3D_FALLBACK_COUNT);
+            EXPECT_EQ(one.counters.pinned_batches, 1u);
+            cases::expect_fallbacks(one.counters);
+        } else {
+            EXPECT_EQ(one.static_fallback, SAM3D_FALLBACK_FOREIGN_HOST_BUFFER);
+            EXPECT_EQ(one.counters.fallbacks[SAM3D_FALLBACK_FOREIGN_HOST_BUFFER], 1u);
+            EXPECT_EQ(one.counters.pinned_batches, 0u);
+            EXPECT_EQ(one.counters.sync_uploads, 2u);
+        }
+        ASSERT_EQ(zero.out.size(), static_cast<size_t>(n));
+        EXPECT_EQ(zero.out[n - 1], 2.0f * va[n - 1] + vb[n - 1]);
+        EXPECT_EQ(zero.out, one.out);
     }
-    EXPECT_EQ(got[0][n - 1], 2.0f * va[n - 1] + vb[n - 1]);
-    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), n * 4));
+    if (ran == 0) {
+        GTEST_SKIP() << "skipped: one GPU (" << seen << ")";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, DeviceAlternating, testing::Range(0, kCases));
