@@ -184,7 +184,7 @@ def cmd_device_import(args: argparse.Namespace) -> int:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    """Builds the variants the mutants name, then applies, builds and tests each mutant of the list."""
+    """Builds the variants the mutants name (unless --no-build), then applies, builds and tests each mutant of the list."""
     ms = mutants.load(Path(args.list) if args.list else None)
     if args.mutants:
         unknown = sorted(set(args.mutants) - {m.name for m in ms})
@@ -196,7 +196,7 @@ def cmd_mutants(args: argparse.Namespace) -> int:
         if not ms:
             raise Sam3dError(f"no mutant of the list runs in {', '.join(args.variant)}")
     vs = variants.select(sorted({m.variant for m in ms}))
-    failed = build_variants(vs)
+    failed = [] if args.no_build else build_variants(vs)
     if failed:
         print(f"sam3d mutants: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
         return 1
@@ -321,6 +321,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutant names (default: all)")
     s.add_argument("--variant", action="append", metavar="VARIANT", help="only the mutants of this variant")
     s.add_argument("--list", metavar="FILE", help="the mutant list (default native/mutants.toml)")
+    s.add_argument("--no-build", action="store_true",
+                   help="use the variants' build folders as they are (no Conan build first)")
     s.set_defaults(func=cmd_mutants)
     return p
 
