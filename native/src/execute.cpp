@@ -47,16 +47,40 @@ void drain(Session & s) {
     s.counters.synchronize_ns += now_ns() - t0;
 }
 
+// A6: a staged call's uploads may not overtake the outstanding queued graphs. GGML's Vulkan
+// backend with a dedicated transfer queue orders a graph after the uploads submitted before it
+// but no upload after an earlier graph; its event_wait makes the transfer queue wait for the
+// event (elsewhere one in-order queue already orders them and the wait only restates it).
+void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
+    if (completed_here) {
+        complete_all(s);  // a call completed on return first completes outstanding queued work
+        return;
+    }
+    const Call * newest = nullptr;  // s.calls is in submission order
+    for (const Call & o : s.calls) {
+        newest = o.done() ? newest : &o;
+    }
+    if (newest == nullptr || c.n_uploads == 0) {
+        return;
+    }
+    if (newest->event != nullptr) {
+        // The calls before it complete before it: their graphs and downloads share one queue.
+        try {
+            s.ggml.event_wait(s.backend, newest->event);
+        } catch (...) {
+            drain(s);  // rule 5: the outstanding calls complete before the exception leaves
+            throw;
+        }
+    } else if (s.events) {
+        complete_all(s);  // its event could not be created: nothing to wait on
+    }
+}
+
 }  // namespace
 
 sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued) {
     const bool copying = region != nullptr;
-    if (queued == nullptr) {
-        // A6: a call completed here first completes outstanding queued work. GGML's Vulkan
-        // backend with a dedicated transfer queue orders no upload after an earlier graph, so
-        // this call's uploads could otherwise overwrite a queued graph's inputs.
-        complete_all(s);
-    }
+    order_uploads(s, c, queued == nullptr);
     s.up_ptrs.resize(c.n_uploads);      // capacity reserved by the caller
     s.down_ptrs.resize(c.n_downloads);
     // Layout (rule 2): inputs, then outputs, at aligned offsets of the region; or the slots.

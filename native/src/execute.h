@@ -13,8 +13,9 @@ sam3d_status run_sync(Session & s, const sam3d_call & c, ggml_status * compute =
 
 // The staged executor. `region`: the staging bytes a copying call copies through (nullptr:
 // zero-copy, the host pointers are the slots). `queued`: the call to complete at its wait (its
-// event is recorded, a copying call's output copies stored), nullptr: complete the session's
-// outstanding queued work first (A6), then synchronize and finish here. Every allocation it needs was made before (s.up_ptrs, s.down_ptrs, queued->copies'
+// event is recorded, a copying call's output copies stored; its uploads wait for the newest
+// outstanding call's event, A6), nullptr: complete the session's outstanding queued work first
+// (A6), then synchronize and finish here. Every allocation it needs was made before (s.up_ptrs, s.down_ptrs, queued->copies'
 // capacity): after the first GGML call nothing allocates, and on any failure or exception the
 // session's outstanding work is completed before returning (rule 5). A compute failure returns
 // SAM3D_ERR_COMPUTE (queued: also stored in the call, reported at its wait).

@@ -43,7 +43,8 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
       event_new(s.event_new ? s.event_new : ggml_backend_event_new),
       event_free(s.event_free ? s.event_free : ggml_backend_event_free),
       event_record(s.event_record ? s.event_record : ggml_backend_event_record),
-      event_synchronize(s.event_synchronize ? s.event_synchronize : ggml_backend_event_synchronize) {}
+      event_synchronize(s.event_synchronize ? s.event_synchronize : ggml_backend_event_synchronize),
+      event_wait(s.event_wait ? s.event_wait : ggml_backend_event_wait) {}
 
 void mark_all_done(Session & s) {
     for (Call & c : s.calls) {

@@ -55,6 +55,7 @@ struct Ggml {
     decltype(sam3d_ggml_seam::event_free) event_free;
     decltype(sam3d_ggml_seam::event_record) event_record;
     decltype(sam3d_ggml_seam::event_synchronize) event_synchronize;
+    decltype(sam3d_ggml_seam::event_wait) event_wait;
 
     explicit Ggml(const sam3d_ggml_seam & s);
 };

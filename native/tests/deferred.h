@@ -8,10 +8,13 @@
 // graphs, as GGML 0.20.2's Vulkan backend does on a device with a dedicated transfer queue
 // (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs by default): a graph waits for the uploads
 // submitted before it (ggml_vk_get_compute_ctx waits on the transfer semaphore), an upload waits
-// for no graph (ggml_vk_get_transfer_ctx). A synchronize then runs every pending upload first,
-// an order the two real queues may take. Not combined with events.
+// for no graph (ggml_vk_get_transfer_ctx) unless an event_wait came before it (GGML's
+// ggml_backend_vk_event_wait adds the event's timeline semaphore to the transfer context's
+// waits). Each upload runs as early as that allows (a synchronize or an event's synchronize runs
+// pending uploads before any graph they do not wait for), an order the two real queues may take.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -27,23 +30,35 @@ struct Marker {
     bool recorded = false;
 };
 
+struct Transfer {
+    size_t gate = 0;  // ops that run before it (an event_wait's record)
+    std::function<void()> run;
+};
+
 inline std::mutex g_mutex;
 inline std::vector<std::function<void()>> g_ops;
 inline bool g_transfer_queue = false;
-inline std::vector<std::function<void()>> g_transfers;  // uploads, with g_transfer_queue
+inline std::vector<Transfer> g_transfers;  // uploads, with g_transfer_queue
+inline size_t g_gate = 0;                   // the gate of uploads pushed from now on
 inline size_t g_done = 0;  // ops run so far (positions count from the start)
 inline int g_syncs = 0;
 inline int g_events_new = 0;
 inline int g_events_free = 0;
 inline int g_event_records = 0;
 inline int g_event_syncs = 0;
+inline int g_event_waits = 0;
 inline bool g_fail_event_new = false;    // event_new returns NULL
 inline bool g_throw_event_record = false;
 
 inline void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
     probe::Enter e("set_async", data);
     std::lock_guard<std::mutex> l(g_mutex);
-    (g_transfer_queue ? g_transfers : g_ops).push_back([=] { ggml_backend_tensor_set_async(b, t, data, off, size); });
+    std::function<void()> op = [=] { ggml_backend_tensor_set_async(b, t, data, off, size); };
+    if (g_transfer_queue) {
+        g_transfers.push_back({g_gate, std::move(op)});
+    } else {
+        g_ops.push_back(std::move(op));
+    }
 }
 inline void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
     probe::Enter e("get_async", data);
@@ -77,18 +92,45 @@ inline void run_ops(size_t n) {
         op();
     }
 }
+// Runs the pending uploads whose gate has passed, in order (the transfer queue stops at the
+// first that waits).
+inline void run_transfers() {
+    std::vector<std::function<void()>> ready;
+    {
+        std::lock_guard<std::mutex> l(g_mutex);
+        size_t n = 0;
+        while (n < g_transfers.size() && g_transfers[n].gate <= g_done) {
+            ready.push_back(std::move(g_transfers[n].run));
+            n += 1;
+        }
+        g_transfers.erase(g_transfers.begin(), g_transfers.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    for (auto & op : ready) {
+        op();
+    }
+}
+// Runs ops up to position `upto` (counted from the start), each upload as early as it may run.
+// An upload's gate is at most the position of the first op after it, so every graph still
+// finds the uploads submitted before it done.
+inline void run_until(size_t upto) {
+    for (;;) {
+        run_transfers();
+        {
+            std::lock_guard<std::mutex> l(g_mutex);
+            if (g_done >= upto || g_ops.empty()) {
+                return;
+            }
+        }
+        run_ops(1);
+    }
+}
 inline void synchronize(ggml_backend_t b) {
     probe::Enter e("synchronize");
-    std::vector<std::function<void()>> transfers;
     {
         std::lock_guard<std::mutex> l(g_mutex);
         g_syncs += 1;
-        transfers.swap(g_transfers);
     }
-    for (auto & op : transfers) {
-        op();
-    }
-    run_ops(SIZE_MAX);
+    run_until(SIZE_MAX);
     ggml_backend_synchronize(b);
 }
 inline size_t pending() {
@@ -127,9 +169,18 @@ inline void event_synchronize(ggml_backend_event_t e) {
     {
         std::lock_guard<std::mutex> l(g_mutex);
         g_event_syncs += 1;
-        n = m->recorded && m->upto > g_done ? m->upto - g_done : 0;
+        n = m->recorded ? m->upto : 0;
     }
-    run_ops(n);
+    run_until(n);
+}
+// Later uploads wait for the ops before the event's record; ops are in order already.
+inline void event_wait(ggml_backend_t, ggml_backend_event_t e) {
+    std::lock_guard<std::mutex> l(g_mutex);
+    g_event_waits += 1;
+    const auto * m = reinterpret_cast<const Marker *>(e);
+    if (m->recorded) {
+        g_gate = std::max(g_gate, m->upto);
+    }
 }
 
 inline void reset() {
@@ -137,8 +188,9 @@ inline void reset() {
     g_ops.clear();
     g_transfers.clear();
     g_transfer_queue = false;
+    g_gate = 0;
     g_done = 0;
-    g_syncs = g_events_new = g_events_free = g_event_records = g_event_syncs = 0;
+    g_syncs = g_events_new = g_events_free = g_event_records = g_event_syncs = g_event_waits = 0;
     g_fail_event_new = g_throw_event_record = false;
 }
 
@@ -163,6 +215,7 @@ inline void install_with_events(sam3d_ggml_seam & s) {
     s.event_free = event_free;
     s.event_record = event_record;
     s.event_synchronize = event_synchronize;
+    s.event_wait = event_wait;
 }
 
 }  // namespace deferred

@@ -240,7 +240,9 @@ TEST_F(Failures, QueuedCallsWaitOnTheirEventsAndRecycleThem) {
     EXPECT_EQ(deferred::g_events_free, 3);
 }
 
-// An event that cannot be created leaves the call without one: its wait synchronizes.
+// An event that cannot be created leaves the call without one: its wait synchronizes. (The
+// second call has no uploads: a queued call's uploads after one without an event complete it at
+// submission, A6.)
 TEST_F(Failures, CallWithoutAnEventIsWaitedWithASynchronize) {
     Rig r(Kind::CpuStaged);
     probe::record_all(r.seam());
@@ -254,7 +256,7 @@ TEST_F(Failures, CallWithoutAnEventIsWaitedWithASynchronize) {
     sam3d_upload u[] = {rig::up(w.a, a.data(), 256), rig::up(w.b, b.data(), 256)};
     sam3d_download d1[] = {rig::down(w.out, o1.data(), 256)};
     sam3d_download d2[] = {rig::down(w.out, o2.data(), 256)};
-    sam3d_call c1{u, 2, w.graph, d1, 1, false}, c2{u, 2, w.graph, d2, 1, false};
+    sam3d_call c1{u, 2, w.graph, d1, 1, false}, c2{nullptr, 0, w.graph, d2, 1, false};
     sam3d_ticket t1 = 0, t2 = 0;
     ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK) << sam3d_last_error();
     ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK) << sam3d_last_error();

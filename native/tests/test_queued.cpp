@@ -783,3 +783,68 @@ TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploa
     }
     deferred::reset();
 }
+
+// A6 for queued calls where GGML lets an upload overtake a graph (the device above): a queued
+// call's uploads after an outstanding queued call on the same tensors wait for that call's event
+// (ggml_backend_event_wait; GGML's Vulkan backend makes its transfer queue wait for it), so they
+// do not overwrite the outstanding graph's inputs before it ran, and neither call is completed at
+// submission; a call without an event (event_new failed) is completed instead. Copying and
+// zero-copy calls (the pattern of Queued.SlotsOfTheNextCallAreWrittenWhileADownloadIsInFlight).
+TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEventBeforeItsUploads) {
+    enum class Mode { Copying, ZeroCopy, NoEvent };
+    for (const Mode mode : {Mode::Copying, Mode::ZeroCopy, Mode::NoEvent}) {
+        SCOPED_TRACE(mode == Mode::Copying ? "copying" : mode == Mode::ZeroCopy ? "zero-copy" : "no event");
+        probe::reset();
+        deferred::reset();
+        deferred::g_transfer_queue = true;
+        Rig r(Kind::CpuStaged);
+        deferred::install_with_events(r.seam());
+        const int64_t n = 513;
+        cases::ScaleAdd w = cases::scale_add(r, n);
+        r.alloc();
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        deferred::g_fail_event_new = mode == Mode::NoEvent;
+        const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+        const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
+        std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
+        sam3d_ticket t1 = 0, t2 = 0;
+        Slots s1{}, s2{};
+        if (mode == Mode::ZeroCopy) {
+            s1 = reserve_scale_add(s, w);
+            std::memcpy(s1.a, a1.data(), n * 4);
+            std::memcpy(s1.b, b1.data(), n * 4);
+            ASSERT_EQ(submit_scale_add(s, w, s1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+                << sam3d_last_error();
+            s2 = reserve_scale_add(s, w);
+            std::memcpy(s2.a, a2.data(), n * 4);
+            std::memcpy(s2.b, b2.data(), n * 4);
+            ASSERT_EQ(submit_scale_add(s, w, s2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+                << sam3d_last_error();
+        } else {
+            ASSERT_EQ(cases::submit(s, w, a1.data(), b1.data(), out1.data(), SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+                << sam3d_last_error();
+            ASSERT_EQ(cases::submit(s, w, a2.data(), b2.data(), out2.data(), SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+                << sam3d_last_error();
+        }
+        if (mode == Mode::NoEvent) {
+            EXPECT_EQ(deferred::g_syncs, 1) << "the first call, without an event, completed before the second's uploads";
+            EXPECT_EQ(deferred::g_event_waits, 0);
+        } else {
+            EXPECT_EQ(deferred::g_event_waits, 1) << "the second call's uploads wait for the first call's event";
+            EXPECT_EQ(deferred::g_syncs, 0) << "neither call completed at submission";
+            EXPECT_GT(deferred::pending(), 0u);
+        }
+        ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+        if (mode == Mode::ZeroCopy) {
+            out1.assign(s1.out, s1.out + n);
+        }
+        EXPECT_EQ(out1, cases::expected(a1, b1)) << "the second call's uploads overtook the first call's graph";
+        ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+        if (mode == Mode::ZeroCopy) {
+            out2.assign(s2.out, s2.out + n);
+        }
+        EXPECT_EQ(out2, cases::expected(a2, b2));
+        EXPECT_EQ(deferred::pending(), 0u);
+    }
+    deferred::reset();
+}

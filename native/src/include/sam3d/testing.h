@@ -40,6 +40,8 @@ typedef struct sam3d_ggml_seam {
     void (*event_free)(ggml_backend_event_t event);
     void (*event_record)(ggml_backend_event_t event, ggml_backend_t backend);
     void (*event_synchronize)(ggml_backend_event_t event);
+    // Orders the backend's later work, uploads included, after `event` (ggml_backend_event_wait).
+    void (*event_wait)(ggml_backend_t backend, ggml_backend_event_t event);
     // -1: read GGML_VK_PERF_LOGGER at session creation; 0/1: treat it as unset/set.
     int perf_logger;
     // -1/1: drain uploads before compute when the perf logger is on (rule 7); 0: do not
