@@ -183,6 +183,22 @@ inline void event_wait(ggml_backend_t, ggml_backend_event_t e) {
     }
 }
 
+// GGML's blocking set (the synchronous path's): with g_transfer_queue the transfer queue may
+// have run the uploads submitted before it by then while a graph of the compute queue still
+// waits (an order the two real queues may take; on lavapipe the set is a memcpy at once), so
+// a blocking set that does not first complete the queued work overwrites that graph's inputs.
+inline void (*g_blocking_set)(ggml_tensor *, const void *, size_t, size_t) = nullptr;
+inline void set_blocking(ggml_tensor * t, const void * data, size_t off, size_t size) {
+    if (g_transfer_queue) {
+        run_transfers();
+    }
+    if (g_blocking_set != nullptr) {
+        g_blocking_set(t, data, off, size);
+    } else {
+        ggml_backend_tensor_set(t, data, off, size);
+    }
+}
+
 inline void reset() {
     std::lock_guard<std::mutex> l(g_mutex);
     g_ops.clear();
@@ -195,6 +211,10 @@ inline void reset() {
 }
 
 inline void install(sam3d_ggml_seam & s) {
+    if (s.tensor_set != set_blocking) {  // the seam's own, or GGML's where the seam has none
+        g_blocking_set = s.tensor_set;
+        s.tensor_set = set_blocking;
+    }
     s.tensor_set_async = set_async;
     s.tensor_get_async = get_async;
     s.graph_compute_async = compute_async;

@@ -2,6 +2,7 @@
 // counters, no staging copies, slot lifetime, queued == synchronous, errors at the wait with
 // outstanding work completed, the in-flight bound (zero-copy and copying), submissions from two
 // threads, and slots of call n+1 written while call n's download is still in flight.
+#include <algorithm>
 #include <functional>
 
 #include "cases.h"
@@ -115,6 +116,29 @@ TEST_P(Queued, ZeroCopyRejectsPointersThatAreNotSlots) {
     ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
     std::vector<float> got(sl.out, sl.out + n);
     EXPECT_EQ(got, cases::expected(rig::ramp(n, 1.0f), rig::ramp(n, 2.0f)));
+}
+
+// A descriptor larger than its slot is rejected, naming the field and both sizes; nothing runs
+// and nothing is written to the output slot.
+TEST_P(Queued, ZeroCopyRejectsADescriptorLargerThanItsSlot) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 64;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const size_t bytes = n * 4;
+    sam3d_slot_request req[3] = {{bytes}, {bytes / 2}, {bytes}};
+    void * p[3] = {nullptr, nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 3, p), SAM3D_OK) << sam3d_last_error();
+    const Slots sl{static_cast<float *>(p[0]), static_cast<float *>(p[1]), static_cast<float *>(p[2])};
+    std::fill(sl.out, sl.out + n, -1.0f);
+    EXPECT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[1].size 256 exceeds the 128 bytes of slot 1");
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.rejected_calls, 1u);
+    EXPECT_EQ(k.calls, 0u);
+    EXPECT_EQ(std::vector<float>(sl.out, sl.out + n), std::vector<float>(n, -1.0f));
 }
 
 // Output slots stay valid across other calls until the next reservation, which releases them.
@@ -745,12 +769,14 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), r
 
 // A6 where GGML lets an upload overtake a graph: on a Vulkan device with a dedicated transfer
 // queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE; AMD dGPUs by default) nothing orders an upload after
-// an earlier graph, so a staged run or a non-queued zero-copy submit after a queued call on the
-// same tensors completes that call before its own uploads, or they overwrite the queued graph's
-// inputs. On cpu_staged with the deferred seam's transfer queue (deferred.h).
+// an earlier graph, so a staged run, a non-queued zero-copy submit or a synchronous run (GGML's
+// blocking set, at once on host-visible memory) after a queued call on the same tensors
+// completes that call before its own uploads, or they overwrite the queued graph's inputs. On
+// cpu_staged with the deferred seam's transfer queue (deferred.h), deterministically.
 TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploads) {
-    for (const bool zero_copy : {false, true}) {
-        SCOPED_TRACE(zero_copy ? "zero-copy submit" : "run");
+    enum class Mode { Run, ZeroCopy, SynchronousRun };
+    for (const Mode mode : {Mode::Run, Mode::ZeroCopy, Mode::SynchronousRun}) {
+        SCOPED_TRACE(mode == Mode::Run ? "run" : mode == Mode::ZeroCopy ? "zero-copy submit" : "synchronous run");
         probe::reset();
         deferred::reset();
         deferred::g_transfer_queue = true;
@@ -766,20 +792,28 @@ TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploa
         sam3d_ticket t = 0;
         ASSERT_EQ(cases::submit(s, w, a1.data(), b1.data(), out1.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
             << sam3d_last_error();
-        if (zero_copy) {
+        if (mode == Mode::ZeroCopy) {
             Slots sl = reserve_scale_add(s, w);
             std::memcpy(sl.a, a2.data(), n * 4);
             std::memcpy(sl.b, b2.data(), n * 4);
             ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
             std::memcpy(out2.data(), sl.out, n * 4);
-        } else {
+        } else if (mode == Mode::Run) {
             ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
+        } else {
+            // The synchronous path: GGML's blocking set, compute and get (the image encoder's path).
+            sam3d_upload ups[] = {rig::up(w.a, a2.data(), n * 4), rig::up(w.b, b2.data(), n * 4)};
+            sam3d_download downs[] = {rig::down(w.out, out2.data(), n * 4)};
+            const sam3d_call c{ups, 2, w.graph, downs, 1, true};
+            ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
         }
         EXPECT_EQ(out2, cases::expected(a2, b2));
         ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
         EXPECT_EQ(out1, cases::expected(a1, b1)) << "the second call's uploads overtook the queued graph";
-        EXPECT_EQ(r.counters(s).pinned_batches, 2u);
-        EXPECT_EQ(deferred::g_syncs, 2) << "the queued call completed first, then the second call";
+        EXPECT_EQ(r.counters(s).pinned_batches, mode == Mode::SynchronousRun ? 1u : 2u);
+        if (mode != Mode::SynchronousRun) {
+            EXPECT_EQ(deferred::g_syncs, 2) << "the queued call completed first, then the second call";
+        }
     }
     deferred::reset();
 }
