@@ -767,6 +767,37 @@ TEST_P(Queued, RunAfterQueuedCallsCompletesThemFirst) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Queued, testing::ValuesIn(rig::kinds()), rig::param_name);
 
+// The setup both transfer-queue tests share: cpu_staged over the deferred seam's transfer
+// queue (deferred.h; with its events when asked), one scale_add and two calls' inputs and
+// outputs. The base resets the probe and the deferred queue before the rig exists.
+struct TransferQueueReset {
+    TransferQueueReset() {
+        probe::reset();
+        deferred::reset();
+        deferred::g_transfer_queue = true;
+    }
+};
+struct TransferQueueCase : TransferQueueReset {
+    static constexpr int64_t n = 513;
+    Rig r{Kind::CpuStaged};
+    cases::ScaleAdd w;
+    sam3d_session * s = nullptr;
+    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+    const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
+    std::vector<float> out1 = std::vector<float>(n, -1.0f), out2 = std::vector<float>(n, -1.0f);
+
+    explicit TransferQueueCase(bool events) {
+        if (events) {
+            deferred::install_with_events(r.seam());
+        } else {
+            deferred::install(r.seam());
+        }
+        w = cases::scale_add(r, n);
+        r.alloc();
+        s = r.session(SAM3D_BATCHING_ON);
+    }
+};
+
 // A6 where GGML lets an upload overtake a graph: on a Vulkan device with a dedicated transfer
 // queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE; AMD dGPUs by default) nothing orders an upload after
 // an earlier graph, so a staged run, a non-queued zero-copy submit or a synchronous run (GGML's
@@ -777,40 +808,29 @@ TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploa
     enum class Mode { Run, ZeroCopy, SynchronousRun };
     for (const Mode mode : {Mode::Run, Mode::ZeroCopy, Mode::SynchronousRun}) {
         SCOPED_TRACE(mode == Mode::Run ? "run" : mode == Mode::ZeroCopy ? "zero-copy submit" : "synchronous run");
-        probe::reset();
-        deferred::reset();
-        deferred::g_transfer_queue = true;
-        Rig r(Kind::CpuStaged);
-        deferred::install(r.seam());
-        const int64_t n = 513;
-        cases::ScaleAdd w = cases::scale_add(r, n);
-        r.alloc();
-        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
-        const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
-        const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
-        std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
+        TransferQueueCase c(false);
         sam3d_ticket t = 0;
-        ASSERT_EQ(cases::submit(s, w, a1.data(), b1.data(), out1.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
+        ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
             << sam3d_last_error();
         if (mode == Mode::ZeroCopy) {
-            Slots sl = reserve_scale_add(s, w);
-            std::memcpy(sl.a, a2.data(), n * 4);
-            std::memcpy(sl.b, b2.data(), n * 4);
-            ASSERT_EQ(submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
-            std::memcpy(out2.data(), sl.out, n * 4);
+            Slots sl = reserve_scale_add(c.s, c.w);
+            std::memcpy(sl.a, c.a2.data(), c.n * 4);
+            std::memcpy(sl.b, c.b2.data(), c.n * 4);
+            ASSERT_EQ(submit_scale_add(c.s, c.w, sl, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+            std::memcpy(c.out2.data(), sl.out, c.n * 4);
         } else if (mode == Mode::Run) {
-            ASSERT_EQ(cases::run(s, w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
+            ASSERT_EQ(cases::run(c.s, c.w, c.a2.data(), c.b2.data(), c.out2.data()), SAM3D_OK) << sam3d_last_error();
         } else {
             // The synchronous path: GGML's blocking set, compute and get (the image encoder's path).
-            sam3d_upload ups[] = {rig::up(w.a, a2.data(), n * 4), rig::up(w.b, b2.data(), n * 4)};
-            sam3d_download downs[] = {rig::down(w.out, out2.data(), n * 4)};
-            const sam3d_call c{ups, 2, w.graph, downs, 1, true};
-            ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+            sam3d_upload ups[] = {rig::up(c.w.a, c.a2.data(), c.n * 4), rig::up(c.w.b, c.b2.data(), c.n * 4)};
+            sam3d_download downs[] = {rig::down(c.w.out, c.out2.data(), c.n * 4)};
+            const sam3d_call call{ups, 2, c.w.graph, downs, 1, true};
+            ASSERT_EQ(sam3d_session_run(c.s, &call), SAM3D_OK) << sam3d_last_error();
         }
-        EXPECT_EQ(out2, cases::expected(a2, b2));
-        ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
-        EXPECT_EQ(out1, cases::expected(a1, b1)) << "the second call's uploads overtook the queued graph";
-        EXPECT_EQ(r.counters(s).pinned_batches, mode == Mode::SynchronousRun ? 1u : 2u);
+        EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
+        ASSERT_EQ(sam3d_session_wait(c.s, t), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(c.out1, cases::expected(c.a1, c.b1)) << "the second call's uploads overtook the queued graph";
+        EXPECT_EQ(c.r.counters(c.s).pinned_batches, mode == Mode::SynchronousRun ? 1u : 2u);
         if (mode != Mode::SynchronousRun) {
             EXPECT_EQ(deferred::g_syncs, 2) << "the queued call completed first, then the second call";
         }
@@ -828,36 +848,25 @@ TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEvent
     enum class Mode { Copying, ZeroCopy, NoEvent };
     for (const Mode mode : {Mode::Copying, Mode::ZeroCopy, Mode::NoEvent}) {
         SCOPED_TRACE(mode == Mode::Copying ? "copying" : mode == Mode::ZeroCopy ? "zero-copy" : "no event");
-        probe::reset();
-        deferred::reset();
-        deferred::g_transfer_queue = true;
-        Rig r(Kind::CpuStaged);
-        deferred::install_with_events(r.seam());
-        const int64_t n = 513;
-        cases::ScaleAdd w = cases::scale_add(r, n);
-        r.alloc();
-        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        TransferQueueCase c(true);
         deferred::g_fail_event_new = mode == Mode::NoEvent;
-        const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
-        const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
-        std::vector<float> out1(n, -1.0f), out2(n, -1.0f);
         sam3d_ticket t1 = 0, t2 = 0;
         Slots s1{}, s2{};
         if (mode == Mode::ZeroCopy) {
-            s1 = reserve_scale_add(s, w);
-            std::memcpy(s1.a, a1.data(), n * 4);
-            std::memcpy(s1.b, b1.data(), n * 4);
-            ASSERT_EQ(submit_scale_add(s, w, s1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+            s1 = reserve_scale_add(c.s, c.w);
+            std::memcpy(s1.a, c.a1.data(), c.n * 4);
+            std::memcpy(s1.b, c.b1.data(), c.n * 4);
+            ASSERT_EQ(submit_scale_add(c.s, c.w, s1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
                 << sam3d_last_error();
-            s2 = reserve_scale_add(s, w);
-            std::memcpy(s2.a, a2.data(), n * 4);
-            std::memcpy(s2.b, b2.data(), n * 4);
-            ASSERT_EQ(submit_scale_add(s, w, s2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+            s2 = reserve_scale_add(c.s, c.w);
+            std::memcpy(s2.a, c.a2.data(), c.n * 4);
+            std::memcpy(s2.b, c.b2.data(), c.n * 4);
+            ASSERT_EQ(submit_scale_add(c.s, c.w, s2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
                 << sam3d_last_error();
         } else {
-            ASSERT_EQ(cases::submit(s, w, a1.data(), b1.data(), out1.data(), SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+            ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
                 << sam3d_last_error();
-            ASSERT_EQ(cases::submit(s, w, a2.data(), b2.data(), out2.data(), SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+            ASSERT_EQ(cases::submit(c.s, c.w, c.a2.data(), c.b2.data(), c.out2.data(), SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
                 << sam3d_last_error();
         }
         if (mode == Mode::NoEvent) {
@@ -868,16 +877,16 @@ TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEvent
             EXPECT_EQ(deferred::g_syncs, 0) << "neither call completed at submission";
             EXPECT_GT(deferred::pending(), 0u);
         }
-        ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(c.s, t1), SAM3D_OK) << sam3d_last_error();
         if (mode == Mode::ZeroCopy) {
-            out1.assign(s1.out, s1.out + n);
+            c.out1.assign(s1.out, s1.out + c.n);
         }
-        EXPECT_EQ(out1, cases::expected(a1, b1)) << "the second call's uploads overtook the first call's graph";
-        ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(c.out1, cases::expected(c.a1, c.b1)) << "the second call's uploads overtook the first call's graph";
+        ASSERT_EQ(sam3d_session_wait(c.s, t2), SAM3D_OK) << sam3d_last_error();
         if (mode == Mode::ZeroCopy) {
-            out2.assign(s2.out, s2.out + n);
+            c.out2.assign(s2.out, s2.out + c.n);
         }
-        EXPECT_EQ(out2, cases::expected(a2, b2));
+        EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
         EXPECT_EQ(deferred::pending(), 0u);
     }
     deferred::reset();
