@@ -162,20 +162,19 @@ struct Probes::State {
         for (const GraphSpec & g : p.graphs) {
             if (g.synchronous) continue;
             size_t at = 0;
-            for (size_t b : g.uploads) {
-                copies.push_back({true, at, up_at, b});
-                at = align_up(at + b, alignment);
-                up_at = align_up(up_at + b, alignment);
-                memcpy_up += b;
-                ++memcpy_descriptors_up;
-            }
-            for (size_t b : g.downloads) {
-                copies.push_back({false, at, down_at, b});
-                at = align_up(at + b, alignment);
-                down_at = align_up(down_at + b, alignment);
-                memcpy_down += b;
-                ++memcpy_descriptors_down;
-            }
+            // One direction's descriptors: staged at `at`, caller memory at `caller_at`.
+            auto lay = [&](const std::vector<size_t> & sizes, bool upload, size_t & caller_at, size_t & bytes,
+                           size_t & descriptors) {
+                for (size_t b : sizes) {
+                    copies.push_back({upload, at, caller_at, b});
+                    at = align_up(at + b, alignment);
+                    caller_at = align_up(caller_at + b, alignment);
+                    bytes += b;
+                    ++descriptors;
+                }
+            };
+            lay(g.uploads, true, up_at, memcpy_up, memcpy_descriptors_up);
+            lay(g.downloads, false, down_at, memcpy_down, memcpy_descriptors_down);
             if (at > align_up(p.upload_bytes, alignment) + align_up(p.download_bytes, alignment)) {
                 die(1, "probes: graph " + g.name + " does not fit the staging copy's buffer");
             }
