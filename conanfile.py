@@ -17,8 +17,8 @@ class Sam3dCoreConan(ConanFile):
     license = "MIT"
     package_type = "static-library"
     settings = "os", "arch", "compiler", "build_type"
-    options = {"vulkan": [True, False], "fPIC": [True, False]}
-    default_options = {"vulkan": False, "fPIC": True}
+    options = {"vulkan": [True, False], "cuda": [True, False], "fPIC": [True, False]}
+    default_options = {"vulkan": False, "cuda": False, "fPIC": True}
     exports_sources = "native/*", "cmake/*", "LICENSE"
     # The one GGML version: the only entry of the GGML recipe's conandata.yml (sam3d/tools/conan.py
     # reads the same), exported with this recipe so `conan create` finds it too.
@@ -28,7 +28,7 @@ class Sam3dCoreConan(ConanFile):
         cmake_layout(self, src_folder="native")
 
     def requirements(self):
-        # The variant's profile sets ggml/*:vulkan to the same value as this package's option.
+        # The variant's profile sets ggml/*:vulkan and ggml/*:cuda to this package's options.
         with open(os.path.join(self.recipe_folder, "conan", "recipes", "ggml", "conandata.yml")) as f:
             (ggml_version,) = yaml.safe_load(f)["sources"]
         self.requires(f"ggml/{ggml_version}", transitive_headers=True)
@@ -36,6 +36,7 @@ class Sam3dCoreConan(ConanFile):
     def generate(self):
         tc = CMakeToolchain(self)
         tc.cache_variables["SAM3D_VULKAN"] = bool(self.options.vulkan)
+        tc.cache_variables["SAM3D_CUDA"] = bool(self.options.cuda)
         tc.cache_variables["CMAKE_EXPORT_COMPILE_COMMANDS"] = True
         tc.cache_variables["BUILD_TESTING"] = not self.conf.get("tools.build:skip_test", check_type=bool)
         tc.generate()
@@ -55,6 +56,7 @@ class Sam3dCoreConan(ConanFile):
         self.cpp_info.set_property("cmake_target_name", "sam3d::core")
         self.cpp_info.libs = ["sam3d_core"]
         self.cpp_info.requires = ["ggml::ggml-base", "ggml::ggml-cpu"] + (
-            ["ggml::ggml-vulkan"] if self.options.vulkan else [])
-        if self.options.vulkan:
-            self.cpp_info.defines = ["SAM3D_VULKAN=1"]
+            ["ggml::ggml-vulkan"] if self.options.vulkan else []) + (
+            ["ggml::ggml-cuda"] if self.options.cuda else [])
+        self.cpp_info.defines = (["SAM3D_VULKAN=1"] if self.options.vulkan else []) + (
+            ["SAM3D_CUDA=1"] if self.options.cuda else [])

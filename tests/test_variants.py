@@ -11,7 +11,7 @@ from sam3d.tools import conan
 
 
 def test_required_variants_and_their_flags():
-    assert variants.NAMES == ("cpu-asan", "cpu-tsan", "vulkan-ubsan", "release")
+    assert variants.NAMES == ("cpu-asan", "cpu-tsan", "vulkan-ubsan", "release", "cuda-release", "cuda-asan")
     asan = variants.get("cpu-asan")
     assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
     assert (asan.asan, asan.ubsan, asan.tsan, asan.vulkan) == (True, True, False, False)
@@ -28,6 +28,38 @@ def test_required_variants_and_their_flags():
     assert (rel.sanitizer, rel.tsan, rel.vulkan, rel.backends) == (None, False, True, ("CPU", "Vulkan"))
 
 
+def test_cuda_variants_and_their_flags():
+    rel = variants.get("cuda-release")
+    assert (rel.build_type, rel.compile_flags, rel.sanitizer) == ("Release", ("-O2", "-DNDEBUG"), None)
+    assert (rel.cuda, rel.vulkan, rel.backends, rel.cuda_architectures) == (True, False, ("CPU", "CUDA"), "90-real")
+    assert rel.cuda_flags == ("-O2", "-DNDEBUG")
+    asan = variants.get("cuda-asan")
+    assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
+    assert (asan.asan, asan.ubsan, asan.cuda, asan.compiler) == (True, True, True, "gcc")
+    # nvcc takes -O and -g itself (host code); the rest reaches the host compiler, one
+    # -fsanitize= per sanitizer since -Xcompiler splits its value at commas.
+    assert asan.cuda_flags == ("-O1", "-g", "-Xcompiler=-fno-omit-frame-pointer", "-Xcompiler=-fsanitize=address",
+                               "-Xcompiler=-fsanitize=undefined")
+    assert [v.name for v in variants.gpu_variants()] == ["vulkan-ubsan", "release", "cuda-release", "cuda-asan"]
+    assert not any(v.cuda for v in variants.VARIANTS[:4])
+
+
+def test_cuda_profile_names_the_toolkit_and_the_architectures(tmp_path):
+    tk = conan.cuda.Toolkit(root=tmp_path / "nvidia" / "cu13", version="13.0.88", ident="cuda-13.0.88-abc")
+    for v in variants.VARIANTS:
+        p = _profile_dict(conan.profile_text(v, "12", None, tk if v.cuda else None))
+        o, c = p["options"], p["conf"]
+        assert o["ggml/*:cuda"] == o["sam3d-core/*:cuda"] == str(v.cuda)
+        assert o.get("ggml/*:cuda_architectures") == ("90-real" if v.cuda else None)
+        assert c.get("user.sam3d:cuda_toolkit") == (str(tk.root) if v.cuda else None)
+        assert c.get("user.sam3d:cuda_toolkit_id") == ("cuda-13.0.88-abc" if v.cuda else None)
+        flags = eval(c["tools.cmake.cmaketoolchain:extra_variables"])  # a Python literal, as Conan reads it
+        cu = flags.get(f"CMAKE_CUDA_FLAGS_{v.build_type.upper()}")
+        assert (cu["value"] if cu else None) == (" ".join(v.cuda_flags) if v.cuda else None)
+    with pytest.raises(conan.ConanError, match="needs the installed toolkit"):
+        conan.profile_text(variants.get("cuda-release"), "12")
+
+
 def test_every_sanitizer_setting_is_a_conan_setting():
     """Each compiler.sanitizer value a variant uses is declared in conan/settings_user.yml."""
     declared = yaml.safe_load((paths.root() / "conan" / "settings_user.yml").read_text())["compiler"]
@@ -38,7 +70,8 @@ def test_every_sanitizer_setting_is_a_conan_setting():
 
 def test_names_are_unique_and_profiles_distinct():
     assert len(set(variants.NAMES)) == len(variants.NAMES)
-    texts = {conan.profile_text(v, "12") for v in variants.VARIANTS}
+    tk = conan.cuda.Toolkit(root=paths.root(), version="13.0.88", ident="cuda-13.0.88-abc")
+    texts = {conan.profile_text(v, "12", None, tk if v.cuda else None) for v in variants.VARIANTS}
     assert len(texts) == len(variants.VARIANTS)
 
 
@@ -52,7 +85,8 @@ def test_unknown_variant_lists_valid_names():
 
 def test_select_keeps_list_order():
     assert [v.name for v in variants.select(["release", "cpu-asan"])] == ["cpu-asan", "release"]
-    assert variants.select([]) == list(variants.VARIANTS)
+    assert variants.select([]) == [v for v in variants.VARIANTS if v.default_local]
+    assert variants.select(["cuda-asan"]) == [variants.get("cuda-asan")]  # built by name always
 
 
 def test_cli_unknown_variant_fails_at_once():
@@ -60,7 +94,7 @@ def test_cli_unknown_variant_fails_at_once():
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "unknown variant 'no-such-variant'" in r.stderr + r.stdout
-    assert "cpu-asan, cpu-tsan, vulkan-ubsan, release" in r.stderr + r.stdout
+    assert "cpu-asan, cpu-tsan, vulkan-ubsan, release, cuda-release, cuda-asan" in r.stderr + r.stdout
 
 
 def _profile_dict(text):
@@ -81,7 +115,8 @@ def _profile_dict(text):
 @pytest.mark.parametrize("name", variants.NAMES)
 def test_profile_carries_the_variant(name):
     v = variants.get(name)
-    p = _profile_dict(conan.profile_text(v, "12", None))
+    tk = conan.cuda.Toolkit(root=paths.root(), version="13.0.88", ident="cuda-13.0.88-abc")
+    p = _profile_dict(conan.profile_text(v, "12", None, tk if v.cuda else None))
     s, o, c = p["settings"], p["options"], p["conf"]
     assert s["build_type"] == v.build_type
     assert s["compiler"] == v.compiler and s["compiler.version"] == "12"
@@ -100,6 +135,7 @@ def test_profile_carries_the_variant(name):
 
 
 def test_vulkan_include_dir_only_in_vulkan_profiles(tmp_path):
+    tk = conan.cuda.Toolkit(root=tmp_path, version="13.0.88", ident="cuda-13.0.88-abc")
     for v in variants.VARIANTS:
-        text = conan.profile_text(v, "12", tmp_path)
+        text = conan.profile_text(v, "12", tmp_path, tk if v.cuda else None)
         assert (f"user.sam3d:vulkan_include_dir={tmp_path}" in text) == v.vulkan
