@@ -44,17 +44,43 @@ def machine() -> dict[str, str]:
             "glibc": os.confstr("CS_GNU_LIBC_VERSION"), "gpu": gpu}
 
 
-def sanitizer_env(sanitizer: str | None, suppressions: Path) -> dict[str, str]:
+# Environment variables that change how GGML's backends transfer, or which devices they show,
+# and so what a test or benchmark measures: every runner (the tests, the benchmark driver, the
+# GPU bundle's run.py) removes them when inherited, and a run that wants one sets it itself
+# (the benchmark's "on" session: SAM3D_BATCHED_TRANSFERS=1; a CTest case: its own ENVIRONMENT).
+# The core's own default is unchanged by this: batching is off unless the session option or
+# SAM3D_BATCHED_TRANSFERS says otherwise (docs/benchmark.md, "Environment flag policy").
+#   GGML_VK_PERF_LOGGER        Vulkan: per-op timestamps, a sync per op (the perf-logger tests set it)
+#   GGML_CUDA_NO_PINNED        CUDA: the host buffer type hands out plain CPU memory (no pinned staging)
+#   GGML_CUDA_REGISTER_HOST    CUDA: host memory registered for the device (a zero-copy path of GGML's own)
+#   GGML_CUDA_ENABLE_UNIFIED_MEMORY  CUDA: device buffers in managed memory (transfers become page faults)
+#   GGML_CUDA_DEVICES          CUDA: virtual devices beyond the physical ones
+#   GGML_CUDA_P2P              CUDA: peer access between devices
+#   CUDA_LAUNCH_BLOCKING       CUDA runtime: every launch and async copy waits (nothing overlaps)
+RUNNER_REMOVED_ENV = ("SAM3D_BATCHED_TRANSFERS", "GGML_VK_PERF_LOGGER", "GGML_CUDA_NO_PINNED",
+                      "GGML_CUDA_REGISTER_HOST", "GGML_CUDA_ENABLE_UNIFIED_MEMORY", "GGML_CUDA_DEVICES",
+                      "GGML_CUDA_P2P", "CUDA_LAUNCH_BLOCKING")
+
+
+def runner_env(base: dict[str, str]) -> dict[str, str]:
+    """A copy of ``base`` without the inherited flags of RUNNER_REMOVED_ENV."""
+    return {k: v for k, v in base.items() if k not in RUNNER_REMOVED_ENV}
+
+
+def sanitizer_env(sanitizer: str | None, suppressions: Path, cuda: bool = False) -> dict[str, str]:
     """The sanitizer runtime options for binaries built with Conan's ``compiler.sanitizer``
     value ``sanitizer`` (None: none). Any report is fatal: ASan and LSan halt on the first
     error; UBSan is compiled recoverable (so suppressions work) and made fatal with
     halt_on_error=1; TSan exits on its first report (halt_on_error=1) and shows where both
     mutexes of a lock-order inversion were taken. ``suppressions`` is the folder holding
-    lsan.supp, ubsan.supp and tsan.supp."""
+    lsan.supp, ubsan.supp and tsan.supp. With ``cuda`` (a variant with GGML's CUDA backend),
+    ASan leaves its shadow gap unprotected: the CUDA driver maps memory there, which ASan's
+    protected gap refuses (google/sanitizers#629), so cuInit fails without it."""
     env = {}
     if sanitizer and "Address" in sanitizer:
         env["ASAN_OPTIONS"] = ("halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:"
-                               "detect_stack_use_after_return=1:check_initialization_order=1")
+                               "detect_stack_use_after_return=1:check_initialization_order=1"
+                               + (":protect_shadow_gap=0" if cuda else ""))
         env["LSAN_OPTIONS"] = f"suppressions={suppressions / 'lsan.supp'}:print_suppressions=0"
     if sanitizer and "UndefinedBehavior" in sanitizer:
         env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={suppressions / 'ubsan.supp'}"

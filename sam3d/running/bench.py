@@ -2,10 +2,12 @@
 
 For each variant the runner builds what is missing (tools/build.py), then runs the driver
 (running/driver.py) once per backend: CPU always, Vulkan in Vulkan variants (a real GPU, or
-Mesa's lavapipe through GGML_VK_VISIBLE_DEVICES=0). The driver replays the committed transfer
-profile (core/profile.py) with batching on and off in one process, interleaved per image; the
-floor probe (sam3d_floor_probe) runs right after it on the same device, for the same bytes, and
-its output goes into the run's extra as "floor_probe" (its failure as "floor_probe_error").
+Mesa's lavapipe through GGML_VK_VISIBLE_DEVICES=0), CUDA in CUDA variants where there is an
+NVIDIA GPU (elsewhere it says so and skips: CUDA has no CPU implementation). The driver replays
+the committed transfer profile (core/profile.py) with batching on and off in one process,
+interleaved per image; the floor probe (sam3d_floor_probe) runs right after it on the same
+device, for the same bytes, and its output goes into the run's extra as "floor_probe" (its
+failure as "floor_probe_error").
 
 Environment flag policy: the driver runs in the variant's test environment (sanitizer options,
 Vulkan device selection); any inherited SAM3D_BATCHED_TRANSFERS is removed and the runner sets
@@ -29,11 +31,11 @@ from ..core import paths, profile
 from ..core.errors import Sam3dError
 from ..core.variants import Variant
 from ..tools import build as building
-from ..tools import provenance
+from ..tools import provenance, system
 from . import driver
 
 # The environment variables a result records (the rest of the environment is not provenance).
-RECORDED_ENV = ("SAM3D_", "GGML_", "ASAN_", "UBSAN_", "LSAN_")
+RECORDED_ENV = ("SAM3D_", "GGML_", "CUDA_", "ASAN_", "UBSAN_", "LSAN_")
 
 
 class BenchError(Sam3dError):
@@ -101,6 +103,12 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
                 shutil.copyfile(src, logs / src.name)
     glslc = provenance.glslc_version() if any(v.vulkan for v in vs) else None
     jobs = [(v, b) for v in vs for b in driver.backends(v)]
+    if not system.has_nvidia_gpu():
+        # CUDA has no CPU implementation: without an NVIDIA GPU its rows come from the GPU bundle.
+        for v in vs:
+            if v.cuda:
+                print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (run it on a GPU machine: nox -s bundle)", flush=True)
+        jobs = [(v, b) for v, b in jobs if b != "cuda"]
     for i, (v, b) in enumerate(jobs, 1):
         run = DriverRun(v, b, f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",
                         extra={"git_dirty": f.dirty, "run_name": rd.name})

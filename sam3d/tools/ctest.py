@@ -25,11 +25,12 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment tests of variant `v` run in: `base` (default os.environ) with the
     variant's sanitizer options (core/host.py: any report is fatal). Without an NVIDIA GPU,
     GGML_VK_VISIBLE_DEVICES=0 lets GGML use Mesa's lavapipe (GGML skips CPU-type Vulkan devices
-    unless the variable is set). SAM3D_BATCHED_TRANSFERS is removed: tests choose.
+    unless the variable is set). The inherited flags of host.RUNNER_REMOVED_ENV
+    (SAM3D_BATCHED_TRANSFERS, GGML's transfer-changing Vulkan and CUDA flags) are removed:
+    tests choose.
     """
-    env = dict(os.environ if base is None else base)
-    env.pop("SAM3D_BATCHED_TRANSFERS", None)
-    env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS))
+    env = host.runner_env(dict(os.environ if base is None else base))
+    env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
     if v.vulkan and not system.has_nvidia_gpu():
         env.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
     return env
@@ -42,11 +43,11 @@ def build_folder(v: Variant) -> Path:
 def test_preset(v: Variant, label: str = "normal") -> dict:
     """The CMake test preset ``v.name``: `ctest --preset <variant>` (in native/) runs like
     `python -m sam3d ctest -L <label> <variant>`, with the same options (OPTIONS), JUnit report
-    (junit_path) and environment (test_env's additions; SAM3D_BATCHED_TRANSFERS unset). It
+    (junit_path) and environment (test_env's additions; host.RUNNER_REMOVED_ENV unset). It
     inherits Conan's test preset of the build folder (GGML's library path)."""
     conan_presets = json.loads((build_folder(v) / "generators" / "CMakePresets.json").read_text())
     env: dict[str, str | None] = dict(test_env(v, base={}))
-    env["SAM3D_BATCHED_TRANSFERS"] = None
+    env.update(dict.fromkeys(host.RUNNER_REMOVED_ENV))
     return {"name": v.name, "displayName": f"{v.name}: ctest -L {label} as python -m sam3d ctest runs it",
             "inherits": conan_presets["testPresets"][0]["name"], "environment": env,
             "filter": {"include": {"label": label}},
@@ -73,7 +74,7 @@ def write_presets(v: Variant) -> Path:
 def labels(v: Variant) -> tuple[list[str], str]:
     """(the CTest labels of variant ``v``, where they come from): `ctest --print-labels` in its
     build folder when it has a CTest suite, else the labels native/'s CMake lists give a
-    variant like it (normal and bench in every variant, device with Vulkan)."""
+    variant like it (normal and bench in every variant, device with a GPU backend)."""
     folder = build_folder(v)
     if (folder / "CTestTestfile.cmake").is_file():
         r = subprocess.run([paths.tool("ctest"), "--test-dir", str(folder), "--print-labels"],
@@ -81,7 +82,7 @@ def labels(v: Variant) -> tuple[list[str], str]:
         if r.returncode == 0 and "All Labels:" in r.stdout:
             return sorted(line.strip() for line in r.stdout.split("All Labels:", 1)[1].splitlines()
                           if line.strip()), f"ctest --print-labels in {folder}"
-    return sorted(("normal", "bench") + (("device",) if v.vulkan else ())), "native/'s CMake lists (not built yet)"
+    return sorted(("normal", "bench") + (("device",) if v.gpu else ())), "native/'s CMake lists (not built yet)"
 
 
 def check_label(vs: list[Variant], label: str) -> None:
