@@ -85,6 +85,7 @@ def matrix(records: Sequence[Mapping] | None = None,
                 "sanitizer": r.get("sanitizer"),
                 "sanitize": bool(r.get("sanitizer")),
                 "vulkan": bool(r.get("vulkan")),
+                "cuda": bool(r.get("cuda")),
                 "run_name": e.run_name,
                 "artifact": e.artifact,
             })
@@ -124,13 +125,15 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
     its path. Each expected job needs at least one result of its own variant, and every
     result must have status "ok" (a failed run keeps its file, marked as not accepted).
-    With require_gpu, at least one accepted result must lie under the results-gpu artifact.
+    With require_gpu, the results-gpu artifact must hold an accepted result of every GPU
+    variant of the variant list on each of its GPU backends (Vulkan, CUDA).
     """
     if expected is None:
         expected = expected_results()
     problems: list[str] = []
     found: dict[Expected, int] = {e: 0 for e in expected}
-    gpu_ok = 0
+    gpu_ok: dict[tuple[str, str], int] = {(v.name, b): 0 for v in _variants.gpu_variants()
+                                          for b in v.backends if b != "CPU"}
     for f in files:
         f = Path(f)
         try:
@@ -146,7 +149,8 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
             problems.append(f"{f}: variant {data.get('variant')!r} status {data.get('status')!r}"
                             f" ({data.get('reason') or 'no reason given'})")
         if GPU_ARTIFACT in f.parts:
-            gpu_ok += ok
+            key = (str(data.get("variant")), str(data.get("backend", "")).removesuffix(" (transfer-only)"))
+            gpu_ok[key] = gpu_ok.get(key, 0) + ok
             continue
         owner = _owner(f, expected)
         if owner is None:
@@ -159,8 +163,10 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
         if n == 0:
             problems.append(f"missing result: {e.variant} on {e.os} (no accepted result in "
                             f"artifact {e.artifact})")
-    if require_gpu and gpu_ok == 0:
-        problems.append(f"missing result: the GPU job (no accepted result in artifact {GPU_ARTIFACT})")
+    for (variant, backend), n in gpu_ok.items() if require_gpu else ():
+        if n == 0:
+            problems.append(f"missing result: {variant} {backend} from the GPU job (no accepted result in "
+                            f"artifact {GPU_ARTIFACT})")
     return problems
 
 

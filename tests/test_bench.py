@@ -38,6 +38,77 @@ def test_vulkan_variant_gets_lavapipe_without_gpu(monkeypatch):
     assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
 
 
+CUDA_ASAN = variants.get("cuda-asan")
+# Inherited values that would change what a run measures (core/host.py RUNNER_REMOVED_ENV).
+INHERITED = {"GGML_CUDA_NO_PINNED": "1", "CUDA_LAUNCH_BLOCKING": "1", "GGML_CUDA_ENABLE_UNIFIED_MEMORY": "1",
+             "GGML_CUDA_REGISTER_HOST": "1", "GGML_CUDA_DEVICES": "2", "GGML_CUDA_P2P": "1",
+             "GGML_VK_PERF_LOGGER": "1", "SAM3D_BATCHED_TRANSFERS": "0"}
+
+
+@pytest.mark.parametrize("v", [RELEASE, CUDA_ASAN, variants.get("cuda-release")], ids=lambda v: v.name)
+def test_inherited_backend_flags_are_removed_and_device_selection_kept(v):
+    base = dict(INHERITED, PATH="/usr/bin", CUDA_VISIBLE_DEVICES="1", GGML_VK_VISIBLE_DEVICES="0")
+    env = driver.driver_env(v, base)
+    assert not set(INHERITED) - {"SAM3D_BATCHED_TRANSFERS"} & set(env), env
+    assert env["SAM3D_BATCHED_TRANSFERS"] == "1"
+    assert (env["CUDA_VISIBLE_DEVICES"], env["GGML_VK_VISIBLE_DEVICES"]) == ("1", "0")
+    tests = driver.ctest.test_env(v, base)
+    assert not set(INHERITED) & set(tests)
+
+
+def test_asan_leaves_the_shadow_gap_to_the_cuda_driver_in_cuda_variants_only():
+    """google/sanitizers#629: the CUDA driver maps memory in ASan's shadow gap."""
+    assert "protect_shadow_gap=0" in driver.ctest.test_env(CUDA_ASAN, {})["ASAN_OPTIONS"]
+    assert "protect_shadow_gap" not in driver.ctest.test_env(CPU_ASAN, {})["ASAN_OPTIONS"]
+    assert "detect_leaks=1" in driver.ctest.test_env(CUDA_ASAN, {})["ASAN_OPTIONS"]
+
+
+def test_gpu_runner_env_for_cuda_requires_a_device_and_strips_inherited_flags(monkeypatch, tmp_path):
+    from sam3d.running import bundle_run
+    monkeypatch.setattr(os, "environ", dict(INHERITED, LD_LIBRARY_PATH="/x"))
+    vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["cuda"], "cuda_libs": ["libcudart.so.13"]}
+    env = bundle_run.variant_env("cuda-asan", vm, [str(tmp_path)])
+    assert env["SAM3D_REQUIRE_CUDA_DEVICE"] == "1"
+    assert "protect_shadow_gap=0" in env["ASAN_OPTIONS"]
+    assert env["LD_LIBRARY_PATH"] == f"{bundle_run.HERE / 'cuda-asan' / 'lib'}:{tmp_path}:/x"
+    assert not set(INHERITED) & set(env)
+    vk = bundle_run.variant_env("release", {"sanitizer": None})  # a manifest before CUDA: Vulkan
+    assert "SAM3D_REQUIRE_CUDA_DEVICE" not in vk
+
+
+def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders(tmp_path, monkeypatch):
+    """The layouts of NVIDIA's wheels: nvidia/cu13/lib (CUDA 13) and nvidia/<name>/lib (CUDA 12);
+    a missing soname is named with the other versions seen."""
+    from sam3d.running import bundle_run
+    site = tmp_path / "opt" / "lib" / "python3.12" / "site-packages"
+    for rel in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcublas.so.13",
+                "nvidia/cublas/lib/libcublasLt.so.12"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text("")
+    python = tmp_path / "python3"
+    python.write_text(f"#!/bin/sh\necho '[\"{site}\"]'\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    # This machine's own places (/usr/local/cuda, ldconfig) are searched too: keep only the environment's.
+    dirs = [d for d in bundle_run.cuda_lib_dirs([str(python)]) if tmp_path in d.parents]
+    assert dirs == [site / "nvidia/cu13/lib", site / "nvidia/cublas/lib"]
+    found, problems = bundle_run.find_cuda_libs(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"], dirs)
+    assert found == {"libcudart.so.13": site / "nvidia/cu13/lib", "libcublas.so.13": site / "nvidia/cu13/lib"}
+    assert len(problems) == 1 and problems[0].startswith("libcublasLt.so.13 not found (other versions: ")
+    assert "libcublasLt.so.12" in problems[0]
+
+
+def test_gpu_runner_names_the_wheels_to_install_when_cuda_libraries_are_missing(monkeypatch):
+    from sam3d.running import bundle_run
+    monkeypatch.setattr(bundle_run, "cuda_lib_dirs", lambda pythons: [])
+    vm = {"cuda_libs": ["libcudart.so.13"], "cuda_runtime_wheels": ["nvidia-cuda-runtime==13.0.96"]}
+    info, why = bundle_run.cuda_check(vm, [])
+    assert info is None
+    assert why.startswith("libcudart.so.13 not found. Searched LD_LIBRARY_PATH")
+    assert "ENV/bin/pip install nvidia-cuda-runtime==13.0.96" in why and "--cuda-python" in why
+    assert bundle_run.cuda_check({"cuda_libs": []}, []) == ({"lib_dirs": []}, None)
+
+
 def test_base_environment_is_not_modified():
     base = {"SAM3D_BATCHED_TRANSFERS": "0"}
     driver.driver_env(RELEASE, base)

@@ -129,8 +129,8 @@ def test_workflow_wiring():
 
 # --- completeness check --------------------------------------------------------------------
 
-def _result(variant: str, status: str = "ok") -> dict:
-    return {"schema": results.SCHEMA, "variant": variant, "status": status,
+def _result(variant: str, status: str = "ok", backend: str = "CPU") -> dict:
+    return {"schema": results.SCHEMA, "variant": variant, "status": status, "backend": backend,
             "reason": None if status == "ok" else "build failed: exit 1"}
 
 
@@ -200,10 +200,19 @@ def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path):
     _lay_out(tmp_path, es)
     files = ci.result_files(tmp_path)
     assert ci.check_complete(files, es, require_gpu=False) == []
+    # Every GPU variant of the variant list, on each of its GPU backends.
+    want = [(v.name, b) for v in variants.gpu_variants() for b in v.backends if b != "CPU"]
+    assert want == [("vulkan-ubsan", "Vulkan"), ("release", "Vulkan"), ("cuda-release", "CUDA"),
+                    ("cuda-asan", "CUDA")]
     assert ci.check_complete(files, es, require_gpu=True) == [
-        "missing result: the GPU job (no accepted result in artifact results-gpu)"]
+        f"missing result: {v} {b} from the GPU job (no accepted result in artifact results-gpu)" for v, b in want]
     (tmp_path / "results-gpu").mkdir()
-    (tmp_path / "results-gpu" / "release-Vulkan.json").write_text(json.dumps(_result("release")))
+    for v, b in want[:-1]:
+        (tmp_path / "results-gpu" / f"{v}-{b}.json").write_text(json.dumps(_result(v, backend=b)))
+    assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == [
+        "missing result: cuda-asan CUDA from the GPU job (no accepted result in artifact results-gpu)"]
+    (tmp_path / "results-gpu" / "cuda-asan-CUDA.json").write_text(
+        json.dumps(_result("cuda-asan", backend="CUDA (transfer-only)")))
     assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == []
 
 

@@ -19,7 +19,7 @@ def _run(*args, root=None):
 
 
 @pytest.mark.parametrize("args, expect", [
-    (("bundle", "cpu-asan"), "cpu-asan has no Vulkan backend; GPU variants: vulkan-ubsan, release"),
+    (("bundle", "cpu-asan"), "cpu-asan has no GPU backend; GPU variants: vulkan-ubsan, release, cuda-release, cuda-asan"),
     (("ctest", "-L", "bogus", "release"), "release has no CTest label 'bogus'; its labels: bench, device, normal"),
     (("ctest", "-L", "device", "cpu-asan"), "cpu-asan has no CTest label 'device'; its labels: bench, normal"),
     (("ctest", "--sanitizers-only", "release"), "none of release has a sanitizer; sanitizer variants: cpu-asan, cpu-tsan, vulkan-ubsan"),

@@ -112,17 +112,22 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
         vm = manifest["variants"][vname]
         extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
                  "build_machine": manifest["build_machine"]}
+        if vrun.get("error"):
+            reasons.append(f"{vname}: {vrun['error']}")
         for n, entry in enumerate(vrun.get("bench", [])):
+            backend = entry.get("backend", "vulkan")  # bundles before CUDA ran Vulkan only
             doc, why = bundle.driver_output(raw_dir, entry)
-            r = result_of(v, "vulkan", doc, why, prof=prof, machine_info=summary["machine"],
+            r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
                           commit=manifest["git_commit"], build=vm["build"],
                           extra={**extra, **bundle.probe_output(raw_dir, entry)})
             if r["status"] != "ok":
                 reasons.append(f"{vname}: {r['reason']}")
-            schema.write(rd / f"{vname}-vulkan-{n}.json", r)
+            schema.write(rd / f"{vname}-{backend}-{n}.json", r)
             written.append(r)
         for kind, t in (vrun.get("device_tests") or {}).items():
             tests.append((vname, kind, t))
+            if t.get("not_applicable"):
+                continue
             if t.get("report"):  # the GoogleTest XML report, kept with the evidence
                 src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
                 if src.is_file():

@@ -24,12 +24,13 @@ from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
 
 def cmd_variants(args: argparse.Namespace) -> int:
-    vs = variants.select(args.variants)
+    """The variants named, or all of them (the CI matrix is every variant)."""
+    vs = variants.select(args.variants) if args.variants else list(variants.VARIANTS)
     if args.json:
         print(json.dumps(variants.records(vs), indent=1))
     else:
         for v in vs:
-            print(f"{v.name:14} {v.summary}")
+            print(f"{v.name:14} {v.summary}" + ("" if v.default_local else " [built by name only]"))
     return 0
 
 
@@ -147,20 +148,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz."""
+    """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz (or one
+    bundle per variant, sam3d-device-<variant>.tar.gz, when one would be too large to carry)."""
     vs = variants.select(args.variants) if args.variants else bundle.gpu_variants()
-    no_gpu = [v.name for v in vs if not v.vulkan]
+    no_gpu = [v.name for v in vs if not v.gpu]
     if no_gpu:
-        raise Sam3dError(f"{', '.join(no_gpu)} has no Vulkan backend; GPU variants: "
+        raise Sam3dError(f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
                          + ", ".join(v.name for v in bundle.gpu_variants()))
     failed = build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
         return 1
-    tarball = bundle.make(vs=vs)
-    print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB; "
-          f"variants {', '.join(v.name for v in vs)}); on the GPU machine: "
-          f"tar xzf {tarball.name} && python3 sam3d-device/run.py --out results", flush=True)
+    for tarball in bundle.make(vs=vs, limit=args.limit_mib * 2**20 if args.limit_mib else None):
+        top = tarball.name.removesuffix(".tar.gz")
+        print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB); on the GPU machine: "
+              f"tar xzf {tarball.name} && python3 {top}/run.py --out results-{top}", flush=True)
     return 0
 
 
@@ -301,7 +303,10 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
                                       "with only a GPU driver and python3")
-    s.add_argument("variants", nargs="*", metavar="VARIANT", help="Vulkan variants (default: all of them)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="GPU variants (default: all of them)")
+    s.add_argument("--limit-mib", type=_at_least(0), default=bundle.BUNDLE_LIMIT // 2**20, metavar="MIB",
+                   help="above this many MiB compressed, one bundle per variant (default %(default)s, what one "
+                        "transfer to the GPU machine carries; 0: always one bundle)")
     s.set_defaults(func=cmd_bundle)
 
     s = sub.add_parser("fuzz", help="build the fuzz variant, then run the libFuzzer target of the C API")

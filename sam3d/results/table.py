@@ -375,12 +375,16 @@ def render_terminal(results: Iterable[dict], full: Path | str | None = None, wid
 def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
     bundle's run.py reports them ("passed", "failed", "skipped",
-    "diagnostic_kernel_timestamp_total_ms")."""
+    "diagnostic_kernel_timestamp_total_ms"); a run marked "not_applicable" (the perf-logger run
+    of a variant without Vulkan) shows n/a."""
     columns = [Column("variant"), Column("run"), Column("passed", "right"), Column("failed", "right"),
                Column("skipped", "right"), Column("kernel timestamps ms (diagnostic)", "right")]
     table = [{"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
               "skipped": str(t["skipped"]),
-              "kernel timestamps ms (diagnostic)": str(t["diagnostic_kernel_timestamp_total_ms"] or "")}
+              "kernel timestamps ms (diagnostic)": str(t.get("diagnostic_kernel_timestamp_total_ms") or "")}
+             if not t.get("not_applicable") else
+             {"variant": variant, "run": kind, "passed": "n/a", "failed": "n/a", "skipped": "n/a",
+              "kernel timestamps ms (diagnostic)": "n/a"}
              for variant, kind, t in runs]
     return "\n".join([f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})", "",
                       tabulate_rows(columns, table) if table else "no device tests", "",

@@ -2,13 +2,17 @@
 
 The GPU machine has neither a package registry nor build tools, so the work is split in two:
 
-1. Here, `make()` packs the GPU-capable variants (those with Vulkan) into one relocatable
+1. Here, `make()` packs the GPU variants (those with Vulkan or CUDA) into one relocatable
    bundle, build/bundle/sam3d-device.tar.gz: per variant the device tests, the benchmark
    driver and the floor probe, GGML's libraries and the shared libraries they need that a bare GPU host may lack
    (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
    build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
    (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/running/bundle_run.py)
    with host.py (sam3d/core/host.py) beside it, which need only python3. Every ELF file's required glibc is checked against GLIBC_MAX.
+   The CUDA runtime and cuBLAS (hundreds of MiB) are not packed: the manifest names the
+   sonames a variant needs (``cuda_libs``) and run.py finds them on the GPU machine. When the
+   bundle would pass BUNDLE_LIMIT compressed, each variant gets its own instead,
+   build/bundle/sam3d-device-<variant>.tar.gz (folder sam3d-device-<variant>/).
 2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
    GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
 3. Back here, `python -m sam3d device-import` (sam3d/cli/device.py) reads them back
@@ -19,26 +23,33 @@ The GPU machine has neither a package registry nor build tools, so the work is s
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 from ..core import host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json
-from ..tools import conan, provenance, system
+from ..tools import conan, cuda, provenance, system
 from . import driver
 
 BUNDLE_NAME = "sam3d-device"
+# What one transfer to the GPU machine may carry, compressed: above it, a bundle per variant.
+BUNDLE_LIMIT = 64 * 2**20
 # Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
 GLIBC_MAX = (2, 39)
 # Libraries a bare GPU host has (glibc, the C++ runtime, which must not be older than the
 # NVIDIA driver's needs) and so are never shipped.
 SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*|libstdc\+\+|libgcc_s)\.so")
+# The CUDA runtime, cuBLAS and the driver's libcuda: never packed (the first two are hundreds of
+# MiB; libcuda must be the driver's own). The GPU machine provides them (run.py finds them).
+CUDA_LIBS = re.compile(r"^lib(cudart|cublas|cublasLt|cuda|nvrtc|nvJitLink)\.so")
 
 
 # NVIDIA's Vulkan driver (libGLX_nvidia.so.0) loads libglvnd's libraries at run time (not as
@@ -53,7 +64,7 @@ class BundleError(Sam3dError):
 
 
 def gpu_variants() -> list[variants.Variant]:
-    return [v for v in variants.VARIANTS if v.vulkan]
+    return variants.gpu_variants()
 
 
 def _run(cmd: list[str]) -> str:
@@ -91,8 +102,10 @@ def _split_debug(elf: Path, debug_dir: Path) -> None:
     _run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + str(dbg), str(elf)])
 
 
-def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) -> Path:
-    """Builds the bundle from the already-built GPU variants (all, or `vs`); returns the tarball's path."""
+def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
+         limit: int | None = BUNDLE_LIMIT) -> list[Path]:
+    """Builds the bundle from the already-built GPU variants (all, or `vs`); returns the
+    tarballs' paths: one, or one per variant when one would pass ``limit`` bytes (None: one)."""
     out_dir = out_dir or paths.root() / "build" / "bundle"
     stage = out_dir / BUNDLE_NAME
     debug = out_dir / f"{BUNDLE_NAME}-debug"
@@ -103,7 +116,8 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
     shutil.copy2(profile.path(), stage / "profile.json")
     shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
     shutil.copy2(host.__file__, stage / "host.py")
-    shutil.copy2(paths.root() / "native" / "sanitizers" / "ubsan.supp", stage / "ubsan.supp")
+    for supp in sorted((paths.root() / "native" / "sanitizers").glob("*.supp")):  # what sanitizer_env names
+        shutil.copy2(supp, stage / supp.name)
     commit, dirty = provenance.git_commit()
     manifest: dict = {
         "bundle": BUNDLE_NAME,
@@ -115,9 +129,10 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
         "profile": {"path": "profile.json", "sha256": prof["sha256"], "version": prof["version"]},
         "variants": {},
     }
-    for v in vs or gpu_variants():
-        if not v.vulkan:
-            raise BundleError(f"{v.name} has no Vulkan backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
+    vs = vs or gpu_variants()
+    for v in vs:
+        if not v.gpu:
+            raise BundleError(f"{v.name} has no GPU backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
                     driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
@@ -134,7 +149,10 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
         libs: dict[str, Path] = {}
         for src in binaries.values():
             libs.update({k: p for k, p in _needed_libs(src, env).items() if not SYSTEM_LIBS.match(k)})
-        for soname, package in GLVND_LIBS.items():
+        cuda_libs = sorted(k for k in libs if CUDA_LIBS.match(k))
+        for k in cuda_libs:
+            del libs[k]
+        for soname, package in GLVND_LIBS.items() if v.vulkan else ():
             if not (GLVND_DIR / soname).exists():
                 raise BundleError(f"{GLVND_DIR / soname} is missing: install the Debian package {package}")
             libs[soname] = GLVND_DIR / soname
@@ -164,14 +182,37 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None) 
             "build": b,
             "extra": x,
             "sanitizer": v.sanitizer,
+            "backends": [bk.lower() for bk in v.backends if bk != "CPU"],
+            "cuda_libs": cuda_libs,
+            # What provides them, as run.py's error names it: the lock's pins of the runtime wheels.
+            "cuda_runtime_wheels": cuda.runtime_wheels() if cuda_libs else [],
             "files": {str(f.relative_to(stage)): system.sha256_file(f) for f in files},
         }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    tarball = out_dir / f"{BUNDLE_NAME}.tar.gz"
-    with tarfile.open(tarball, "w:gz") as t:
-        t.add(stage, arcname=BUNDLE_NAME)
+    for old in out_dir.glob(f"{BUNDLE_NAME}*.tar.gz"):
+        old.unlink()
     with tarfile.open(out_dir / f"{BUNDLE_NAME}-debug.tar.gz", "w:gz") as t:
         t.add(debug, arcname=f"{BUNDLE_NAME}-debug")
+    tarball = _pack(stage, out_dir / f"{BUNDLE_NAME}.tar.gz", BUNDLE_NAME, manifest)
+    if limit is None or tarball.stat().st_size <= limit or len(vs) == 1:
+        return [tarball]
+    tarball.unlink()
+    return [_pack(stage, out_dir / f"{BUNDLE_NAME}-{v.name}.tar.gz", f"{BUNDLE_NAME}-{v.name}",
+                  {**manifest, "variants": {v.name: manifest["variants"][v.name]}}) for v in vs]
+
+
+def _pack(stage: Path, tarball: Path, top: str, manifest: dict) -> Path:
+    """stage's common files, the folders of the manifest's variants and the manifest itself
+    into ``tarball`` under the folder ``top``."""
+    with tarfile.open(tarball, "w:gz") as t:
+        for f in sorted(stage.iterdir()):
+            if f.name == "manifest.json" or (f.is_dir() and f.name not in manifest["variants"]):
+                continue
+            t.add(f, arcname=f"{top}/{f.name}")
+        data = (json.dumps(manifest, indent=1) + "\n").encode()
+        info = tarfile.TarInfo(f"{top}/manifest.json")
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        t.addfile(info, io.BytesIO(data))
     return tarball
 
 
@@ -201,15 +242,18 @@ SUMMARY_SCHEMA = {
             "additionalProperties": {
                 "type": "object",
                 "properties": {
+                    "error": {"type": "string"},
                     "bench": {"type": "array", "items": {
                         "type": "object",
                         "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"},
                                        "floor_probe": {"type": ["string", "null"]},
-                                       "floor_probe_error": {"type": "string"}}}},
+                                       "floor_probe_error": {"type": "string"},
+                                       "backend": {"enum": ["vulkan", "cuda"]}}}},
                     "device_tests": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
-                                       "skipped": _COUNT, "report": {"type": ["string", "null"]}}}},
+                                       "skipped": _COUNT, "report": {"type": ["string", "null"]},
+                                       "not_applicable": {"type": "string"}}}},
                 },
             },
         },

@@ -265,6 +265,8 @@ def ggml_package_folder(v: Variant) -> Path:
     """The package folder of the variant's GGML binary (exactly one must match its settings)."""
     rev, pkgs = ggml_packages()
     glibc = conan_remote.glibc_setting()
+    # A CUDA binary is the one of this checkout's toolkit lock (its id is in the package_id).
+    toolkit = cuda.install_dir()[0].name if v.cuda else None
     matches = [pid for pid, p in pkgs.items()
                if p["info"]["settings"]["build_type"] == v.build_type
                and p["info"]["settings"]["compiler"] == v.compiler
@@ -272,7 +274,8 @@ def ggml_package_folder(v: Variant) -> Path:
                and p["info"]["settings"].get("os.glibc") == glibc
                and p["info"]["options"]["vulkan"] == str(v.vulkan)
                and p["info"]["options"].get("cuda", "False") == str(v.cuda)
-               and p["info"]["options"].get("cuda_architectures") == (v.cuda_architectures if v.cuda else None)]
+               and p["info"]["options"].get("cuda_architectures") == (v.cuda_architectures if v.cuda else None)
+               and p["info"].get("conf", {}).get("user.sam3d:cuda_toolkit_id") == toolkit]
     if len(matches) != 1:
         raise ConanError(f"{v.name}: {len(matches)} GGML binaries match (want 1): {matches}; "
                          f"run `nox -s build -- {v.name}`")

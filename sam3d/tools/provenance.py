@@ -1,5 +1,5 @@
 """Provenance recorded with every result and in the GPU bundle's manifest: the machine, the git
-commit, glslc, and how the variant was really built (compile_commands.json)."""
+commit, glslc, the CUDA toolkit, and how the variant was really built (compile_commands.json)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..core import paths
 from ..core.errors import NotBuilt
 from ..core.host import machine
 from ..core.variants import Variant
-from . import conan
+from . import conan, cuda
 
 __all__ = ["machine", "git_commit", "glslc_version", "flags_of", "compile_commands_flags", "build_info"]
 
@@ -89,4 +89,7 @@ def build_info(v: Variant, glslc: str | None) -> tuple[dict, dict, list[str]]:
              "ggml_version": conan.ggml_version(), "glslc": glslc}
     extra = {"variant_compile_flags": list(v.compile_flags), "compile_commands_flags": per_file,
              "compile_commands": str(paths.build_dir(v.name, v.build_type) / "compile_commands.json")}
+    if v.cuda:
+        extra["cuda_toolkit"] = cuda.install_dir()[0].name
+        extra["cuda_architectures"] = v.cuda_architectures
     return build, extra, problems
