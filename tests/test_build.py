@@ -7,14 +7,18 @@ These read the build outputs: `nox -s tests` builds every variant before pytest 
 import json
 import shlex
 import shutil
+import struct
 import subprocess
 
 import pytest
 
 from sam3d.core import paths, variants
-from sam3d.tools import conan
+from sam3d.tools import conan, cuda
 
 OPT_LEVELS = {"-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast", "-Og"}
+# What `nox -s tests` builds (the default set), and the variants built by name here.
+BUILT = [v.name for v in variants.VARIANTS
+         if v.default_local or paths.build_dir(v.name, v.build_type).is_dir()]
 
 
 def _ggml_package(v):
@@ -26,9 +30,22 @@ def _commands(path):
     return [shlex.split(e["command"]) for e in json.loads(path.read_text())]
 
 
+def _check_cuda_flags(v, argv, where):
+    """An nvcc line: the variant's CUDA flags (Variant.cuda_flags), never a bare -fsanitize=
+    (nvcc refuses it), and the variant's architectures only."""
+    for flag in v.cuda_flags:
+        assert flag in argv, f"{where}: {flag} missing from {argv}"
+    assert not any(a.startswith("-fsanitize=") for a in argv), f"{where}: {argv}"
+    archs = sorted({a.split("=")[-1] for a in argv if a.startswith("--generate-code=") or a.startswith("-arch")})
+    assert archs, f"{where}: no target architecture in {argv}"
+
+
 def _check_flags(v, commands, where):
     assert commands, where
     for argv in commands:
+        if any(a.endswith(".cu") for a in argv):
+            _check_cuda_flags(v, argv, where)
+            continue
         if not any(a.endswith((".c", ".cpp", ".cc")) for a in argv):
             continue
         opts = [a for a in argv if a in OPT_LEVELS]
@@ -41,27 +58,28 @@ def _check_flags(v, commands, where):
             assert "-fsanitize=address" in " ".join(argv)
 
 
-@pytest.mark.parametrize("name", variants.NAMES)
+@pytest.mark.parametrize("name", BUILT)
 def test_core_compile_flags_are_the_variants(name):
     v = variants.get(name)
     cmds = _commands(paths.build_dir(v.name, v.build_type) / "compile_commands.json")
     _check_flags(v, cmds, f"core ({v.name})")
 
 
-@pytest.mark.parametrize("name", variants.NAMES)
+@pytest.mark.parametrize("name", BUILT)
 def test_ggml_compile_flags_are_the_variants(name):
     v = variants.get(name)
     cmds = _commands(_ggml_package(v) / "res" / "compile_commands.json")
     _check_flags(v, cmds, f"GGML ({v.name})")
-    # GGML's own Vulkan backend is built exactly in the Vulkan variants.
+    # GGML's own Vulkan and CUDA backends are built exactly in their variants.
     assert any("ggml-vulkan.cpp" in " ".join(c) for c in cmds) == v.vulkan
+    assert any("ggml-cuda.cu" in " ".join(c) for c in cmds) == v.cuda
 
 
 def test_one_ggml_binary_per_variant():
     _, pkgs = conan.ggml_packages()
-    folders = {conan.ggml_package_folder(v) for v in variants.VARIANTS}  # exactly one match each
-    assert len(folders) == len(variants.VARIANTS)
-    assert len(pkgs) >= len(variants.VARIANTS)
+    folders = {conan.ggml_package_folder(variants.get(n)) for n in BUILT}  # exactly one match each
+    assert len(folders) == len(BUILT)
+    assert len(pkgs) >= len(BUILT)
 
 
 def _dynamic_symbols(lib):
@@ -69,11 +87,12 @@ def _dynamic_symbols(lib):
     return r.stdout
 
 
-@pytest.mark.parametrize("name", variants.NAMES)
+@pytest.mark.parametrize("name", BUILT)
 def test_ggml_libraries_instrumented_as_the_variant_says(name):
     v = variants.get(name)
     libs = sorted((_ggml_package(v) / "lib").glob("libggml*.so"))
     assert {p.name for p in libs} >= {"libggml.so", "libggml-base.so", "libggml-cpu.so"}
+    assert ("libggml-cuda.so" in {p.name for p in libs}) == v.cuda
     for lib in libs:
         syms = _dynamic_symbols(lib)
         assert ("__asan_" in syms) == v.asan, f"{lib}: ASan instrumentation should be {v.asan}"
@@ -95,3 +114,44 @@ def test_wrong_sdist_hash_stops_with_both_hashes(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert bad in out and good in out, out[-2000:]
+
+
+def _fatbin_entries(lib, tmp_path):
+    """(kind, sm) of every entry of the .nv_fatbin section of an ELF file: kind 1 is PTX, 2 is
+    SASS (an ELF cubin). The section holds one fatbin per translation unit: a 16-byte header
+    (magic 0xBA55ED50, version, header size, size of its entries), then entries each with a
+    header (kind u16, header size u32 at 4, payload size u64 at 8, arch u32 at 28)."""
+    blob = tmp_path / "fatbin"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.nv_fatbin", str(lib), str(blob)], check=True)
+    data, out, pos = blob.read_bytes(), [], 0
+    while pos + 16 <= len(data):
+        magic, _, header, size = struct.unpack_from("<IHHQ", data, pos)
+        if magic != 0xBA55ED50:  # padding between fatbins
+            pos += 8
+            continue
+        entry, end = pos + header, pos + header + size
+        while entry < end:
+            kind, _, eheader, payload = struct.unpack_from("<HHIQ", data, entry)
+            (arch,) = struct.unpack_from("<I", data, entry + 28)
+            out.append((kind, arch))
+            entry += eheader + payload
+        pos = end
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in BUILT if variants.get(n).cuda])
+def test_cuda_code_is_sass_for_the_variants_architectures(name, tmp_path):
+    """libggml-cuda.so carries device code for exactly the variant's architectures, as SASS
+    only (no PTX: PTX from an nvcc newer than the driver would not load there)."""
+    v = variants.get(name)
+    entries = _fatbin_entries(_ggml_package(v) / "lib" / "libggml-cuda.so", tmp_path)
+    assert entries, "no device code in libggml-cuda.so"
+    assert {kind for kind, _ in entries} == {2}, f"PTX entries: {[e for e in entries if e[0] != 2][:5]}"
+    assert {arch for _, arch in entries} == {int(a.split("-")[0]) for a in v.cuda_architectures.split(";")}
+
+
+def test_cuda_toolkit_is_the_locked_one():
+    """The toolkit the CUDA variants built with: the lock's wheels, verified (sam3d/tools/cuda.py)."""
+    tk = cuda.ensure_toolkit()
+    assert tk.version == "13.0.88" and cuda.nvcc_release(tk.nvcc) == "13.0"
+    assert tk.ident == cuda.install_dir()[0].name
