@@ -68,6 +68,9 @@ struct Options {
     bool list_modes = false;
 };
 
+// The result's name of a --backend value ("cpu" -> "CPU", "vulkan" -> "Vulkan", "cuda" -> "CUDA").
+const char * backend_name(const std::string & backend);
+
 Options parse_args(int argc, char ** argv);
 
 // ---------------------------------------------------------------- the profile (profile.cpp)

@@ -27,6 +27,9 @@
 #ifdef SAM3D_VULKAN
 #include "ggml-vulkan.h"
 #endif
+#ifdef SAM3D_CUDA
+#include "ggml-cuda.h"
+#endif
 
 namespace sam3d_bench {
 namespace {
@@ -51,6 +54,19 @@ struct SessionPtr {
     ~SessionPtr() { sam3d_session_free(s); }
 };
 
+// Device o.device of a GPU backend that has n devices, opened with init(index); dies with
+// `none` when there is no device.
+template <typename Init>
+ggml_backend_t open_gpu(const Options & o, const char * name, int n, const char * none, Init init) {
+    if (n <= 0) die(1, none);
+    if (o.device >= n) {
+        die(1, "--device " + std::to_string(o.device) + ": only " + std::to_string(n) + " " + name + " device(s)");
+    }
+    ggml_backend_t b = init(o.device);
+    if (b == nullptr) die(1, std::string("initializing ") + name + " device " + std::to_string(o.device) + " failed");
+    return b;
+}
+
 ggml_backend_t make_backend(const Options & o) {
     if (o.backend == "cpu") {
         ggml_backend_t b = ggml_backend_cpu_init();
@@ -58,21 +74,24 @@ ggml_backend_t make_backend(const Options & o) {
         ggml_backend_cpu_set_n_threads(b, o.threads);
         return b;
     }
+    if (o.backend == "vulkan") {
 #ifdef SAM3D_VULKAN
-    const int n = ggml_backend_vk_get_device_count();
-    if (n <= 0) {
-        die(1, "no Vulkan device: without a GPU, install mesa-vulkan-drivers and set GGML_VK_VISIBLE_DEVICES=0 "
-               "(lavapipe)");
-    }
-    if (o.device >= n) {
-        die(1, "--device " + std::to_string(o.device) + ": only " + std::to_string(n) + " Vulkan device(s)");
-    }
-    ggml_backend_t b = ggml_backend_vk_init(static_cast<size_t>(o.device));
-    if (b == nullptr) die(1, "ggml_backend_vk_init(" + std::to_string(o.device) + ") failed");
-    return b;
+        return open_gpu(o, "Vulkan", ggml_backend_vk_get_device_count(),
+                        "no Vulkan device: without a GPU, install mesa-vulkan-drivers and set "
+                        "GGML_VK_VISIBLE_DEVICES=0 (lavapipe)",
+                        [](int d) { return ggml_backend_vk_init(static_cast<size_t>(d)); });
 #else
-    die(1, "--backend vulkan: this sam3d_bench was built without Vulkan (use a Vulkan variant: release or "
-           "vulkan-ubsan)");
+        die(1, "--backend vulkan: this sam3d_bench was built without Vulkan (use a Vulkan variant: release or "
+               "vulkan-ubsan)");
+#endif
+    }
+#ifdef SAM3D_CUDA
+    return open_gpu(o, "CUDA", ggml_backend_cuda_get_device_count(),
+                    "no CUDA device: ggml_backend_cuda_get_device_count() is 0 (no NVIDIA GPU, or its driver is "
+                    "missing or older than the CUDA runtime)",
+                    [](int d) { return ggml_backend_cuda_init(d); });
+#else
+    die(1, "--backend cuda: this sam3d_bench was built without CUDA (use a CUDA variant: cuda-release or cuda-asan)");
 #endif
 }
 

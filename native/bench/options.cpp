@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "bench.h"
 
@@ -41,12 +42,12 @@ namespace {
 
 std::string usage() {
     std::string u =
-        "usage: sam3d_bench --profile PATH [--backend cpu|vulkan] [--device N] [--warmups N] [--images N]\n"
+        "usage: sam3d_bench --profile PATH [--backend cpu|vulkan|cuda] [--device N] [--warmups N] [--images N]\n"
         "                   [--threads N] [--out FILE.json] [--modes M[,M...]] [--transfer-only]\n"
         "       sam3d_bench --list-modes [--modes M[,M...]]\n"
         "  --profile   the transfer profile (native/bench/profiles/sam3d-transfer-v1.json)\n"
         "  --backend   GGML backend to replay on (default cpu)\n"
-        "  --device    Vulkan device index (default 0)\n"
+        "  --device    Vulkan or CUDA device index (default 0)\n"
         "  --warmups   untimed images per mode before the timed ones (default 5)\n"
         "  --images    timed images per mode (default 20)\n"
         "  --threads   CPU backend threads (default 1)\n"
@@ -145,10 +146,19 @@ Options parse_args(int argc, char ** argv) {
     if (o.profile.empty() && !o.list_modes) {
         die(1, "--profile is required\n" + usage());
     }
-    if (o.backend != "cpu" && o.backend != "vulkan") {
-        die(1, "--backend " + o.backend + ": use cpu or vulkan");
+    if (backend_name(o.backend) == nullptr) {
+        die(1, "--backend " + o.backend + ": use cpu, vulkan or cuda");
     }
     return o;
+}
+
+const char * backend_name(const std::string & backend) {
+    static const std::pair<const char *, const char *> kBackends[] = {
+        {"cpu", "CPU"}, {"vulkan", "Vulkan"}, {"cuda", "CUDA"}};
+    for (const auto & b : kBackends) {
+        if (backend == b.first) return b.second;
+    }
+    return nullptr;
 }
 
 }  // namespace sam3d_bench

@@ -104,7 +104,7 @@ json document(const Measured & m, const Checks & c) {
     json doc = {
         {"schema", kOutputSchema},
         {"tool", "sam3d_bench"},
-        {"backend", o.backend == "cpu" ? "CPU" : "Vulkan"},
+        {"backend", backend_name(o.backend)},
         {"device", str(p.description)},
         {"caps", {{"async", p.caps.async},
                   {"host_buffer", p.caps.host_buffer},

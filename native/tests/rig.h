@@ -6,6 +6,7 @@
 //               as staging: the staged path runs (GGML performs async set/get synchronously),
 //               so ASan and UBSan cover the staging code in cpu-asan
 //   vulkan      the real Vulkan backend, device 0 (lavapipe without a GPU), when built
+//   cuda        the real CUDA backend, device 0, when built; skipped without an NVIDIA GPU
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,26 +26,88 @@
 #ifdef SAM3D_VULKAN
 #include "ggml-vulkan.h"
 #endif
+#ifdef SAM3D_CUDA
+#include "ggml-cuda.h"
+#endif
 
 namespace rig {
 
-enum class Kind { Cpu, CpuStaged, Vulkan };
+enum class Kind { Cpu, CpuStaged, Vulkan, Cuda };
 
 inline const char * kind_name(Kind k) {
     switch (k) {
         case Kind::Cpu: return "cpu";
         case Kind::CpuStaged: return "cpu_staged";
         case Kind::Vulkan: return "vulkan";
+        case Kind::Cuda: return "cuda";
     }
     return "?";
 }
 
-inline std::vector<Kind> kinds() {
-    std::vector<Kind> k = {Kind::Cpu, Kind::CpuStaged};
+inline bool is_gpu(Kind k) { return k == Kind::Vulkan || k == Kind::Cuda; }
+
+// The GPU backends this binary was built with.
+inline std::vector<Kind> gpu_kinds() {
+    std::vector<Kind> k;
 #ifdef SAM3D_VULKAN
     k.push_back(Kind::Vulkan);
 #endif
+#ifdef SAM3D_CUDA
+    k.push_back(Kind::Cuda);
+#endif
     return k;
+}
+
+inline std::vector<Kind> kinds() {
+    std::vector<Kind> k = {Kind::Cpu, Kind::CpuStaged};
+    for (Kind g : gpu_kinds()) k.push_back(g);
+    return k;
+}
+
+// The kinds whose sessions take the staged path: the seam's CPU and the GPU backends.
+inline std::vector<Kind> staged_kinds() {
+    std::vector<Kind> k = {Kind::CpuStaged};
+    for (Kind g : gpu_kinds()) k.push_back(g);
+    return k;
+}
+
+// Devices of a GPU backend (0 when it is not built; CUDA without a driver or GPU: 0).
+inline int gpu_device_count(Kind k) {
+#ifdef SAM3D_VULKAN
+    if (k == Kind::Vulkan) return ggml_backend_vk_get_device_count();
+#endif
+#ifdef SAM3D_CUDA
+    if (k == Kind::Cuda) return ggml_backend_cuda_get_device_count();
+#endif
+    (void)k;
+    return 0;
+}
+
+// The GPU backend on device `dev` (nullptr when it is not built or fails).
+inline ggml_backend_t gpu_init(Kind k, int dev) {
+#ifdef SAM3D_VULKAN
+    if (k == Kind::Vulkan) return ggml_backend_vk_init(static_cast<size_t>(dev));
+#endif
+#ifdef SAM3D_CUDA
+    if (k == Kind::Cuda) return ggml_backend_cuda_init(dev);
+#endif
+    (void)k;
+    (void)dev;
+    return nullptr;
+}
+
+// The device's description as its backend gives it ("" when it is not built).
+inline std::string gpu_description(Kind k, int dev) {
+    char desc[256] = {0};
+#ifdef SAM3D_VULKAN
+    if (k == Kind::Vulkan) ggml_backend_vk_get_device_description(dev, desc, sizeof desc);
+#endif
+#ifdef SAM3D_CUDA
+    if (k == Kind::Cuda) ggml_backend_cuda_get_device_description(dev, desc, sizeof desc);
+#endif
+    (void)k;
+    (void)dev;
+    return desc;
 }
 
 inline void PrintTo(Kind k, std::ostream * os) { *os << kind_name(k); }
@@ -79,12 +142,10 @@ inline sam3d_ggml_seam real_seam() { return sam3d_testing_default_seam(); }
 class Rig {
    public:
     explicit Rig(Kind kind, size_t max_tensors = 64) : kind_(kind) {
-        if (kind == Kind::Vulkan) {
-#ifdef SAM3D_VULKAN
-            if (ggml_backend_vk_get_device_count() > 0) {
-                backend_ = ggml_backend_vk_init(0);
+        if (is_gpu(kind)) {
+            if (gpu_device_count(kind) > 0) {
+                backend_ = gpu_init(kind, 0);
             }
-#endif
         } else {
             backend_ = ggml_backend_cpu_init();
         }
@@ -186,10 +247,16 @@ inline sam3d_download down(const ggml_tensor * t, void * dst, size_t size, size_
 
 }  // namespace rig
 
-// Skips a Vulkan case only when this binary was built with Vulkan but no device exists;
-// that is a failure, not a skip, unless SAM3D_ALLOW_NO_VULKAN_DEVICE is set.
+// A Vulkan case without a device fails (lavapipe stands in for a GPU), unless
+// SAM3D_ALLOW_NO_VULKAN_DEVICE is set. A CUDA case without a device is skipped, saying why (CUDA
+// has no CPU implementation, so machines without an NVIDIA GPU run the CPU cases only), unless
+// SAM3D_REQUIRE_CUDA_DEVICE is set (on a GPU machine): then it fails.
 #define RIG_REQUIRE(r)                                                                                   \
     do {                                                                                                 \
+        if (!(r).ok() && (r).kind() == rig::Kind::Cuda) {                                                \
+            if (std::getenv("SAM3D_REQUIRE_CUDA_DEVICE")) FAIL() << "no CUDA device (SAM3D_REQUIRE_CUDA_DEVICE is set)"; \
+            GTEST_SKIP() << "no CUDA device: ggml_backend_cuda_get_device_count() is 0 (no NVIDIA GPU or driver)"; \
+        }                                                                                                \
         if (!(r).ok()) {                                                                                 \
             if (std::getenv("SAM3D_ALLOW_NO_VULKAN_DEVICE")) GTEST_SKIP() << "no Vulkan device";       \
             FAIL() << "no Vulkan device: without a GPU, install mesa-vulkan-drivers and set "           \

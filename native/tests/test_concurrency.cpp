@@ -135,7 +135,7 @@ void drive(sam3d_session * s, const cases::ScaleAdd & w, int id, const std::vect
 // the core, and GGML's thread pool, whose spinning workers make every call slow on a loaded
 // machine, runs under TSan in the rest of the suite.
 void one_compute_thread(Rig & r) {
-    if (r.kind() != Kind::Vulkan) {
+    if (!rig::is_gpu(r.kind())) {
         ggml_backend_cpu_set_n_threads(r.backend(), 1);
     }
 }

@@ -15,16 +15,16 @@ std::atomic<bool> g_abort{false};
 bool abort_when_asked(void *) { return g_abort.load(); }
 
 // Makes graph compute fail on `r`: the CPU backend's abort callback on CPU kinds (real GGML
-// failure path), the seam's compute entries on Vulkan.
+// failure path), the seam's compute entries on the GPU backends.
 void arm_compute_failure(Rig & r) {
-    if (r.kind() == Kind::Vulkan) {
+    if (rig::is_gpu(r.kind())) {
         probe::record_all(r.seam());
     } else {
         ggml_backend_cpu_set_abort_callback(r.backend(), abort_when_asked, nullptr);
     }
 }
 void fail_compute(Rig & r, bool fail) {
-    if (r.kind() == Kind::Vulkan) {
+    if (rig::is_gpu(r.kind())) {
         probe::set_fail_compute(fail);
     } else {
         g_abort = fail;

@@ -10,18 +10,6 @@ using cases::staged;
 using rig::Kind;
 using rig::Rig;
 
-namespace {
-
-std::vector<Kind> staged_kinds() {
-    std::vector<Kind> k = {Kind::CpuStaged};
-#ifdef SAM3D_VULKAN
-    k.push_back(Kind::Vulkan);
-#endif
-    return k;
-}
-
-}  // namespace
-
 class PlanBound : public testing::TestWithParam<Kind> {
    protected:
     void SetUp() override { probe::reset(); }
@@ -139,7 +127,7 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(staged_kinds()), rig::param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
 
 class PlanCounting : public testing::TestWithParam<Kind> {
    protected:

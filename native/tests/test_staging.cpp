@@ -14,14 +14,6 @@ using rig::Rig;
 
 namespace {
 
-std::vector<Kind> staged_kinds() {
-    std::vector<Kind> k = {Kind::CpuStaged};
-#ifdef SAM3D_VULKAN
-    k.push_back(Kind::Vulkan);
-#endif
-    return k;
-}
-
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 std::vector<const void *> pointers(const char * what) {
@@ -331,7 +323,7 @@ TEST_P(Staging, TimeCountersAreDisjointIntervalsOfEachCall) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Staging, testing::ValuesIn(staged_kinds()), rig::param_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Staging, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
 
 // Rule 6: device props and the host buffer type are read once per session, not per call.
 TEST(Capabilities, AreReadOncePerSessionNotPerCall) {

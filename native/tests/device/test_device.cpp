@@ -1,44 +1,45 @@
-// Device tests (CTest label `device`): the core on a real GPU through GGML's Vulkan backend.
+// Device tests (CTest label `device`): the core on a real GPU through each GPU backend built
+// (GGML's Vulkan and CUDA backends).
 //
 // The accepted spec's NVIDIA acceptance (spec/batched-transfers.md): 84 alternating cases and
-// 84 pinned batches, also with GGML's timestamp logger (GGML_VK_PERF_LOGGER) enabled. Every
-// case reports "skipped: no GPU" when Vulkan device 0 is absent or a CPU implementation
-// (Mesa's llvmpipe/lavapipe); it never passes without a GPU, unless a dry run on lavapipe is
-// asked for with SAM3D_DEVICE_TESTS_ANY_VULKAN=1.
+// 84 pinned batches per backend, on Vulkan also with GGML's timestamp logger
+// (GGML_VK_PERF_LOGGER) enabled. Every case reports "skipped: no GPU" when the backend's device
+// 0 is absent or, on Vulkan, a CPU implementation (Mesa's llvmpipe/lavapipe); it never passes
+// without a GPU, unless a dry run on lavapipe is asked for with SAM3D_DEVICE_TESTS_ANY_VULKAN=1.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "../cases.h"
 #include "../rig.h"
-#include "ggml-vulkan.h"
 
 namespace {
 
+using rig::Kind;
+
 constexpr int kCases = 84;
 
-// Whether Vulkan device 0 is a real GPU, and its description.
-bool real_gpu(std::string * description) {
-    if (ggml_backend_vk_get_device_count() < 1) {
+// Whether device 0 of the backend is a real GPU, and its description.
+bool real_gpu(Kind kind, std::string * description) {
+    if (rig::gpu_device_count(kind) < 1) {
         return false;
     }
-    char desc[256] = {0};
-    ggml_backend_vk_get_device_description(0, desc, sizeof desc);
-    *description = desc;
+    *description = rig::gpu_description(kind, 0);
     // SAM3D_DEVICE_TESTS_ANY_VULKAN=1 accepts a CPU implementation too: a dry run of these
     // tests on lavapipe before a GPU run, never a substitute for one.
-    if (std::getenv("SAM3D_DEVICE_TESTS_ANY_VULKAN") != nullptr) {
+    if (kind != Kind::Vulkan || std::getenv("SAM3D_DEVICE_TESTS_ANY_VULKAN") != nullptr) {
         return true;
     }
-    return std::strstr(desc, "llvmpipe") == nullptr && std::strstr(desc, "lavapipe") == nullptr;
+    return description->find("llvmpipe") == std::string::npos && description->find("lavapipe") == std::string::npos;
 }
 
-#define REQUIRE_GPU()                                                  \
-    do {                                                               \
-        std::string gpu;                                              \
-        if (!real_gpu(&gpu)) GTEST_SKIP() << "skipped: no GPU";        \
-        RecordProperty("device", gpu);                                 \
+#define REQUIRE_GPU(kind)                                                  \
+    do {                                                                   \
+        std::string gpu;                                                  \
+        if (!real_gpu(kind, &gpu)) GTEST_SKIP() << "skipped: no GPU";      \
+        RecordProperty("device", gpu);                                     \
     } while (0)
 
 // Element counts spread over the SAM3D profile's transfer sizes: 4 bytes to ~4 MiB, odd
@@ -51,8 +52,8 @@ int64_t elements_for(int i) {
 }
 
 // out = 2 * a + b over n floats; on and off alternate, inputs alternate between two images.
-void alternating_case(int i) {
-    rig::Rig r(rig::Kind::Vulkan);
+void alternating_case(Kind kind, int i) {
+    rig::Rig r(kind);
     ASSERT_TRUE(r.ok());
     const int64_t n = elements_for(i);
     ggml_tensor * a = r.f32(n, "a");
@@ -91,8 +92,8 @@ void alternating_case(int i) {
 }
 
 // One call of several uploads and downloads that must go through the pinned path.
-void pinned_batch(int i) {
-    rig::Rig r(rig::Kind::Vulkan);
+void pinned_batch(Kind kind, int i) {
+    rig::Rig r(kind);
     ASSERT_TRUE(r.ok());
     const int parts = 2 + i % 5;
     const int64_t n = elements_for(i) / parts + 1;
@@ -135,17 +136,23 @@ void pinned_batch(int i) {
     }
 }
 
-class DeviceAlternating : public testing::TestWithParam<int> {};
-class DevicePinnedBatch : public testing::TestWithParam<int> {};
+using Case = std::tuple<Kind, int>;
+class DeviceAlternating : public testing::TestWithParam<Case> {};
+class DevicePinnedBatch : public testing::TestWithParam<Case> {};
+
+// "vulkan_17", "cuda_0": the backend and the case number.
+std::string case_name(const testing::TestParamInfo<Case> & info) {
+    return std::string(rig::kind_name(std::get<0>(info.param))) + "_" + std::to_string(std::get<1>(info.param));
+}
 
 TEST_P(DeviceAlternating, OnOffAlternatingIsByteIdentical) {
-    REQUIRE_GPU();
-    alternating_case(GetParam());
+    REQUIRE_GPU(std::get<0>(GetParam()));
+    alternating_case(std::get<0>(GetParam()), std::get<1>(GetParam()));
 }
 
 TEST_P(DevicePinnedBatch, GoesThroughPinnedPathAndIsExact) {
-    REQUIRE_GPU();
-    pinned_batch(GetParam());
+    REQUIRE_GPU(std::get<0>(GetParam()));
+    pinned_batch(std::get<0>(GetParam()), std::get<1>(GetParam()));
 }
 
 // Two GPUs (docs/contract.md, "Backend facts"): both backends' host buffer types report device
@@ -163,7 +170,7 @@ TEST(DeviceTwoGpus, DeviceOneUsesTheHostBufferTypeAsItsBackendDecides) {
         ggml_backend_reg_t reg = ggml_backend_reg_by_name(name);
         std::string gpu;
         const size_t gpus = reg == nullptr ? 0
-                            : std::strcmp(name, "Vulkan") == 0 && !real_gpu(&gpu) ? 0
+                            : std::strcmp(name, "Vulkan") == 0 && !real_gpu(Kind::Vulkan, &gpu) ? 0
                                                                                  : ggml_backend_reg_dev_count(reg);
         seen += std::string(seen.empty() ? "" : ", ") + name + ": " +
                 (reg == nullptr ? std::string("not built") : std::to_string(gpus) + " GPU(s)");
@@ -196,7 +203,9 @@ TEST(DeviceTwoGpus, DeviceOneUsesTheHostBufferTypeAsItsBackendDecides) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, DeviceAlternating, testing::Range(0, kCases));
-INSTANTIATE_TEST_SUITE_P(Cases, DevicePinnedBatch, testing::Range(0, kCases));
+INSTANTIATE_TEST_SUITE_P(Cases, DeviceAlternating, testing::Combine(testing::ValuesIn(rig::gpu_kinds()),
+                                                                    testing::Range(0, kCases)), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, DevicePinnedBatch, testing::Combine(testing::ValuesIn(rig::gpu_kinds()),
+                                                                    testing::Range(0, kCases)), case_name);
 
 }  // namespace
