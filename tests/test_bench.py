@@ -336,3 +336,23 @@ def test_junit_counts_read_googletest_xml(tmp_path):
                        capture_output=True, timeout=120, check=False)
         counts.append(bundle_run.junit_counts(report))
     assert counts == [(0, 0, 1), (1, 0, 0), (0, 0, 0)]
+
+
+def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest(tmp_path):
+    """bundle._pack, as make() calls it per variant when one bundle would pass the limit."""
+    import tarfile
+
+    from sam3d.running import bundle
+    stage = tmp_path / "stage"
+    for rel in ("run.py", "host.py", "lsan.supp", "release/bin/sam3d_bench", "cuda-release/lib/libggml-cuda.so"):
+        (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+        (stage / rel).write_text(rel)
+    (stage / "manifest.json").write_text("{}")
+    manifest = {"bundle": "sam3d-device", "variants": {"cuda-release": {"cuda_libs": ["libcudart.so.13"]}}}
+    tarball = bundle._pack(stage, tmp_path / "b.tar.gz", "sam3d-device-cuda-release", manifest)  # pylint: disable=protected-access
+    with tarfile.open(tarball) as t:
+        names = sorted(n for n in t.getnames() if not t.getmember(n).isdir())
+        packed = json.loads(t.extractfile("sam3d-device-cuda-release/manifest.json").read())
+    assert names == ["sam3d-device-cuda-release/" + n for n in
+                     ("cuda-release/lib/libggml-cuda.so", "host.py", "lsan.supp", "manifest.json", "run.py")]
+    assert packed == manifest
