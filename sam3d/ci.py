@@ -29,7 +29,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
-from .results.schema import SCHEMA, load, result_files
+from .results.schema import SCHEMA, base_backend, load, result_files
 from .results.stats import change
 from .running.bundle_run import junit_counts
 
@@ -149,7 +149,7 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
             problems.append(f"{f}: variant {data.get('variant')!r} status {data.get('status')!r}"
                             f" ({data.get('reason') or 'no reason given'})")
         if GPU_ARTIFACT in f.parts:
-            key = (str(data.get("variant")), str(data.get("backend", "")).removesuffix(" (transfer-only)"))
+            key = (str(data.get("variant")), base_backend(data))
             gpu_ok[key] = gpu_ok.get(key, 0) + ok
             continue
         owner = _owner(f, expected)

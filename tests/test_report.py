@@ -143,6 +143,32 @@ def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     assert caption.get("outputs identical") == "yes"
 
 
+def test_outputs_are_compared_across_backends_per_replay(make_result):
+    outs = [f"o{i}" for i in range(20)]
+    pattern = [f"t{i}" for i in range(20)]  # transfer-only: its own replay, other bytes
+    rs = [make_result(backend="CPU", on_ms=ON, off_ms=OFF, outputs=outs),
+          make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF, outputs=outs),
+          make_result(backend="Vulkan (transfer-only)", device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern),
+          make_result(backend="CUDA (transfer-only)", device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern)]
+    md = render(rs)
+    assert "outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are identical" in md
+    assert "outputs across backends (transfer-only replay): the 4 rows of CUDA, Vulkan are identical" in md
+    assert checks.problems(rs) == []
+    odd = list(pattern)
+    odd[7] = "wrong"  # CUDA's on and off agree with each other, not with Vulkan's
+    rs[3] = make_result(backend="CUDA (transfer-only)", device="GPU", on_ms=ON, off_ms=OFF, outputs=odd)
+    rs.append(make_result(variant="vulkan-ubsan", backend="Vulkan (transfer-only)", device="GPU", on_ms=ON,
+                          off_ms=OFF, outputs=pattern))
+    md = render(rs)
+    assert "outputs across backends (transfer-only replay)" not in md
+    assert "outputs across backends (replay with compute): the 4 rows" in md
+    want = [f"outputs of release CUDA (transfer-only) GPU {m} differ from vulkan-ubsan Vulkan (transfer-only) "
+            "GPU off (1/20 images; the transfer-only replay is exact in F32, so every backend must give the same bytes)"
+            for m in ("off", "on")]
+    assert [f"WARNING: {w}" in md for w in want] == [True, True]
+    assert len([p for p in checks.problems(rs) if "CUDA (transfer-only) GPU" in p and "differ from" in p]) == 2
+
+
 def test_off_only_result_has_no_speedup_and_na_outputs(make_result):
     caption, header, rows = parse(render([make_result(on_ms=None, off_ms=OFF)]))
     assert "speedup" not in header and "speedup" not in caption

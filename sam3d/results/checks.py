@@ -17,6 +17,14 @@ def diff(a: dict[int, str], b: dict[int, str]) -> tuple[int, int]:
     return sum(1 for i in imgs if a.get(i) != b.get(i)), len(imgs)
 
 
+def majority(members: Sequence[Row]) -> Row:
+    """The first row (table order) of the most common per-image outputs: the reference the
+    odd ones out are marked against."""
+    counts = Counter(frozenset(w.outputs.items()) for w in members)
+    best = max(counts.values())
+    return next(w for w in members if counts[frozenset(w.outputs.items())] == best)
+
+
 def arith_group(w: Row) -> tuple:
     """Rows expected to produce identical bytes: same backend, device and profile (the core's
     contract: batching on is byte-identical to off; the variants differ in instrumentation and
@@ -39,11 +47,7 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
     groups: dict[tuple, list[Row]] = {}
     for w in ok_rows:
         groups.setdefault(arith_group(w), []).append(w)
-    reference: dict[tuple, Row] = {}
-    for g, members in groups.items():
-        counts = Counter(frozenset(w.outputs.items()) for w in members)
-        best = max(counts.values())
-        reference[g] = next(w for w in members if counts[frozenset(w.outputs.items())] == best)
+    reference = {g: majority(members) for g, members in groups.items()}
     for w in all_rows:
         if not w.ok:
             cells[id(w)] = ""
@@ -75,15 +79,52 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
     return cells, warnings
 
 
+def replay_group(w: Row) -> tuple:
+    """Rows whose outputs must be identical on every backend: the same profile and the same
+    replay (with compute, or transfer-only). The replay's arithmetic is exact in F32 (inputs are
+    multiples of 0.25 in [-2, 2); only repeats, scaling by 0.5 and a few adds:
+    native/bench/replay.cpp), so a backend that moves the right bytes computes the same ones."""
+    return (res.key(w.result)[1].endswith(res.TRANSFER_ONLY), res.profile_sha256(w.result))
+
+
+def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[list[str], list[str]]:
+    """(notes, warnings) comparing outputs across backends: per replay group with rows of more
+    than one backend, one note when every row matches the group's most common per-image hashes,
+    else one warning per row that differs."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    groups: dict[tuple, list[Row]] = {}
+    for w in all_rows:
+        if w.ok:
+            groups.setdefault(replay_group(w), []).append(w)
+    for (transfer_only, _), members in groups.items():
+        backends = sorted({res.base_backend(w.result) for w in members})
+        if len(backends) < 2:
+            continue
+        ref = majority(members)
+        kind = "transfer-only replay" if transfer_only else "replay with compute"
+        # A row of the reference's own result is the on/off check's (output_checks).
+        odd = [(w, *diff(w.outputs, ref.outputs)) for w in members if w.result is not ref.result]
+        odd = [(w, d, n) for w, d, n in odd if d]
+        if not odd:
+            notes.append(f"outputs across backends ({kind}): the {len(members)} rows of {', '.join(backends)} "
+                         "are identical image by image (the replay's arithmetic is exact in F32)")
+        for w, d, n in odd:
+            warnings.append(f"outputs of {w.label(with_host)} differ from {ref.label(with_host)} ({d}/{n} images; "
+                            f"the {kind} is exact in F32, so every backend must give the same bytes)")
+    return notes, warnings
+
+
 def problems(results: Iterable[dict]) -> list[str]:
     """Why these results are not accepted evidence: each failed result and each output
-    mismatch (on vs off, or across results with the same backend, device and profile).
+    mismatch (on vs off, across results with the same backend, device and profile, or across
+    backends for the same replay).
     Empty when the results are acceptable."""
     results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
     all_rows = rows(results)
     out = [f"{w.label(True)} failed: {w.result['reason']}" for w in all_rows if not w.ok]
     _, warnings = output_checks(all_rows, True)
-    return out + warnings
+    return out + warnings + across_backends(all_rows, True)[1]
 
 
 def check(r: dict) -> list[str]:

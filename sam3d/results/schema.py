@@ -81,6 +81,7 @@ STATUSES = tuple(JSON_SCHEMA["properties"]["status"]["enum"])
 BATCHING = tuple(_DEFS["row"]["properties"]["batching"]["enum"])
 # Rows every driver run has: each row is compared with "off", the others also with "on".
 REQUIRED_ROWS = ("off", "on")
+TRANSFER_ONLY = " (transfer-only)"  # appended to the backend of a replay without compute
 FALLBACK_REASONS = tuple(_DEFS["row"]["properties"]["counters"]["properties"]["fallbacks"]["required"])
 COUNTERS = tuple(k for k in _DEFS["row"]["properties"]["counters"]["required"] if k != "fallbacks")
 SAMPLE_TIMES = tuple(k for k in _DEFS["sample"]["required"] if k.endswith("_ms"))
@@ -257,7 +258,7 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
     }
     if doc is not None and (doc.get("extra") or {}).get("transfer_only"):
         # A replay without compute is its own configuration in the table.
-        r["backend"] += " (transfer-only)"
+        r["backend"] += TRANSFER_ONLY
     if doc is not None:
         r.update({"device": doc["device"] or name, "caps": doc["caps"], "protocol": doc["protocol"],
                   "rows": doc["rows"]})
@@ -273,6 +274,12 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
     if status == "failed" and not reason:
         raise ValueError("a failed result needs a reason")
     return r
+
+
+def base_backend(result: dict) -> str:
+    """The backend's name without the transfer-only mark."""
+    name = str(result.get("backend") or "-")
+    return name[: -len(TRANSFER_ONLY)] if name.endswith(TRANSFER_ONLY) else name
 
 
 def key(result: dict) -> tuple[str, str, str]:

@@ -22,7 +22,7 @@ from ..core import profile
 from . import limits
 from . import schema as res
 from . import stats
-from .checks import output_checks
+from .checks import across_backends, output_checks
 from .rows import ReportError, Row, cell, hosts, ms, rows, sibling
 
 
@@ -236,6 +236,8 @@ def build(results: Iterable[dict]) -> Table:
     confs = Counter((*res.key(w.result), w.host, w.mode) for w in all_rows)
     duplicated = any(n > 1 for n in confs.values())
     outputs, warnings = output_checks(all_rows, multi_host)
+    backend_notes, backend_warnings = across_backends(all_rows, multi_host)
+    warnings += backend_warnings
     speedups = _speedups(all_rows)
     savings = _savings(all_rows)
 
@@ -288,6 +290,7 @@ def build(results: Iterable[dict]) -> Table:
         notes.append("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
                      "queued calls save over the spec's staged design in the same run.")
     notes += _limit_notes(all_rows, table, multi_host)
+    notes += backend_notes
     if duplicated:
         notes.append("run: #i is the i-th result given; two results share a configuration and host.")
     for w in all_rows:
