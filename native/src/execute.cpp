@@ -65,12 +65,15 @@ void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
     }
     if (newest->event != nullptr) {
         // The calls before it complete before it: their graphs and downloads share one queue.
+        // Enqueuing the wait is host time enqueuing (rule 8), counted with the call's enqueue.
+        const uint64_t t0 = now_ns();
         try {
             s.ggml.event_wait(s.backend, newest->event);
         } catch (...) {
             drain(s);  // rule 5: the outstanding calls complete before the exception leaves
             throw;
         }
+        s.counters.enqueue_ns += now_ns() - t0;
     } else if (s.events) {
         complete_all(s);  // its event could not be created: nothing to wait on
     }

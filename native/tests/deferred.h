@@ -15,9 +15,11 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "probe.h"
@@ -47,6 +49,7 @@ inline int g_events_free = 0;
 inline int g_event_records = 0;
 inline int g_event_syncs = 0;
 inline int g_event_waits = 0;
+inline int g_event_wait_sleep_ms = 0;  // host time each event_wait takes (a slow driver call)
 inline bool g_fail_event_new = false;    // event_new returns NULL
 inline bool g_throw_event_record = false;
 
@@ -175,6 +178,7 @@ inline void event_synchronize(ggml_backend_event_t e) {
 }
 // Later uploads wait for the ops before the event's record; ops are in order already.
 inline void event_wait(ggml_backend_t, ggml_backend_event_t e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(g_event_wait_sleep_ms));
     std::lock_guard<std::mutex> l(g_mutex);
     g_event_waits += 1;
     const auto * m = reinterpret_cast<const Marker *>(e);
@@ -207,6 +211,7 @@ inline void reset() {
     g_gate = 0;
     g_done = 0;
     g_syncs = g_events_new = g_events_free = g_event_records = g_event_syncs = g_event_waits = 0;
+    g_event_wait_sleep_ms = 0;
     g_fail_event_new = g_throw_event_record = false;
 }
 

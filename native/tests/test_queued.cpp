@@ -891,3 +891,23 @@ TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEvent
     }
     deferred::reset();
 }
+
+// Rule 8: the event wait that orders a queued call's uploads after the outstanding call (A6) is
+// host time enqueuing: a slow one (the seam's event_wait sleeps 50 ms) shows in the second
+// call's enqueue_ns, not outside every counter.
+TEST(QueuedTransferQueue, TheEventWaitBeforeUploadsCountsAsEnqueueTime) {
+    TransferQueueCase c(true);
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+        << sam3d_last_error();
+    const uint64_t before = c.r.counters(c.s).enqueue_ns;
+    deferred::g_event_wait_sleep_ms = 50;
+    ASSERT_EQ(cases::submit(c.s, c.w, c.a2.data(), c.b2.data(), c.out2.data(), SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+        << sam3d_last_error();
+    deferred::g_event_wait_sleep_ms = 0;
+    EXPECT_EQ(deferred::g_event_waits, 1);
+    EXPECT_GE(c.r.counters(c.s).enqueue_ns - before, uint64_t(50) * 1000 * 1000);
+    ASSERT_EQ(sam3d_session_wait(c.s, t1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(c.s, t2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
+}
