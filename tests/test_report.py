@@ -512,3 +512,17 @@ def test_report_json(tmp_path, make_result, capsys):
     assert cli.main(["report", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 2
     assert "already exists: choose another --name or pass --force" in capsys.readouterr().err
     assert cli.main(["report", "--force", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
+
+
+def test_device_test_table_rounds_the_kernel_total_and_marks_n_a():
+    from sam3d.results.table import device_tests
+    md = device_tests({"hostname": "vm", "gpu": "NVIDIA H200"}, [
+        ("release", "plain", {"passed": 168, "failed": 0, "skipped": 1}),
+        ("release", "perf_logger", {"passed": 168, "failed": 0, "skipped": 1,
+                                    "diagnostic_kernel_timestamp_total_ms": 10.199039999999998}),
+        ("cuda-release", "perf_logger", {"not_applicable": True})])
+    lines = [line for line in md.splitlines() if line.startswith("| ")][1:]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert cells == [["release", "plain", "168", "0", "1", ""],
+                     ["release", "perf_logger", "168", "0", "1", "10.199"],
+                     ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"]]

@@ -375,6 +375,10 @@ def render_terminal(results: Iterable[dict], full: Path | str | None = None, wid
     return "\n".join(lines) + "\n"
 
 
+def _kernel_ms(total: float | None) -> str:
+    return ms(total) if total else ""
+
+
 def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
     bundle's run.py reports them ("passed", "failed", "skipped",
@@ -384,7 +388,7 @@ def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
                Column("skipped", "right"), Column("kernel timestamps ms (diagnostic)", "right")]
     table = [{"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
               "skipped": str(t["skipped"]),
-              "kernel timestamps ms (diagnostic)": str(t.get("diagnostic_kernel_timestamp_total_ms") or "")}
+              "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms"))}
              if not t.get("not_applicable") else
              {"variant": variant, "run": kind, "passed": "n/a", "failed": "n/a", "skipped": "n/a",
               "kernel timestamps ms (diagnostic)": "n/a"}
