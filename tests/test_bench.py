@@ -39,10 +39,18 @@ def test_vulkan_variant_gets_lavapipe_without_gpu(monkeypatch):
 
 
 CUDA_ASAN = variants.get("cuda-asan")
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_cuda_cases_must_find_a_device_where_an_nvidia_gpu_is(monkeypatch, gpu):
+    monkeypatch.setattr(driver.ctest.system, "has_nvidia_gpu", lambda: gpu)
+    assert driver.ctest.test_env(CUDA_ASAN, {}).get("SAM3D_REQUIRE_CUDA_DEVICE") == ("1" if gpu else None)
+    assert "SAM3D_REQUIRE_CUDA_DEVICE" not in driver.ctest.test_env(RELEASE, {})
 # Inherited values that would change what a run measures (core/host.py RUNNER_REMOVED_ENV).
 INHERITED = {"GGML_CUDA_NO_PINNED": "1", "CUDA_LAUNCH_BLOCKING": "1", "GGML_CUDA_ENABLE_UNIFIED_MEMORY": "1",
              "GGML_CUDA_REGISTER_HOST": "1", "GGML_CUDA_DEVICES": "2", "GGML_CUDA_P2P": "1",
-             "GGML_VK_PERF_LOGGER": "1", "SAM3D_BATCHED_TRANSFERS": "0"}
+             "GGML_VK_PERF_LOGGER": "1", "GGML_VK_DISABLE_ASYNC": "1", "GGML_VK_ASYNC_USE_TRANSFER_QUEUE": "1",
+             "GGML_VK_SERIALIZE_SUBMISSIONS": "1", "GGML_CUDA_DISABLE_GRAPHS": "1", "SAM3D_BATCHED_TRANSFERS": "0"}
 
 
 @pytest.mark.parametrize("v", [RELEASE, CUDA_ASAN, variants.get("cuda-release")], ids=lambda v: v.name)
@@ -356,3 +364,26 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
     assert names == ["sam3d-device-cuda-release/" + n for n in
                      ("cuda-release/lib/libggml-cuda.so", "host.py", "lsan.supp", "manifest.json", "run.py")]
     assert packed == manifest
+
+
+def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(tmp_path):
+    """bundle._split: within the limit one bundle; above it one per variant; a variant's own
+    bundle over the limit stops with its name and size (incompressible payloads)."""
+    from sam3d.running import bundle
+    stage = tmp_path / "stage"
+    sizes = {"release": 3000, "cuda-release": 9000}
+    for name, n in sizes.items():
+        (stage / name / "bin").mkdir(parents=True)
+        (stage / name / "bin" / "payload").write_bytes(os.urandom(n))
+    (stage / "run.py").write_text("run")
+    manifest = {"bundle": "sam3d-device", "variants": {name: {} for name in sizes}}
+    out = tmp_path / "out"
+    out.mkdir()
+    split = bundle._split  # pylint: disable=protected-access
+    assert [t.name for t in split(stage, out, manifest, None)] == ["sam3d-device.tar.gz"]
+    assert [t.name for t in split(stage, out, manifest, 20_000)] == ["sam3d-device.tar.gz"]
+    assert [t.name for t in split(stage, out, manifest, 11_000)] == ["sam3d-device-release.tar.gz",
+                                                                     "sam3d-device-cuda-release.tar.gz"]
+    with pytest.raises(bundle.BundleError, match=r"even one variant per bundle: sam3d-device-cuda-release\.tar\.gz "
+                                                 r"\(0\.0 MiB\)\. Build fewer CUDA architectures"):
+        split(stage, out, manifest, 6000)

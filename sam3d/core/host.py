@@ -50,16 +50,30 @@ def machine() -> dict[str, str]:
 # (the benchmark's "on" session: SAM3D_BATCHED_TRANSFERS=1; a CTest case: its own ENVIRONMENT).
 # The core's own default is unchanged by this: batching is off unless the session option or
 # SAM3D_BATCHED_TRANSFERS says otherwise (docs/benchmark.md, "Environment flag policy").
+# GGML 0.20.2's variables of this kind (its getenv calls in ggml-vulkan.cpp and ggml-cuda/):
 #   GGML_VK_PERF_LOGGER        Vulkan: per-op timestamps, a sync per op (the perf-logger tests set it)
+#   GGML_VK_DISABLE_ASYNC      Vulkan: no async transfers (the core takes the synchronous path)
+#   GGML_VK_ASYNC_USE_TRANSFER_QUEUE  Vulkan: async copies on a dedicated transfer queue (a CTest case sets it)
+#   GGML_VK_SERIALIZE_SUBMISSIONS     Vulkan: every submission waits for the one before
+#   GGML_VK_MAX_NODES_PER_SUBMIT      Vulkan: how many graph nodes one submission holds
+#   GGML_VK_PREFER_HOST_MEMORY, GGML_VK_ALLOW_SYSMEM_FALLBACK, GGML_VK_DISABLE_HOST_VISIBLE_VIDMEM
+#                              Vulkan: where device buffers and host-visible memory come from
+#   GGML_VK_SYNC_LOGGER        Vulkan: logs every synchronization
 #   GGML_CUDA_NO_PINNED        CUDA: the host buffer type hands out plain CPU memory (no pinned staging)
 #   GGML_CUDA_REGISTER_HOST    CUDA: host memory registered for the device (a zero-copy path of GGML's own)
 #   GGML_CUDA_ENABLE_UNIFIED_MEMORY  CUDA: device buffers in managed memory (transfers become page faults)
 #   GGML_CUDA_DEVICES          CUDA: virtual devices beyond the physical ones
 #   GGML_CUDA_P2P              CUDA: peer access between devices
+#   GGML_CUDA_DISABLE_GRAPHS, GGML_CUDA_GRAPH_OPT, GGML_CUDA_DISABLE_FUSION, GGML_CUDA_PDL
+#                              CUDA: how a graph is launched (CUDA graphs, fusion, programmatic launch)
 #   CUDA_LAUNCH_BLOCKING       CUDA runtime: every launch and async copy waits (nothing overlaps)
-RUNNER_REMOVED_ENV = ("SAM3D_BATCHED_TRANSFERS", "GGML_VK_PERF_LOGGER", "GGML_CUDA_NO_PINNED",
+RUNNER_REMOVED_ENV = ("SAM3D_BATCHED_TRANSFERS", "GGML_VK_PERF_LOGGER", "GGML_VK_DISABLE_ASYNC",
+                      "GGML_VK_ASYNC_USE_TRANSFER_QUEUE", "GGML_VK_SERIALIZE_SUBMISSIONS",
+                      "GGML_VK_MAX_NODES_PER_SUBMIT", "GGML_VK_PREFER_HOST_MEMORY", "GGML_VK_ALLOW_SYSMEM_FALLBACK",
+                      "GGML_VK_DISABLE_HOST_VISIBLE_VIDMEM", "GGML_VK_SYNC_LOGGER", "GGML_CUDA_NO_PINNED",
                       "GGML_CUDA_REGISTER_HOST", "GGML_CUDA_ENABLE_UNIFIED_MEMORY", "GGML_CUDA_DEVICES",
-                      "GGML_CUDA_P2P", "CUDA_LAUNCH_BLOCKING")
+                      "GGML_CUDA_P2P", "GGML_CUDA_DISABLE_GRAPHS", "GGML_CUDA_GRAPH_OPT", "GGML_CUDA_DISABLE_FUSION",
+                      "GGML_CUDA_PDL", "CUDA_LAUNCH_BLOCKING")
 
 
 def runner_env(base: dict[str, str]) -> dict[str, str]:

@@ -42,6 +42,9 @@ from . import driver
 BUNDLE_NAME = "sam3d-device"
 # What one transfer to the GPU machine may carry, compressed: above it, a bundle per variant.
 BUNDLE_LIMIT = 64 * 2**20
+# The normal suite, packed for CUDA variants only: its CUDA cases run where a CUDA device is
+# (run.py's NORMAL_CUDA_CASES); here they skip.
+NORMAL_TESTS = "sam3d_normal_tests"
 # Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
 GLIBC_MAX = (2, 39)
 # Libraries a bare GPU host has (glibc, the C++ runtime, which must not be older than the
@@ -136,6 +139,8 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
                     driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
+        if v.cuda:  # its CUDA cases (GGML contract and rig) need a CUDA device: run.py runs them there
+            binaries[NORMAL_TESTS] = build / "tests" / NORMAL_TESTS
         for name, src in binaries.items():
             if not src.is_file():
                 raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
@@ -193,12 +198,26 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         old.unlink()
     with tarfile.open(out_dir / f"{BUNDLE_NAME}-debug.tar.gz", "w:gz") as t:
         t.add(debug, arcname=f"{BUNDLE_NAME}-debug")
+    return _split(stage, out_dir, manifest, limit)
+
+
+def _split(stage: Path, out_dir: Path, manifest: dict, limit: int | None) -> list[Path]:
+    """The bundles of stage: one, or one per variant when one would pass ``limit`` bytes
+    compressed (None: one, whatever its size); BundleError when a bundle is over it still."""
     tarball = _pack(stage, out_dir / f"{BUNDLE_NAME}.tar.gz", BUNDLE_NAME, manifest)
-    if limit is None or tarball.stat().st_size <= limit or len(vs) == 1:
+    if limit is None or tarball.stat().st_size <= limit:
         return [tarball]
-    tarball.unlink()
-    return [_pack(stage, out_dir / f"{BUNDLE_NAME}-{v.name}.tar.gz", f"{BUNDLE_NAME}-{v.name}",
-                  {**manifest, "variants": {v.name: manifest["variants"][v.name]}}) for v in vs]
+    tarballs = [tarball]
+    if len(manifest["variants"]) > 1:
+        tarball.unlink()
+        tarballs = [_pack(stage, out_dir / f"{BUNDLE_NAME}-{name}.tar.gz", f"{BUNDLE_NAME}-{name}",
+                          {**manifest, "variants": {name: vm}}) for name, vm in manifest["variants"].items()]
+    over = [f"{t.name} ({t.stat().st_size / 2**20:.1f} MiB)" for t in tarballs if t.stat().st_size > limit]
+    if over:
+        raise BundleError(f"over the {limit / 2**20:g} MiB one transfer to the GPU machine carries, even one "
+                          f"variant per bundle: {', '.join(over)}. Build fewer CUDA architectures (the variant's "
+                          "cuda_architectures), or pass --limit-mib 0 where the transfer has no limit")
+    return tarballs
 
 
 def _pack(stage: Path, tarball: Path, top: str, manifest: dict) -> Path:

@@ -25,14 +25,18 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment tests of variant `v` run in: `base` (default os.environ) with the
     variant's sanitizer options (core/host.py: any report is fatal). Without an NVIDIA GPU,
     GGML_VK_VISIBLE_DEVICES=0 lets GGML use Mesa's lavapipe (GGML skips CPU-type Vulkan devices
-    unless the variable is set). The inherited flags of host.RUNNER_REMOVED_ENV
+    unless the variable is set); with one, a CUDA variant's CUDA cases must find a device
+    (SAM3D_REQUIRE_CUDA_DEVICE=1). The inherited flags of host.RUNNER_REMOVED_ENV
     (SAM3D_BATCHED_TRANSFERS, GGML's transfer-changing Vulkan and CUDA flags) are removed:
     tests choose.
     """
     env = host.runner_env(dict(os.environ if base is None else base))
     env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
-    if v.vulkan and not system.has_nvidia_gpu():
+    gpu = system.has_nvidia_gpu()
+    if v.vulkan and not gpu:
         env.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
+    if v.cuda and gpu:
+        env.setdefault("SAM3D_REQUIRE_CUDA_DEVICE", "1")  # CUDA cases fail, not skip, without a device
     return env
 
 
