@@ -147,3 +147,13 @@ def test_an_installed_wheel_of_another_version_is_named(tmp_path):
     (tmp_path / "nvidia_cublas-13.0.2.14.dist-info").rename(tmp_path / "nvidia_cublas-13.1.0.3.dist-info")
     with pytest.raises(cuda.CudaToolkitError, match="has nvidia-cublas 13.1.0.3, ci/cuda-toolkit.lock pins 13.0.2.14"):
         cuda.verify(tmp_path, pins, "13.0.88")
+
+
+@pytest.mark.parametrize("rel", ["lib64", "lib/libcudart.so", "lib/libcublasLt.so"])
+def test_a_missing_link_is_named_with_the_fix(tmp_path, rel):
+    pins = list(_pins().values())
+    root = _fake_install(tmp_path, pins, "13.0.88")
+    cuda._add_links(root, "13")  # pylint: disable=protected-access
+    (root / rel).unlink()
+    with pytest.raises(cuda.CudaToolkitError, match=rf"lacks {rel} \(a link its install adds\): remove {tmp_path}"):
+        cuda.verify(tmp_path, pins, "13.0.88")

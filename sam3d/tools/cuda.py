@@ -177,6 +177,10 @@ def verify(folder: Path, pins: list[Pin], version: str) -> Path:
             if not (root / f.format(major=major)).exists():
                 raise CudaToolkitError(f"the CUDA toolkit in {folder} lacks {f.format(major=major)} ({what}, "
                                        f"from the wheel {name}): {fix}")
+    # The links the install adds (FindCUDAToolkit's unversioned names, nvcc.profile's lib64).
+    for rel in ("lib64", *(f"lib/{name}" for name in LINKS)):
+        if not (root / rel).exists():
+            raise CudaToolkitError(f"the CUDA toolkit in {folder} lacks {rel} (a link its install adds): {fix}")
     return root
 
 
@@ -188,7 +192,9 @@ def nvcc_release(nvcc: Path) -> str:
         raise CudaToolkitError(f"{nvcc} does not run ({e}): remove {nvcc.parents[3]} and build again") from None
     m = re.search(r"release (\d+\.\d+)", out.stdout)
     if out.returncode != 0 or not m:
-        raise CudaToolkitError(f"{nvcc} --version failed (exit {out.returncode}): {(out.stderr or out.stdout).strip()}")
+        detail = (out.stderr or out.stdout).strip() or "no output"
+        raise CudaToolkitError(f"{nvcc} --version failed (exit {out.returncode}: {detail}): remove "
+                               f"{nvcc.parents[3]} and build again")
     return m.group(1)
 
 
