@@ -1,5 +1,6 @@
 """The variant list and the Conan profiles generated from it."""
 
+import re
 import subprocess
 import sys
 
@@ -139,3 +140,23 @@ def test_vulkan_include_dir_only_in_vulkan_profiles(tmp_path):
     for v in variants.VARIANTS:
         text = conan.profile_text(v, "12", tmp_path, tk if v.cuda else None)
         assert (f"user.sam3d:vulkan_include_dir={tmp_path}" in text) == v.vulkan
+
+
+def lsan_entries_breaking_the_rule(text: str) -> list[str]:
+    """The entries of an lsan.supp that break its rule (its header): an entry is `leak:<frame>`
+    naming a frame in libcuda, libcudart or libcublas, right after a comment giving its cause."""
+    bad, previous = [], ""
+    for line in (ln.strip() for ln in text.splitlines()):
+        if line and not line.startswith("#"):
+            m = re.fullmatch(r"leak:(\S+)", line)
+            if not m or not re.search(r"libcuda\b|libcudart|libcublas", m.group(1)) or not previous.startswith("#"):
+                bad.append(line)
+        previous = line
+    return bad
+
+
+def test_lsan_suppressions_name_only_nvidia_runtime_frames_each_with_its_cause():
+    assert lsan_entries_breaking_the_rule((paths.root() / "native" / "sanitizers" / "lsan.supp").read_text()) == []
+    sample = ("# cuInit's driver state, freed at exit by the driver (NVIDIA)\nleak:libcuda.so\n"
+              "leak:libcublasLt.so\n# GGML\nleak:ggml_backend_cuda_init\nleak:\n")
+    assert lsan_entries_breaking_the_rule(sample) == ["leak:libcublasLt.so", "leak:ggml_backend_cuda_init", "leak:"]
