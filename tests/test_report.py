@@ -526,3 +526,13 @@ def test_device_test_table_rounds_the_kernel_total_and_marks_n_a():
     assert cells == [["release", "plain", "168", "0", "1", ""],
                      ["release", "perf_logger", "168", "0", "1", "10.199"],
                      ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"]]
+
+
+def test_device_test_table_shows_the_cuda_devices_ggml_saw_when_known():
+    from sam3d.results.table import device_tests
+    md = device_tests({"hostname": "vm"}, [
+        ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1}),
+        ("cuda-asan", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1})])
+    assert "CUDA devices (GGML's)" in md
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| cuda")]
+    assert [r[5] for r in rows] == ["1", "1"]

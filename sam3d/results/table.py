@@ -381,17 +381,21 @@ def _kernel_ms(total: float | None) -> str:
 
 def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
-    bundle's run.py reports them ("passed", "failed", "skipped",
+    bundle's run.py reports them ("passed", "failed", "skipped", "cuda_devices": the CUDA devices
+    GGML saw in that binary, a column only when some run has it,
     "diagnostic_kernel_timestamp_total_ms"); a run marked "not_applicable" (the perf-logger run
     of a variant without Vulkan) shows n/a."""
+    cuda = any(t.get("cuda_devices") is not None for _, _, t in runs)
     columns = [Column("variant"), Column("run"), Column("passed", "right"), Column("failed", "right"),
-               Column("skipped", "right"), Column("kernel timestamps ms (diagnostic)", "right")]
+               Column("skipped", "right")] + ([Column("CUDA devices (GGML's)", "right")] if cuda else []) + [
+               Column("kernel timestamps ms (diagnostic)", "right")]
     table = [{"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
               "skipped": str(t["skipped"]),
+              "CUDA devices (GGML's)": "" if t.get("cuda_devices") is None else str(t["cuda_devices"]),
               "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms"))}
              if not t.get("not_applicable") else
              {"variant": variant, "run": kind, "passed": "n/a", "failed": "n/a", "skipped": "n/a",
-              "kernel timestamps ms (diagnostic)": "n/a"}
+              "CUDA devices (GGML's)": "n/a", "kernel timestamps ms (diagnostic)": "n/a"}
              for variant, kind, t in runs]
     return "\n".join([f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})", "",
                       tabulate_rows(columns, table) if table else "no device tests", "",

@@ -127,11 +127,13 @@ def cuda_check(vm, pythons):
     info = {"lib_dirs": sorted({str(d) for d in found.values()}), "runtime_version": runtime.value,
             "driver_version": drv.value, "devices": n.value if err == 0 else 0}
     if drv.value == 0:
-        return None, "no NVIDIA driver: libcuda.so.1 (the driver's) is not on this machine's library path"
+        return None, ("no NVIDIA driver: libcuda.so.1 (the driver's) is not on this machine's library path; "
+                      "install the NVIDIA driver, or add the folder holding libcuda.so.1 to LD_LIBRARY_PATH")
     if drv.value < runtime.value:
         return None, (f"the driver supports CUDA {drv.value // 1000}.{drv.value % 1000 // 10}, the runtime in "
-                      f"{found[cudart]} is CUDA {runtime.value // 1000}.{runtime.value % 1000 // 10}: use a runtime "
-                      f"no newer than the driver ({wheels}), or update the driver")
+                      f"{found[cudart]} is CUDA {runtime.value // 1000}.{runtime.value % 1000 // 10}: the bundle's "
+                      f"CUDA code was built for that runtime ({wheels}), so update the NVIDIA driver to one for CUDA "
+                      f"{runtime.value // 1000}.{runtime.value % 1000 // 10} or newer")
     if err != 0 or n.value == 0:
         return None, f"the CUDA runtime in {found[cudart]} sees no device (cudaGetDeviceCount error {err})"
     return info, None
@@ -170,8 +172,19 @@ def junit_counts(report_path):
     return passed, failed, skipped
 
 
-def run_tests(name, env, out, perf_logger, gtest_filter=None):
-    tag = "device-tests-perf-logger" if perf_logger else "device-tests"
+# The normal suite's cases that need a CUDA device (GGML's CUDA facts, the rig's CUDA cases):
+# they skip on the build machine, so the GPU machine runs them, a missing device failing them.
+NORMAL_TESTS = "sam3d_normal_tests"
+NORMAL_CUDA_CASES = "GgmlContractCuda.*:*/cuda"
+TEST_RUNS = {"plain": ("sam3d_device_tests", "device-tests"),
+             "perf_logger": ("sam3d_device_tests", "device-tests-perf-logger"),
+             "normal_cuda": (NORMAL_TESTS, "normal-tests-cuda")}
+
+
+def run_tests(name, env, out, kind, gtest_filter=None):
+    """One GoogleTest run of TEST_RUNS[kind] (its binary, its report and log names)."""
+    binary, tag = TEST_RUNS[kind]
+    perf_logger = kind == "perf_logger"
     report = out / f"{name}-{tag}.xml"
     log = out / f"{name}-{tag}.log"
     env = dict(env)
@@ -179,13 +192,17 @@ def run_tests(name, env, out, perf_logger, gtest_filter=None):
         env["GGML_VK_PERF_LOGGER"] = "1"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_device_tests"), f"--gtest_output=xml:{report}"]
+        rc = subprocess.run([str(HERE / name / "bin" / binary), f"--gtest_output=xml:{report}"]
                             + ([f"--gtest_filter={gtest_filter}"] if gtest_filter else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     try:
         counts = junit_counts(report) if report.is_file() else (0, 0, 0)
     except ET.ParseError:  # a crashed run leaves a partial report: its log says why
         counts = (0, 0, 0)
+    # The CUDA devices the binary itself sees (GGML's ggml_cuda_init line), per variant: an ASan
+    # build must see as many as the release build.
+    m = re.search(r"ggml_cuda_init: found (\d+) CUDA devices", log.read_text(errors="replace"))
+    cuda_devices = int(m.group(1)) if m else None
     # GGML's perf logger prints per-op kernel timestamps; keep their total as a diagnostic.
     kernel_ms = None
     if perf_logger:
@@ -197,7 +214,16 @@ def run_tests(name, env, out, perf_logger, gtest_filter=None):
         kernel_ms = total or None
     return {"exit_code": rc, "passed": counts[0], "failed": counts[1], "skipped": counts[2],
             "seconds": round(time.monotonic() - t0, 1), "report": report.name, "log": log.name,
-            "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms}
+            "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms,
+            "cuda_devices": cuda_devices}
+
+
+def tests_ok(t):
+    """Prints a test run's counts; whether it passed. On the GPU machine every case must run:
+    all skipped means no GPU was found."""
+    devices = f"; GGML sees {t['cuda_devices']} CUDA device(s)" if t.get("cuda_devices") is not None else ""
+    print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s){devices}", flush=True)
+    return t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0
 
 
 def profile_bytes():
@@ -289,11 +315,15 @@ def main():
                     print("    n/a (GGML's perf logger is Vulkan's)", flush=True)
                     continue
                 # With the perf logger only the Vulkan cases: the variable means nothing to CUDA.
-                t = run_tests(name, env, a.out, perf, "*vulkan*:DeviceTwoGpus.*" if perf else None)
-                print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s)", flush=True)
-                v.setdefault("device_tests", {})["perf_logger" if perf else "plain"] = t
-                # On the GPU machine every case must run: all skipped means no GPU was found.
-                ok &= t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0
+                kind = "perf_logger" if perf else "plain"
+                t = run_tests(name, env, a.out, kind, "*vulkan*:DeviceTwoGpus.*" if perf else None)
+                ok &= tests_ok(t)
+                v.setdefault("device_tests", {})[kind] = t
+            if "cuda" in backends:
+                print(f"[{i}/{len(names)}] {name}: the normal suite's CUDA cases ({NORMAL_CUDA_CASES})", flush=True)
+                t = run_tests(name, env, a.out, "normal_cuda", NORMAL_CUDA_CASES)
+                ok &= tests_ok(t)
+                v["device_tests"]["normal_cuda"] = t
         v["bench"] = []
         for backend in backends:
             for transfer_only in (False, True) if a.transfer_only else (False,):
