@@ -387,3 +387,13 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     with pytest.raises(bundle.BundleError, match=r"even one variant per bundle: sam3d-device-cuda-release\.tar\.gz "
                                                  r"\(0\.0 MiB\)\. Build fewer CUDA architectures"):
         split(stage, out, manifest, 6000)
+
+
+@pytest.mark.parametrize("archs, cc, runs", [
+    ("90-real", (9, 0), True), ("90-real", (8, 0), False), ("90-real", (10, 0), False),
+    ("80-real", (8, 6), True), ("86-real", (8, 0), False), ("90a-real", (9, 0), True), ("90a", (10, 0), False),
+    ("80-virtual", (9, 0), True), ("90-virtual", (8, 9), False), ("80", (12, 0), True), ("80-real;90-real", (9, 0), True),
+    ("native", (7, 5), True), ("", (9, 0), False)])
+def test_cuda_code_runs_on_a_compute_capability_by_nvidias_rules(archs, cc, runs):
+    from sam3d.running import bundle_run
+    assert bundle_run.runs_on(archs, cc) is runs

@@ -189,6 +189,8 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
             "sanitizer": v.sanitizer,
             "backends": [bk.lower() for bk in v.backends if bk != "CPU"],
             "cuda_libs": cuda_libs,
+            # CMAKE_CUDA_ARCHITECTURES of its GGML: run.py checks the GPU's compute capability against it.
+            "cuda_architectures": v.cuda_architectures if v.cuda else None,
             # What provides them, as run.py's error names it: the lock's pins of the runtime wheels.
             "cuda_runtime_wheels": cuda.runtime_wheels() if cuda_libs else [],
             "files": {str(f.relative_to(stage)): system.sha256_file(f) for f in files},

@@ -101,6 +101,29 @@ def find_cuda_libs(sonames, dirs):
     return found, problems
 
 
+def runs_on(architectures, cc):
+    """Whether CUDA code built for CMAKE_CUDA_ARCHITECTURES ``architectures`` (e.g. "90-real",
+    "80;90-virtual") runs on a device of compute capability ``cc`` (major, minor). NVIDIA's
+    rules: SASS for X.Y ("XY-real", or plain "XY") runs on X.Z with Z >= Y, and only on X.Y
+    when arch-specific ("XYa"); PTX ("XY-virtual", or plain "XY") is compiled by the driver
+    for any cc >= X.Y. "all", "all-major" and "native" cover the device."""
+    for a in re.split(r"[;,]", architectures or ""):
+        a = a.strip()
+        if a in ("all", "all-major", "native"):
+            return True
+        m = re.fullmatch(r"(\d+)(\d)([af]?)(-real|-virtual)?", a)
+        if not m:
+            continue
+        arch = (int(m.group(1)), int(m.group(2)))
+        sass = m.group(4) != "-virtual"
+        ptx = m.group(4) != "-real" and not m.group(3)
+        if sass and arch[0] == cc[0] and (arch[1] == cc[1] if m.group(3) else arch[1] <= cc[1]):
+            return True
+        if ptx and arch <= tuple(cc):
+            return True
+    return False
+
+
 def cuda_check(vm, pythons):
     """The CUDA libraries of a variant's manifest entry ``vm`` on this machine: ({"lib_dirs",
     "runtime_version", "driver_version", "devices"}, None), or (None, why) naming what is missing
@@ -136,6 +159,18 @@ def cuda_check(vm, pythons):
                       f"{runtime.value // 1000}.{runtime.value % 1000 // 10} or newer")
     if err != 0 or n.value == 0:
         return None, f"the CUDA runtime in {found[cudart]} sees no device (cudaGetDeviceCount error {err})"
+    archs = vm.get("cuda_architectures")
+    info["compute_capabilities"] = []
+    for dev in range(n.value):
+        major, minor = ctypes.c_int(0), ctypes.c_int(0)
+        lib.cudaDeviceGetAttribute(ctypes.byref(major), 75, dev)  # cudaDevAttrComputeCapabilityMajor
+        lib.cudaDeviceGetAttribute(ctypes.byref(minor), 76, dev)  # cudaDevAttrComputeCapabilityMinor
+        cc = (major.value, minor.value)
+        info["compute_capabilities"].append(f"{cc[0]}.{cc[1]}")
+        if archs and not runs_on(archs, cc):
+            return None, (f"CUDA device {dev} has compute capability {cc[0]}.{cc[1]}; this variant's GGML holds "
+                          f"code for CMAKE_CUDA_ARCHITECTURES {archs} only: add {cc[0]}{cc[1]}-real to the variant's "
+                          "cuda_architectures (sam3d/core/variants.py) and build and bundle it again")
     return info, None
 
 
