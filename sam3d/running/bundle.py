@@ -38,13 +38,11 @@ from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json
 from ..tools import conan, cuda, provenance, system
 from . import driver
+from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
 
 BUNDLE_NAME = "sam3d-device"
 # What one transfer to the GPU machine may carry, compressed: above it, a bundle per variant.
 BUNDLE_LIMIT = 64 * 2**20
-# The normal suite, packed for CUDA variants only: its CUDA cases run where a CUDA device is
-# (run.py's NORMAL_CUDA_CASES); here they skip.
-NORMAL_TESTS = "sam3d_normal_tests"
 # Ubuntu 24.04's glibc, the GPU machine's (issue facts); Debian 13 builds need 2.41.
 GLIBC_MAX = (2, 39)
 # Libraries a bare GPU host has (glibc, the C++ runtime, which must not be older than the

@@ -234,15 +234,16 @@ def run_tests(name, env, out, kind, gtest_filter=None):
         counts = junit_counts(report) if report.is_file() else (0, 0, 0)
     except ET.ParseError:  # a crashed run leaves a partial report: its log says why
         counts = (0, 0, 0)
+    text = log.read_text(errors="replace")
     # The CUDA devices the binary itself sees (GGML's ggml_cuda_init line), per variant: an ASan
     # build must see as many as the release build.
-    m = re.search(r"ggml_cuda_init: found (\d+) CUDA devices", log.read_text(errors="replace"))
+    m = re.search(r"ggml_cuda_init: found (\d+) CUDA devices", text)
     cuda_devices = int(m.group(1)) if m else None
     # GGML's perf logger prints per-op kernel timestamps; keep their total as a diagnostic.
     kernel_ms = None
     if perf_logger:
         total = 0.0
-        for line in log.read_text(errors="replace").splitlines():
+        for line in text.splitlines():
             m = re.search(r"Total time: ([0-9.]+) (us|ms)", line)
             if m:
                 total += float(m.group(1)) / (1000.0 if m.group(2) == "us" else 1.0)
