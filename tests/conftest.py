@@ -12,7 +12,7 @@ PROFILE_SHA = "a" * 64
 def _result(variant="release", backend="CPU", device="Test CPU", host="host-a", status="ok",
             reason=None, on_ms=None, off_ms=None, outputs=None, on_outputs=None,
             profile_sha=PROFILE_SHA, fallbacks=None, bytes_up=33_193_136, bytes_down=32_403_596):
-    """A synthetic sam3d-bench-result/2 dict. on_ms/off_ms: per-image wall ms (None: no such
+    """A synthetic sam3d-bench-result/3 dict. on_ms/off_ms: per-image wall ms (None: no such
     row); outputs: per-image outputs_sha256 of the off row (default "out<i>"); on_outputs: the
     on row's (default: the same as off)."""
     n = len(on_ms if on_ms is not None else off_ms or [])
@@ -36,7 +36,7 @@ def _result(variant="release", backend="CPU", device="Test CPU", host="host-a", 
                                             "pinned_unavailable": 0}, **((fallbacks or {}) if on else {}))},
         })
     r = {
-        "schema": "sam3d-bench-result/2", "variant": variant, "status": status, "reason": reason,
+        "schema": "sam3d-bench-result/3", "variant": variant, "status": status, "reason": reason,
         "machine": {"hostname": host, "cpu": "Test CPU", "os": "Linux", "glibc": "2.36"},
         "build": {"compile_flags": ["-O2", "-DNDEBUG"], "build_type": "Release", "sanitizer": None,
                   "ggml_version": "0.20.2", "glslc": None},
@@ -56,7 +56,7 @@ def _series(ms: float) -> dict:
 
 def limits_extra(floor=1.5, upload=0.8, download=0.75, rt_download=0.03, rt_graph=0.04, memcpy=4.0,
                  calls=83, dependency=50, ring=0, end=1, alignment=64, probe=None, writes=None, reads=None) -> dict:
-    """A driver's extra of schema 2 with the limit probes (native/bench/probes.cpp): the floor
+    """A driver's extra of schema 3 with the limit probes (native/bench/probes.cpp): the floor
     (both directions ``floor`` ms, each alone ``upload``/``download``), the round trips, the
     staging memcpy, the calls per image of every batched mode and the queued wait counts;
     ``probe``: sam3d_floor_probe's median ms (None: no probe); ``writes``/``reads``: the

@@ -167,7 +167,7 @@ COMMON = dict(prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "ver
 def test_wrap_fills_the_schema_and_keeps_driver_rows():
     doc = _doc()
     r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, extra={"run_name": "x"}, **COMMON)
-    assert r["schema"] == "sam3d-bench-result/2"
+    assert r["schema"] == "sam3d-bench-result/3"
     assert (r["variant"], r["backend"], r["status"], r["reason"]) == ("release", "Vulkan", "ok", None)
     assert r["device"] == doc["device"] and r["caps"] == doc["caps"] and r["rows"] == doc["rows"]
     assert r["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
@@ -317,7 +317,7 @@ def test_driver_output_must_carry_its_schema(tmp_path):
     p.write_text(json.dumps({**_doc(), "schema": driver.OUTPUT_SCHEMA}))
     assert driver.read_output(p)["rows"] == _doc()["rows"]
     p.write_text(json.dumps(_doc()))
-    with pytest.raises(driver.DriverError, match="has schema None, expected 'sam3d-bench-driver/2'"):
+    with pytest.raises(driver.DriverError, match="has schema None, expected 'sam3d-bench-driver/3'"):
         driver.read_output(p)
     p.write_text("{")
     with pytest.raises(driver.DriverError, match="is not JSON"):

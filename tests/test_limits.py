@@ -166,8 +166,33 @@ def test_wrap_records_the_self_check():
     doc["extra"].update(limits_extra(floor=1.6, upload=0.8, download=0.75))
     r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
     assert r["extra"]["transfer_floor"]["self_check"] == {"ok": False, "both_ms": 1.6, "max_alone_ms": 0.8,
-                                                          "sum_alone_ms": pytest.approx(1.55)}
+                                                          "sum_alone_ms": pytest.approx(1.55), "tolerance_ms": 0.0}
     results.validate(r)
+
+
+def _blocks(*medians):
+    return {"best_median_ms": min(medians), "block_medians_ms": list(medians), "samples_ms": list(medians)}
+
+
+@pytest.mark.parametrize("both, ok", [
+    # the H200 run's figures: both 1.1968 over the sum 1.1957 by 0.0011, within the resolution
+    # 0.0017 (both) + 0.0021 (upload) + 0.0008 (download) = 0.0046 ms
+    ([1.2956, 1.2040, 1.1968, 1.1985], True),
+    # the same bound missed by more than the resolution
+    ([1.2956, 1.2040, 1.2068, 1.2085], False),
+    # one block knows nothing finer: no tolerance
+    ([1.1968], False),
+])
+def test_floor_self_check_allows_the_runs_own_resolution(both, ok):
+    floor = {"both": _blocks(*both), "upload": _blocks(0.7043, 0.6138, 0.6083, 0.6062),
+             "download": _blocks(0.5916, 0.5908, 0.5903, 0.5895)}
+    if len(both) == 1:
+        floor = {k: _blocks(v["best_median_ms"]) for k, v in floor.items()}
+    check = limits.floor_check(floor)
+    assert check.high_ms == pytest.approx(0.6062 + 0.5895)
+    expected_tol = 0 if len(both) == 1 else (sorted(both)[1] - sorted(both)[0]) + (0.6083 - 0.6062) + (0.5903 - 0.5895)
+    assert check.tolerance_ms == pytest.approx(expected_tol)
+    assert check.ok == ok
 
 
 @pytest.mark.parametrize("probe, warned", [(1.5, False), (1.45, False), (1.42, True), (1.60, True)])
@@ -191,6 +216,29 @@ def test_excluded_ms_beside_zerocopy_and_queued_rows(make_result):
     assert cells[("Vulkan", "on")]["excluded ms"] == "" and cells[("Vulkan", "off")]["excluded ms"] == ""
 
 
+def _series_of(ms):
+    return {"best_median_ms": ms, "block_medians_ms": [ms], "samples_ms": [ms]}
+
+
+def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(make_result):
+    """The per-copy cost over the floor divides by the copies beyond the floor's 2, and each
+    row's excess is its median minus its own calls (zerocopy median 6.095, queued 5.095)."""
+    r = _result(make_result, transfer_only=True, floor=1.4)
+    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
+                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
+                                "queued_cold": _series_of(4.2), "copies_per_image": 435}
+    results.validate(r)
+    notes = " ".join(table.records([r])["notes"])
+    assert "the profile's 435 copies, one synchronize 2.900 ms (+3.46 us per copy over the floor's 2)" in notes
+    assert "zerocopy's calls 5.000 ms (cold 4.500), the row +1.095 ms" in notes
+    assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
+    r["extra"]["ggml_calls"].update(queued=None, queued_cold=None)  # a device without events
+    assert "queued's calls" not in " ".join(table.records([r])["notes"])
+    r["extra"]["ggml_calls"]["copies"] = {"best_median_ms": -1.0}
+    with pytest.raises(results.ResultError, match="ggml_calls"):
+        results.validate(r)
+
+
 def test_compare_carries_x_floor_and_x_limit(make_result):
     a = _result(make_result, floor=1.5)
     b = _result(make_result, floor=2.0)
@@ -212,6 +260,24 @@ def test_schema_1_results_render_without_limits(tmp_path, make_result):
     assert cells[("Vulkan", "zerocopy")]["excluded ms"] == "0.750"
     assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n
                for n in table.records([loaded])["notes"])
+
+
+def test_schema_2_results_render_their_limits_without_the_ggml_calls(tmp_path, make_result):
+    """A version-2 file (no ggml_calls, a self-check without tolerance_ms) still renders with
+    its limits; the self-check is recomputed with the tolerance from its block medians."""
+    old = _result(make_result, transfer_only=True, floor=1.56, upload=0.80, download=0.75)
+    old["schema"] = "sam3d-bench-result/2"
+    old["extra"]["transfer_floor"]["self_check"] = {"ok": False, "both_ms": 1.56, "max_alone_ms": 0.8,
+                                                    "sum_alone_ms": 1.55}
+    results.write(tmp_path / "old.json", old)
+    (loaded,) = results.load_many([tmp_path])
+    cells = _cells([loaded])
+    assert cells[("Vulkan (transfer-only)", "queued")]["x limit"] == "1.59x (3.210)"  # 5.095 / (1.56 + 55 x 0.03)
+    notes = " ".join(table.records([loaded])["notes"])
+    assert "self-check FAILED" in notes and "GGML's calls alone" not in notes
+    old["extra"]["ggml_calls"] = {"copies": {"best_median_ms": 2.0}}
+    with pytest.raises(results.ResultError, match="ggml_calls"):
+        results.validate(old)  # checked when present, in version 2 as in 3
 
 
 def test_plot_draws_every_backend_group(tmp_path, make_result):

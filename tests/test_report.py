@@ -219,8 +219,8 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.pop("backend"), "field 'backend': missing"),
     (lambda r: r.update(schema="sam3d-bench-result/0"),
-     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 2 or 1"),
-    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/2'"),
+     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 3 or 2 or 1"),
+    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/3'"),
     (lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
      "field 'extra.round_trips.graph': missing"),
     (lambda r: r.update(status="maybe"), "field 'status': 'maybe' is not one of ['ok', 'failed']"),

@@ -8,7 +8,8 @@
 // (steady_clock), the core's counter deltas (enqueue, synchronize, copy and synchronous-path
 // host time; transfers and bytes), and the SHA-256 of all downloads in profile order. After the
 // first batched mode of every image, one round of the limit probes (probes.cpp: transfer floor,
-// round trips, staging memcpy). Then the driver overhead (measure.cpp) and the output document
+// round trips, staging memcpy; on transfer-only runs the modes' GGML calls without the core).
+// Then the driver overhead (measure.cpp) and the output document
 // (output.cpp).
 //
 // Exit status: 0 ok; 1 bad arguments, profile or setup; 2 a core call failed; 3 a check failed
@@ -194,11 +195,12 @@ int bench(const Options & o) {
                  m.device_bytes, sam3d_fallback_name(sam3d_session_static_fallback(on)),
                  sam3d_session_staging_alignment(on));
 
-    Probes probes(backend.get(), dev, profile, sam3d_session_staging_alignment(on), o.images);
+    Probes probes(backend.get(), dev, profile, sam3d_session_staging_alignment(on), o.images, o.transfer_only);
     measure_modes(o, replay, probes, m);
     m.floor = probes.floor();
     m.round_trips = probes.round_trips();
     m.staging_memcpy = probes.staging_memcpy();
+    m.ggml_calls = probes.ggml_calls();
     std::fprintf(stderr, "sam3d_bench: measuring driver overhead (empty transfers, trivial graphs)\n");
     m.overhead = measure_overhead(backend.get(), on, sessions[kOff].s, profile.graphs.size(), o.warmups, o.images);
     return write_output(m);

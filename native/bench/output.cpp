@@ -10,7 +10,7 @@
 
 namespace sam3d_bench {
 
-const char * const kOutputSchema = "sam3d-bench-driver/2";
+const char * const kOutputSchema = "sam3d-bench-driver/3";
 
 namespace {
 
@@ -121,6 +121,7 @@ json document(const Measured & m, const Checks & c) {
           {"transfer_floor", m.floor},
           {"round_trips", m.round_trips},
           {"staging_memcpy", m.staging_memcpy},
+          {"ggml_calls", m.ggml_calls},
           {"device_tensor_bytes", m.device_bytes},
           {"ggml_device", {{"name", str(p.name)},
                            {"description", str(p.description)},

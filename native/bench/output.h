@@ -39,6 +39,7 @@ struct Measured {
     json floor;           // the limit probes (probes.h)
     json round_trips;
     json staging_memcpy;
+    json ggml_calls;  // the modes' GGML calls without the core (transfer-only), or null
 };
 
 // Checks what was measured, writes the document (--out, else stdout) and the console summary.

@@ -94,17 +94,30 @@ struct Probes::State {
     size_t memcpy_up = 0, memcpy_down = 0, memcpy_descriptors_up = 0, memcpy_descriptors_down = 0;
     float rt_host_heap = 0;
     Series f_up, f_down, f_both, cp, rt_down, rt_graph, rt_down_event, rt_graph_event, b2b;
+    // The modes' GGML calls alone (transfer-only runs): every descriptor at its own aligned
+    // offset of the floor's host buffer and device tensors, in profile order.
+    const Profile & profile;
+    bool calls = false;
+    std::vector<std::vector<size_t>> call_up_at, call_down_at;  // [graph][descriptor]: offset
+    std::vector<uint8_t> call_src, call_dst;  // the replay's producer's and consumer's memory, as laid out
+    std::vector<ggml_backend_event_t> call_events;    // one per graph (queued calls)
+    Series c_copies, c_zerocopy, c_queued, c_zerocopy_cold, c_queued_cold;
 
-    State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images)
+    State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images,
+          bool with_calls)
         : backend(be), dev(d), up_bytes(p.upload_bytes), down_bytes(p.download_bytes),
           alignment(std::max(staging_alignment, kMinAlignment)), n_blocks(std::min(kMaxBlocks, n_images)),
           images(n_images), f_up(n_blocks), f_down(n_blocks), f_both(n_blocks), cp(n_blocks), rt_down(n_blocks),
-          rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks) {
+          rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), profile(p),
+          c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
+          c_queued_cold(n_blocks) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
         layout_copies(p);
+        // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
+        const size_t up_area = layout_calls(p, true), down_area = layout_calls(p, false);
         host_buft = ggml_backend_dev_host_buffer_type(dev);
-        const size_t host_bytes = align_up(up_bytes, alignment) + align_up(down_bytes, alignment) + alignment;
+        const size_t host_bytes = up_area + down_area + alignment;
         if (host_buft != nullptr) {
             host = ggml_backend_buft_alloc_buffer(host_buft, host_bytes);
             if (host == nullptr) die(1, "probes: allocating " + std::to_string(host_bytes) + " bytes of pinned host memory failed");
@@ -114,8 +127,8 @@ struct Probes::State {
                 die(1, "probes: the host buffer's base is not " + std::to_string(alignment) + "-byte aligned");
             }
             std::memset(mem, 0x5a, host_bytes);
-            down_offset = align_up(up_bytes, alignment);
-            rt_offset = down_offset + align_up(down_bytes, alignment);
+            down_offset = up_area;
+            rt_offset = down_offset + down_area;
             staging = mem;
         } else {
             heap_staging.assign(host_bytes, 0x5a);
@@ -125,8 +138,8 @@ struct Probes::State {
         ctx = ggml_init(ip);
         if (ctx == nullptr) die(1, "probes: ggml_init failed");
         if (host != nullptr) {
-            up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_bytes));
-            down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_bytes));
+            up = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(up_area));
+            down = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(down_area));
         }
         rt_in = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 1);
         ggml_set_input(rt_in);
@@ -139,15 +152,27 @@ struct Probes::State {
         const float one = 1.0f;
         ggml_backend_tensor_set(rt_in, &one, 0, sizeof one);
         if (down != nullptr) {
-            std::vector<uint8_t> pattern(down_bytes, 0xa5);
-            ggml_backend_tensor_set(down, pattern.data(), 0, down_bytes);
+            std::vector<uint8_t> pattern(down_area, 0xa5);
+            ggml_backend_tensor_set(down, pattern.data(), 0, down_area);
         }
         ggml_backend_dev_props props{};
         ggml_backend_dev_get_props(dev, &props);
         if (props.caps.events) event = ggml_backend_event_new(dev);
+        calls = with_calls && host != nullptr;
+        if (calls) {
+            call_src.assign(up_area, 0x3c);  // each descriptor its own memory, as the replay's inputs and outputs
+            call_dst.assign(down_area, 0);
+        }
+        if (calls && props.caps.events) {
+            for (size_t g = 0; g < p.graphs.size(); ++g) {
+                call_events.push_back(ggml_backend_event_new(dev));
+                if (call_events.back() == nullptr) die(1, "probes: ggml_backend_event_new failed");
+            }
+        }
     }
 
     ~State() {
+        for (ggml_backend_event_t e : call_events) ggml_backend_event_free(e);
         if (event != nullptr) ggml_backend_event_free(event);
         if (dbuf != nullptr) ggml_backend_buffer_free(dbuf);
         if (ctx != nullptr) ggml_free(ctx);
@@ -181,6 +206,138 @@ struct Probes::State {
         }
         caller_up.assign(up_at + alignment, 0x3c);
         caller_down.assign(down_at + alignment, 0);
+    }
+
+    // Every descriptor of one direction (all graphs, the synchronous one too) at its own aligned
+    // offset; returns the direction's area in bytes.
+    size_t layout_calls(const Profile & p, bool upload) {
+        std::vector<std::vector<size_t>> & at = upload ? call_up_at : call_down_at;
+        size_t off = 0;
+        for (const GraphSpec & g : p.graphs) {
+            at.emplace_back();
+            for (size_t b : upload ? g.uploads : g.downloads) {
+                at.back().push_back(off);
+                off += align_up(b, alignment);
+            }
+        }
+        return std::max(off, align_up(upload ? p.upload_bytes : p.download_bytes, alignment));
+    }
+
+    // Graph g's descriptors as async copies (uploads, then downloads).
+    void enqueue_copies(size_t g) {
+        const GraphSpec & sp = profile.graphs[g];
+        for (size_t i = 0; i < sp.uploads.size(); ++i) {
+            ggml_backend_tensor_set_async(backend, up, mem + call_up_at[g][i], call_up_at[g][i], sp.uploads[i]);
+        }
+        for (size_t j = 0; j < sp.downloads.size(); ++j) {
+            ggml_backend_tensor_get_async(backend, down, mem + down_offset + call_down_at[g][j], call_down_at[g][j], sp.downloads[j]);
+        }
+    }
+
+    // The profile's descriptors, each its own async copy, then one synchronize: the floor's
+    // bytes in the profile's pieces.
+    double copies_sample() {
+        const double t0 = now_ms();
+        for (size_t g = 0; g < profile.graphs.size(); ++g) enqueue_copies(g);
+        ggml_backend_synchronize(backend);
+        return now_ms() - t0;
+    }
+
+    // The synchronous graph's blocking copies (the core's synchronous path).
+    void blocking_copies(size_t g) {
+        const GraphSpec & sp = profile.graphs[g];
+        for (size_t i = 0; i < sp.uploads.size(); ++i) ggml_backend_tensor_set(up, mem + call_up_at[g][i], call_up_at[g][i], sp.uploads[i]);
+        for (size_t j = 0; j < sp.downloads.size(); ++j) {
+            ggml_backend_tensor_get(down, mem + down_offset + call_down_at[g][j], call_down_at[g][j], sp.downloads[j]);
+        }
+    }
+
+    // The replay's producer and consumer on the host memory of the calls (replay.cpp): graph
+    // g's independent inputs written into their slots before its copies, every download read
+    // out after the wait that completed it, each from or into its own caller memory. Their time is excluded from the sample, as the
+    // zerocopy and queued rows exclude it; what they do to the copies (the host buffer's cache
+    // lines are the CPU's when the copies read or write them) is not.
+    struct Touch {
+        bool on;
+        double excluded_ms = 0;
+    };
+
+    void write_inputs(size_t g, Touch & t) {
+        if (!t.on) return;
+        const GraphSpec & sp = profile.graphs[g];
+        const double t0 = now_ms();
+        for (size_t i = 0; i < sp.uploads.size(); ++i) {
+            const bool fed = std::any_of(sp.deps.begin(), sp.deps.end(), [&](const Dep & x) { return x.upload == i; });
+            if (!fed) std::memcpy(mem + call_up_at[g][i], call_src.data() + call_up_at[g][i], sp.uploads[i]);
+        }
+        t.excluded_ms += now_ms() - t0;
+    }
+
+    void read_outputs(size_t g, Touch & t) {
+        if (!t.on) return;
+        const GraphSpec & sp = profile.graphs[g];
+        const double t0 = now_ms();
+        for (size_t j = 0; j < sp.downloads.size(); ++j) {
+            std::memcpy(call_dst.data() + call_down_at[g][j], mem + down_offset + call_down_at[g][j], sp.downloads[j]);
+        }
+        t.excluded_ms += now_ms() - t0;
+    }
+
+    // zerocopy's GGML calls: per graph its copies and a synchronize.
+    double zerocopy_sample(bool touch) {
+        Touch t{touch};
+        const double t0 = now_ms();
+        for (size_t g = 0; g < profile.graphs.size(); ++g) {
+            write_inputs(g, t);
+            if (profile.graphs[g].synchronous) {
+                blocking_copies(g);
+            } else {
+                enqueue_copies(g);
+                ggml_backend_synchronize(backend);
+            }
+            read_outputs(g, t);
+        }
+        return now_ms() - t0 - t.excluded_ms;
+    }
+
+    // queued's GGML calls as the core makes them (execute.cpp, calls.cpp): per graph an event
+    // wait on the newest outstanding graph's event before its uploads, its copies, an event
+    // record; a synchronize where the replay waits (before a graph that takes a download not
+    // yet waited, before the synchronous graph, at the end), then each recorded event's
+    // synchronize (the core's free_call, which lets GGML recycle the event).
+    double queued_sample(bool touch) {
+        Touch t{touch};
+        size_t next_wait = 0;  // graphs before it are complete
+        std::vector<size_t> recorded;
+        auto wait_all = [&]() {
+            ggml_backend_synchronize(backend);
+            for (size_t r : recorded) ggml_backend_event_synchronize(call_events[r]);
+            for (size_t r : recorded) read_outputs(r, t);
+            recorded.clear();
+        };
+        const double t0 = now_ms();
+        for (size_t g = 0; g < profile.graphs.size(); ++g) {
+            const GraphSpec & sp = profile.graphs[g];
+            size_t dep_end = sp.synchronous ? g : 0;
+            for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
+            if (dep_end > next_wait) {
+                if (!recorded.empty()) wait_all();
+                next_wait = g;
+            }
+            write_inputs(g, t);
+            if (sp.synchronous) {
+                blocking_copies(g);
+                read_outputs(g, t);
+                next_wait = g + 1;
+                continue;
+            }
+            if (!recorded.empty() && !sp.uploads.empty()) ggml_backend_event_wait(backend, call_events[recorded.back()]);
+            enqueue_copies(g);
+            ggml_backend_event_record(call_events[g], backend);
+            recorded.push_back(g);
+        }
+        if (!recorded.empty()) wait_all();
+        return now_ms() - t0 - t.excluded_ms;
     }
 
     // Host pointers for the round trip's 4 bytes: pinned when there is a host buffer type.
@@ -259,12 +416,21 @@ struct Probes::State {
             }
         }
         keep(b2b, back_to_back());
+        if (calls) {
+            keep(c_copies, copies_sample());
+            keep(c_zerocopy, zerocopy_sample(true));
+            keep(c_zerocopy_cold, zerocopy_sample(false));
+            if (!call_events.empty()) {
+                keep(c_queued, queued_sample(true));
+                keep(c_queued_cold, queued_sample(false));
+            }
+        }
     }
 };
 
 Probes::Probes(ggml_backend_t backend, ggml_backend_dev_t dev, const Profile & profile, size_t staging_alignment,
-               int images)
-    : s_(std::make_unique<State>(backend, dev, profile, staging_alignment, images)) {}
+               int images, bool calls)
+    : s_(std::make_unique<State>(backend, dev, profile, staging_alignment, images, calls)) {}
 Probes::~Probes() = default;
 
 void Probes::round(int image, bool timed) { s_->round(image, timed); }
@@ -330,6 +496,31 @@ json Probes::staging_memcpy() const {
                          "staging (the host buffer type's memory), descriptor by descriptor at the alignment: the "
                          "staged path's copies at plain memcpy speed; one sample per round, the smallest block "
                          "median"}};
+}
+
+json Probes::ggml_calls() const {
+    const State & s = *s_;
+    if (!s.calls) return nullptr;
+    size_t copies = 0;
+    for (const GraphSpec & g : s.profile.graphs) copies += g.uploads.size() + g.downloads.size();
+    const bool events = !s.call_events.empty();
+    return json{{"copies", s.c_copies.to_json()},
+                {"zerocopy", s.c_zerocopy.to_json()},
+                {"zerocopy_cold", s.c_zerocopy_cold.to_json()},
+                {"queued", events ? s.c_queued.to_json() : json(nullptr)},
+                {"queued_cold", events ? s.c_queued_cold.to_json() : json(nullptr)},
+                {"copies_per_image", copies},
+                {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
+                         "every descriptor at its own aligned offset, one sample of each per round, the smallest "
+                         "block median. copies: every descriptor of the profile as its own async copy, then one "
+                         "synchronize; zerocopy: per graph its copies and a synchronize; queued: as the core "
+                         "enqueues queued calls (an event wait before the uploads while a graph is outstanding, "
+                         "the copies, an event record) with a synchronize where the replay waits; the "
+                         "synchronous graph's copies blocking in zerocopy and queued. zerocopy and queued write "
+                         "each graph's independent inputs into their host memory before its copies and read its "
+                         "downloads after its wait, untimed, as the replay's producer and consumer do; the *_cold "
+                         "samples leave the host memory untouched, as copies does. Diagnostics, never in a "
+                         "limit"}};
 }
 
 }  // namespace sam3d_bench

@@ -4,7 +4,8 @@
 // direction alone and both together), the round trips (a 4-byte download + synchronize, a
 // one-node graph + synchronize) and a plain memcpy of the staged path's bytes; with GGML's
 // alternatives to a full synchronize beside them as diagnostics (an event wait, graphs
-// submitted back to back). Milliseconds, bytes.
+// submitted back to back), and on transfer-only runs the modes' GGML calls without the core.
+// Milliseconds, bytes.
 #pragma once
 
 #include <memory>
@@ -17,8 +18,9 @@ class Probes {
    public:
     // `images`: the timed images of the run (one round follows each image); `staging_alignment`:
     // the core's (sam3d_session_staging_alignment), every host offset is aligned to it and to 64.
+    // `calls`: also time the modes' GGML calls without the core (transfer-only runs).
     Probes(ggml_backend_t backend, ggml_backend_dev_t dev, const Profile & profile, size_t staging_alignment,
-           int images);
+           int images, bool calls);
     ~Probes();
     Probes(const Probes &) = delete;
     Probes & operator=(const Probes &) = delete;
@@ -31,6 +33,7 @@ class Probes {
     json floor() const;           // null on a device without a host buffer type (CPU)
     json round_trips() const;
     json staging_memcpy() const;
+    json ggml_calls() const;      // null unless `calls` and the device has a host buffer type
 
    private:
     struct State;

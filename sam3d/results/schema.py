@@ -1,9 +1,9 @@
 """The benchmark result file: one JSON file per (variant, backend, device) run.
 
-Schema "sam3d-bench-result/2" (all times in milliseconds, sizes in bytes):
+Schema "sam3d-bench-result/3" (all times in milliseconds, sizes in bytes):
 
 {
-  "schema": "sam3d-bench-result/2",
+  "schema": "sam3d-bench-result/3",
   "variant": "release",                 # sam3d/core/variants.py name
   "status": "ok" | "failed",            # failed: "reason" says why, "rows" may be empty
   "reason": null | "build failed: ...",
@@ -33,7 +33,9 @@ Schema "sam3d-bench-result/2" (all times in milliseconds, sizes in bytes):
   ],
   "extra": {                           # optional diagnostics: driver overhead, peak RSS, ...
     "transfer_floor": null | {"median_ms", "both", "upload", "download", "gb_per_s", "alignment",
-                              "self_check", ...},      # version 2: the limit probes
+                              "self_check": {"ok", "tolerance_ms", ...}, ...},  # version 2: the limit probes
+    "ggml_calls": null | {"copies", "zerocopy", "zerocopy_cold", "queued", "queued_cold",
+                          "copies_per_image"},  # version 3
     "round_trips": {"download", "graph", ...}, "staging_memcpy": {"median_ms", ...},
     "floor_probe": null | {"schema": "sam3d-floor-probe/1", "median_ms", ...},
     "modes": {"<row>": {"calls_per_image", "excluded_ms": {"slot_writes", "slot_reads"}, ...}}
@@ -43,8 +45,9 @@ Schema "sam3d-bench-result/2" (all times in milliseconds, sizes in bytes):
 The format is the JSON Schema sam3d/results/result.schema.json (packaged with sam3d; the
 constants below are read from it); validate() checks it with jsonschema and adds what a JSON
 Schema cannot say. A change of the format is a new schema version: SCHEMA and the file's
-"$id" and "schema" enum. Version 2 (the limit probes in "extra", typed) is written; version 1
-is still read (READABLE: its rows render, without limits); readers refuse files of any other
+"$id" and "schema" enum. Version 3 (version 2's limit probes in "extra", typed, plus the modes'
+GGML calls without the core and the floor self-check's tolerance) is written; version 2 is still
+read (without those), and version 1 (READABLE: its rows render, without limits); readers refuse files of any other
 version naming the one they need. Readers: load(), load_many(), result_files(); writers: wrap() (a result from the
 driver's document), write() (atomic). The table: sam3d/results/table.py.
 """
@@ -65,9 +68,9 @@ from ..core.files import check_schema, write_atomic
 from ..core.variants import Variant
 from .limits import floor_check
 
-SCHEMA = "sam3d-bench-result/2"
+SCHEMA = "sam3d-bench-result/3"
 # The versions this reader reads: the one it writes, then the older ones it still renders.
-READABLE = ("sam3d-bench-result/2", "sam3d-bench-result/1")
+READABLE = ("sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1")
 # The format as a JSON Schema (packaged with sam3d): the one place that names the fields.
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 JSON_SCHEMA: dict = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
@@ -102,7 +105,7 @@ def _fail(source: str, field: str, problem: str) -> None:
 
 
 def validate(result: Any, source: str = "<result>") -> dict:
-    """Checks ``result`` against schema sam3d-bench-result/2 (or 1) and returns it unchanged.
+    """Checks ``result`` against schema sam3d-bench-result/3 (or 2 or 1) and returns it unchanged.
 
     The JSON Schema (result.schema.json, with jsonschema) checks the fields: an "ok" result
     needs every field (except "extra") and at least one row with at least one sample; a
@@ -238,7 +241,7 @@ def write(path: str | os.PathLike, result: dict) -> Path:
 
 def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str | None, prof: dict,
          machine_info: dict, commit: str, build: dict | None, extra: dict | None = None) -> dict:
-    """A result of this schema from the driver's output document (schema sam3d-bench-driver/2;
+    """A result of this schema from the driver's output document (schema sam3d-bench-driver/3;
     None when the driver produced none: the result is then "failed" with no rows). ``backend``
     is the driver's --backend value; ``prof`` the profile's {"path", "sha256", "version"};
     ``extra`` is merged over the driver's own extra (the floor probe's output goes there, as
