@@ -160,39 +160,59 @@ def test_floor_self_check(make_result, both, up, down, ok):
     assert any("WARNING" in n and "self-check FAILED" in n for n in notes) != ok
 
 
+def _blocks(*medians):
+    """A probed series with these block medians; its samples differ from them, so a
+    resolution read from the samples instead would differ too."""
+    return {"best_median_ms": min(medians), "block_medians_ms": list(medians),
+            "samples_ms": [m * k for m in medians for k in (0.9, 1.0, 1.3)]}
+
+
+# The H200 run's block medians (ms): both missed the sum 0.6062 + 0.5895 = 1.1957 by 0.0011.
+H200_UP = (0.7043, 0.6138, 0.6083, 0.6062)     # resolution 0.0021
+H200_DOWN = (0.5916, 0.5908, 0.5903, 0.5895)   # resolution 0.0008
+
+
 def test_wrap_records_the_self_check():
     from test_bench import COMMON, RELEASE, _doc
     doc = _doc()
     doc["extra"].update(limits_extra(floor=1.6, upload=0.8, download=0.75))
     r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
-    assert r["extra"]["transfer_floor"]["self_check"] == {"ok": False, "both_ms": 1.6, "max_alone_ms": 0.8,
-                                                          "sum_alone_ms": pytest.approx(1.55), "tolerance_ms": 0.0}
+    assert r["extra"]["transfer_floor"]["self_check"] == {
+        "ok": False, "both_ms": 1.6, "max_alone_ms": 0.8, "sum_alone_ms": pytest.approx(1.55),
+        "low_tolerance_ms": 0.0, "high_tolerance_ms": 0.0}
     results.validate(r)
+    doc["extra"]["transfer_floor"].update(both=_blocks(1.2956, 1.2040, 1.1968, 1.1985), upload=_blocks(*H200_UP),
+                                          download=_blocks(*H200_DOWN), median_ms=1.1968)
+    check = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)["extra"]["transfer_floor"][
+        "self_check"]
+    assert check["ok"] and check["high_tolerance_ms"] == pytest.approx(0.0017 + 0.0021 + 0.0008)
+    assert check["low_tolerance_ms"] == pytest.approx(0.0017 + 0.0021)  # both and the slower direction, upload
 
 
-def _blocks(*medians):
-    return {"best_median_ms": min(medians), "block_medians_ms": list(medians), "samples_ms": list(medians)}
-
-
-@pytest.mark.parametrize("both, ok", [
-    # the H200 run's figures: both 1.1968 over the sum 1.1957 by 0.0011, within the resolution
-    # 0.0017 (both) + 0.0021 (upload) + 0.0008 (download) = 0.0046 ms
-    ([1.2956, 1.2040, 1.1968, 1.1985], True),
-    # the same bound missed by more than the resolution
-    ([1.2956, 1.2040, 1.2068, 1.2085], False),
-    # one block knows nothing finer: no tolerance
-    ([1.1968], False),
+@pytest.mark.parametrize("both, up, down, ok, strict", [
+    # high bound: the H200 run, missed by 0.0011 within 0.0017 + 0.0021 + 0.0008 = 0.0046
+    ((1.2956, 1.2040, 1.1968, 1.1985), H200_UP, H200_DOWN, True, False),
+    # the same bound missed by 0.0111, more than the resolution
+    ((1.2956, 1.2140, 1.2068, 1.2085), H200_UP, H200_DOWN, False, False),
+    # one block gives no second value: no tolerance
+    ((1.1968,), (0.6062,), (0.5895,), False, False),
+    # low bound: both 0.6030 under the slower direction alone (0.6062) by 0.0032, more than
+    # both's resolution 0.0010 + upload's 0.0021
+    ((0.6030, 0.6040, 0.7, 0.7), H200_UP, H200_DOWN, False, False),
+    # and by 0.0022, within 0.0010 + 0.0021 (the faster direction's resolution is not added)
+    ((0.6040, 0.6050, 0.7, 0.7), H200_UP, H200_DOWN, True, False),
+    # a noisy run: the resolutions (0.30 + 0.05 + 0.05) would allow 0.40 ms, the cap 1% of both
+    ((1.30, 1.60, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), False, False),
+    ((1.19, 1.49, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), True, True),
 ])
-def test_floor_self_check_allows_the_runs_own_resolution(both, ok):
-    floor = {"both": _blocks(*both), "upload": _blocks(0.7043, 0.6138, 0.6083, 0.6062),
-             "download": _blocks(0.5916, 0.5908, 0.5903, 0.5895)}
-    if len(both) == 1:
-        floor = {k: _blocks(v["best_median_ms"]) for k, v in floor.items()}
-    check = limits.floor_check(floor)
-    assert check.high_ms == pytest.approx(0.6062 + 0.5895)
-    expected_tol = 0 if len(both) == 1 else (sorted(both)[1] - sorted(both)[0]) + (0.6083 - 0.6062) + (0.5903 - 0.5895)
-    assert check.tolerance_ms == pytest.approx(expected_tol)
-    assert check.ok == ok
+def test_floor_self_check_allows_the_runs_own_resolution(both, up, down, ok, strict):
+    check = limits.floor_check({"both": _blocks(*both), "upload": _blocks(*up), "download": _blocks(*down)})
+    assert check.high_ms == pytest.approx(min(up) + min(down)) and check.low_ms == max(min(up), min(down))
+    assert (check.ok, check.strict) == (ok, strict)
+    assert check.high_tolerance_ms <= 0.01 * check.both_ms and check.low_tolerance_ms <= 0.01 * check.both_ms
+    text = str(check)
+    assert text.startswith("self-check ok within the run's resolution" if ok and not strict
+                           else "self-check ok:" if ok else "self-check FAILED")
 
 
 @pytest.mark.parametrize("probe, warned", [(1.5, False), (1.45, False), (1.42, True), (1.60, True)])
@@ -217,7 +237,10 @@ def test_excluded_ms_beside_zerocopy_and_queued_rows(make_result):
 
 
 def _series_of(ms):
-    return {"best_median_ms": ms, "block_medians_ms": [ms], "samples_ms": [ms]}
+    """A probed series whose median of all samples is ``ms`` and whose best block median is
+    0.1 ms less."""
+    return {"best_median_ms": ms - 0.1, "median_ms": ms, "block_medians_ms": [ms - 0.1, ms + 0.1],
+            "samples_ms": [ms - 0.1, ms, ms + 0.1]}
 
 
 def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(make_result):
@@ -229,7 +252,8 @@ def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(ma
                                 "queued_cold": _series_of(4.2), "copies_per_image": 435}
     results.validate(r)
     notes = " ".join(table.records([r])["notes"])
-    assert "the profile's 435 copies, one synchronize 2.900 ms (+3.46 us per copy over the floor's 2)" in notes
+    # copies against the floor: both the best block median (2.8 ms); the rows against medians
+    assert "the profile's 435 copies, one synchronize 2.800 ms (+3.23 us per copy over the floor's 2)" in notes
     assert "zerocopy's calls 5.000 ms (cold 4.500), the row +1.095 ms" in notes
     assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
     r["extra"]["ggml_calls"].update(queued=None, queued_cold=None)  # a device without events

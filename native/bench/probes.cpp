@@ -165,8 +165,13 @@ struct Probes::State {
         }
         if (calls && props.caps.events) {
             for (size_t g = 0; g < p.graphs.size(); ++g) {
-                call_events.push_back(ggml_backend_event_new(dev));
-                if (call_events.back() == nullptr) die(1, "probes: ggml_backend_event_new failed");
+                ggml_backend_event_t e = ggml_backend_event_new(dev);
+                if (e == nullptr) {  // as without events: no queued samples
+                    for (ggml_backend_event_t made : call_events) ggml_backend_event_free(made);
+                    call_events.clear();
+                    break;
+                }
+                call_events.push_back(e);
             }
         }
     }
@@ -223,11 +228,23 @@ struct Probes::State {
         return std::max(off, align_up(upload ? p.upload_bytes : p.download_bytes, alignment));
     }
 
+    // Where graph g's upload i reads from: its own slot, or with `fed` (the modes' calls) the
+    // download slot of the earlier graph that feeds it, as the replay uploads a dependent input
+    // straight from that graph's kept output slot.
+    const uint8_t * upload_source(size_t g, size_t i, bool fed) const {
+        if (fed) {
+            for (const Dep & x : profile.graphs[g].deps) {
+                if (x.upload == i) return mem + down_offset + call_down_at[x.graph][x.download];
+            }
+        }
+        return mem + call_up_at[g][i];
+    }
+
     // Graph g's descriptors as async copies (uploads, then downloads).
-    void enqueue_copies(size_t g) {
+    void enqueue_copies(size_t g, bool fed = false) {
         const GraphSpec & sp = profile.graphs[g];
         for (size_t i = 0; i < sp.uploads.size(); ++i) {
-            ggml_backend_tensor_set_async(backend, up, mem + call_up_at[g][i], call_up_at[g][i], sp.uploads[i]);
+            ggml_backend_tensor_set_async(backend, up, upload_source(g, i, fed), call_up_at[g][i], sp.uploads[i]);
         }
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
             ggml_backend_tensor_get_async(backend, down, mem + down_offset + call_down_at[g][j], call_down_at[g][j], sp.downloads[j]);
@@ -246,7 +263,9 @@ struct Probes::State {
     // The synchronous graph's blocking copies (the core's synchronous path).
     void blocking_copies(size_t g) {
         const GraphSpec & sp = profile.graphs[g];
-        for (size_t i = 0; i < sp.uploads.size(); ++i) ggml_backend_tensor_set(up, mem + call_up_at[g][i], call_up_at[g][i], sp.uploads[i]);
+        for (size_t i = 0; i < sp.uploads.size(); ++i) {
+            ggml_backend_tensor_set(up, upload_source(g, i, true), call_up_at[g][i], sp.uploads[i]);
+        }
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
             ggml_backend_tensor_get(down, mem + down_offset + call_down_at[g][j], call_down_at[g][j], sp.downloads[j]);
         }
@@ -292,7 +311,7 @@ struct Probes::State {
             if (profile.graphs[g].synchronous) {
                 blocking_copies(g);
             } else {
-                enqueue_copies(g);
+                enqueue_copies(g, true);
                 ggml_backend_synchronize(backend);
             }
             read_outputs(g, t);
@@ -300,43 +319,69 @@ struct Probes::State {
         return now_ms() - t0 - t.excluded_ms;
     }
 
-    // queued's GGML calls as the core makes them (execute.cpp, calls.cpp): per graph an event
-    // wait on the newest outstanding graph's event before its uploads, its copies, an event
-    // record; a synchronize where the replay waits (before a graph that takes a download not
-    // yet waited, before the synchronous graph, at the end), then each recorded event's
-    // synchronize (the core's free_call, which lets GGML recycle the event).
+    // queued's GGML calls as the replay (replay.cpp, run_queued) and the core (execute.cpp,
+    // calls.cpp, session.cpp) make them. Per graph: where the replay waits (before a graph that
+    // takes a download of a graph not yet waited, before the synchronous graph, at the end) the
+    // newest such graph is waited: a synchronize when no newer graph is in flight, else its
+    // event's synchronize (newer graphs stay in flight); the completed graphs' events are
+    // synchronized once more when the next graph's slots are reserved (free_call, which lets
+    // GGML recycle them); an event wait on the newest graph in flight before the uploads; the
+    // copies; an event record. The synchronous graph's copies are blocking. No ring waits: the
+    // profile keeps at most 13.6 MiB in flight.
     double queued_sample(bool touch) {
         Touch t{touch};
-        size_t next_wait = 0;  // graphs before it are complete
-        std::vector<size_t> recorded;
-        auto wait_all = [&]() {
-            ggml_backend_synchronize(backend);
-            for (size_t r : recorded) ggml_backend_event_synchronize(call_events[r]);
-            for (size_t r : recorded) read_outputs(r, t);
-            recorded.clear();
+        const size_t ng = profile.graphs.size();
+        size_t next_wait = 0;           // graphs before it have been waited
+        std::vector<size_t> in_flight;  // recorded, completion not known, in submission order
+        std::vector<size_t> to_free;    // complete, their event not synchronized since
+        std::vector<bool> enqueued(ng, false);
+        auto wait_until = [&](size_t end) {
+            size_t last = end;
+            while (last > next_wait && !enqueued[last - 1]) --last;
+            if (last > next_wait) {
+                const size_t k = last - 1;
+                auto done = in_flight.begin();
+                if (!in_flight.empty() && in_flight.back() == k) {
+                    ggml_backend_synchronize(backend);
+                    done = in_flight.end();
+                } else if (std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end()) {
+                    ggml_backend_event_synchronize(call_events[k]);
+                    done = std::upper_bound(in_flight.begin(), in_flight.end(), k);
+                }
+                to_free.insert(to_free.end(), in_flight.begin(), done);
+                in_flight.erase(in_flight.begin(), done);
+                for (size_t q = next_wait; q < last; ++q) {
+                    if (enqueued[q]) read_outputs(q, t);
+                }
+            }
+            next_wait = std::max(next_wait, end);
         };
         const double t0 = now_ms();
-        for (size_t g = 0; g < profile.graphs.size(); ++g) {
+        for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
             size_t dep_end = sp.synchronous ? g : 0;
             for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
-            if (dep_end > next_wait) {
-                if (!recorded.empty()) wait_all();
-                next_wait = g;
-            }
+            wait_until(dep_end);
+            for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+            to_free.clear();
             write_inputs(g, t);
             if (sp.synchronous) {
+                if (!in_flight.empty()) ggml_backend_synchronize(backend);  // the synchronous path completes queued work
+                to_free.insert(to_free.end(), in_flight.begin(), in_flight.end());
+                in_flight.clear();
                 blocking_copies(g);
                 read_outputs(g, t);
                 next_wait = g + 1;
                 continue;
             }
-            if (!recorded.empty() && !sp.uploads.empty()) ggml_backend_event_wait(backend, call_events[recorded.back()]);
-            enqueue_copies(g);
+            if (!in_flight.empty() && !sp.uploads.empty()) ggml_backend_event_wait(backend, call_events[in_flight.back()]);
+            enqueue_copies(g, true);
             ggml_backend_event_record(call_events[g], backend);
-            recorded.push_back(g);
+            in_flight.push_back(g);
+            enqueued[g] = true;
         }
-        if (!recorded.empty()) wait_all();
+        wait_until(ng);
+        for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
         return now_ms() - t0 - t.excluded_ms;
     }
 
@@ -418,11 +463,13 @@ struct Probes::State {
         keep(b2b, back_to_back());
         if (calls) {
             keep(c_copies, copies_sample());
-            keep(c_zerocopy, zerocopy_sample(true));
-            keep(c_zerocopy_cold, zerocopy_sample(false));
-            if (!call_events.empty()) {
-                keep(c_queued, queued_sample(true));
-                keep(c_queued_cold, queued_sample(false));
+            for (int k = 0; k < 2; ++k) {
+                const bool touch = (k + image) % 2 == 0;  // touched and cold go first equally often
+                keep(touch ? c_zerocopy : c_zerocopy_cold, zerocopy_sample(touch));
+            }
+            for (int k = 0; k < 2 && !call_events.empty(); ++k) {
+                const bool touch = (k + image) % 2 == 0;
+                keep(touch ? c_queued : c_queued_cold, queued_sample(touch));
             }
         }
     }
@@ -511,16 +558,19 @@ json Probes::ggml_calls() const {
                 {"queued_cold", events ? s.c_queued_cold.to_json() : json(nullptr)},
                 {"copies_per_image", copies},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
-                         "every descriptor at its own aligned offset, one sample of each per round, the smallest "
-                         "block median. copies: every descriptor of the profile as its own async copy, then one "
-                         "synchronize; zerocopy: per graph its copies and a synchronize; queued: as the core "
-                         "enqueues queued calls (an event wait before the uploads while a graph is outstanding, "
-                         "the copies, an event record) with a synchronize where the replay waits; the "
-                         "synchronous graph's copies blocking in zerocopy and queued. zerocopy and queued write "
-                         "each graph's independent inputs into their host memory before its copies and read its "
-                         "downloads after its wait, untimed, as the replay's producer and consumer do; the *_cold "
-                         "samples leave the host memory untouched, as copies does. Diagnostics, never in a "
-                         "limit"}};
+                         "every descriptor at its own aligned offset, one sample of each per round (touched and "
+                         "cold in alternating order); best_median_ms is the smallest block median, median_ms the "
+                         "median of all samples. copies: every descriptor of the profile as its own async copy, "
+                         "then one synchronize. zerocopy: per graph its copies and a synchronize. queued: the "
+                         "replay's waits and the core's calls for queued zero-copy calls (a synchronize for the "
+                         "newest graph in flight, else its event's synchronize; an event wait on the newest graph "
+                         "in flight before the uploads; the copies; an event record; each completed event "
+                         "synchronized once more when the next graph's slots are reserved). The synchronous "
+                         "graph's copies are blocking, and a dependent upload reads the download slot of the "
+                         "graph that feeds it. zerocopy and queued write each graph's independent inputs into "
+                         "their host memory before its copies and read its downloads after its wait, untimed, as "
+                         "the replay's producer and consumer do; zerocopy_cold and queued_cold do not touch the "
+                         "host memory. Diagnostics, never in a limit"}};
 }
 
 }  // namespace sam3d_bench
