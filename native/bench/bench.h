@@ -89,6 +89,15 @@ struct GraphSpec {
     std::vector<Dep> deps;
 };
 
+// Where queued calls wait before graph `g` (replay.cpp's run_queued; the probes' queued
+// calls): every graph before the returned index must be complete first: the graphs whose
+// downloads g's uploads take, or every earlier graph before a synchronous one.
+inline size_t wait_end(const GraphSpec & sp, size_t g) {
+    size_t end = sp.synchronous ? g : 0;
+    for (const Dep & x : sp.deps) end = end > x.graph + 1 ? end : x.graph + 1;
+    return end;
+}
+
 struct Profile {
     std::string path;
     std::string name;

@@ -359,9 +359,7 @@ struct Probes::State {
         const double t0 = now_ms();
         for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
-            size_t dep_end = sp.synchronous ? g : 0;
-            for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
-            wait_until(dep_end);
+            wait_until(wait_end(sp, g));
             for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
             to_free.clear();
             write_inputs(g, t);

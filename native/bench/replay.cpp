@@ -327,9 +327,7 @@ struct Replay::State {
         const double t0 = now_ms();
         for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
-            size_t dep_end = sp.synchronous ? g : 0;
-            for (const Dep & x : sp.deps) dep_end = std::max(dep_end, x.graph + 1);
-            wait_until(dep_end, &dependency_waits);
+            wait_until(wait_end(sp, g), &dependency_waits);
             while (!reserve(g) && next_wait < g) wait_until(next_wait + 1, &ring_waits);
             const sam3d_call c = fill_slots(g, data);
             if (sp.synchronous) {
