@@ -286,6 +286,16 @@ def test_schema_1_results_render_without_limits(tmp_path, make_result):
                for n in table.records([loaded])["notes"])
 
 
+def test_a_version_3_self_check_needs_its_tolerances(make_result):
+    r = _result(make_result)
+    r["extra"]["transfer_floor"]["self_check"] = {"ok": True, "both_ms": 1.5, "max_alone_ms": 0.8,
+                                                  "sum_alone_ms": 1.55}
+    with pytest.raises(results.ResultError, match="low_tolerance_ms"):
+        results.validate(r)
+    r["schema"] = "sam3d-bench-result/2"  # written before the tolerances existed
+    results.validate(r)
+
+
 def test_schema_2_results_render_their_limits_without_the_ggml_calls(tmp_path, make_result):
     """A version-2 file (no ggml_calls, a self-check without tolerance_ms) still renders with
     its limits; the self-check is recomputed with the tolerance from its block medians."""

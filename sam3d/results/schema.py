@@ -34,7 +34,7 @@ Schema "sam3d-bench-result/3" (all times in milliseconds, sizes in bytes):
   "extra": {                           # optional diagnostics: driver overhead, peak RSS, ...
     "transfer_floor": null | {"median_ms", "both", "upload", "download", "gb_per_s", "alignment",
                               "self_check": {"ok", ...}, ...},  # version 2: the limit probes;
-                              # version 3: self_check's low_tolerance_ms, high_tolerance_ms
+                              # version 3: self_check's low_tolerance_ms, high_tolerance_ms (required)
     "ggml_calls": null | {"copies", "zerocopy", "zerocopy_cold", "queued", "queued_cold",
                           "copies_per_image"},  # version 3
     "round_trips": {"download", "graph", ...}, "staging_memcpy": {"median_ms", ...},
