@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,14 +90,30 @@ struct GraphSpec {
     std::vector<Dep> deps;
 };
 
-// Where queued calls wait before graph `g` (replay.cpp's run_queued; the probes' queued
-// calls): every graph before the returned index must be complete first: the graphs whose
+// Where queued calls wait (replay.cpp's run_queued; the probes' queued calls), in profile
+// order. Before graph g every graph before wait_end(g) must be complete: the graphs whose
 // downloads g's uploads take, or every earlier graph before a synchronous one.
 inline size_t wait_end(const GraphSpec & sp, size_t g) {
     size_t end = sp.synchronous ? g : 0;
     for (const Dep & x : sp.deps) end = end > x.graph + 1 ? end : x.graph + 1;
     return end;
 }
+
+struct WaitSchedule {
+    size_t next = 0;  // the graphs before it have been waited
+
+    // The graphs to wait so that those before `end` are complete: [next, last), where
+    // last - 1 is the newest of them that was enqueued (`enqueued(q)`), and empty (first ==
+    // second) when none was; then the graphs before `end` count as waited.
+    template <class Enqueued>
+    std::pair<size_t, size_t> until(size_t end, Enqueued enqueued) {
+        size_t last = end;
+        while (last > next && !enqueued(last - 1)) --last;
+        const std::pair<size_t, size_t> range{next, last > next ? last : next};
+        next = next > end ? next : end;
+        return range;
+    }
+};
 
 struct Profile {
     std::string path;

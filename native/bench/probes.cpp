@@ -331,30 +331,27 @@ struct Probes::State {
     double queued_sample(bool touch) {
         Touch t{touch};
         const size_t ng = profile.graphs.size();
-        size_t next_wait = 0;           // graphs before it have been waited
+        WaitSchedule waited;
         std::vector<size_t> in_flight;  // recorded, completion not known, in submission order
         std::vector<size_t> to_free;    // complete, their event not synchronized since
         std::vector<bool> enqueued(ng, false);
         auto wait_until = [&](size_t end) {
-            size_t last = end;
-            while (last > next_wait && !enqueued[last - 1]) --last;
-            if (last > next_wait) {
-                const size_t k = last - 1;
-                auto done = in_flight.begin();
-                if (!in_flight.empty() && in_flight.back() == k) {
-                    ggml_backend_synchronize(backend);
-                    done = in_flight.end();
-                } else if (std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end()) {
-                    ggml_backend_event_synchronize(call_events[k]);
-                    done = std::upper_bound(in_flight.begin(), in_flight.end(), k);
-                }
-                to_free.insert(to_free.end(), in_flight.begin(), done);
-                in_flight.erase(in_flight.begin(), done);
-                for (size_t q = next_wait; q < last; ++q) {
-                    if (enqueued[q]) read_outputs(q, t);
-                }
+            const auto [from, last] = waited.until(end, [&](size_t q) { return enqueued[q]; });
+            if (last == from) return;
+            const size_t k = last - 1;
+            auto done = in_flight.begin();
+            if (!in_flight.empty() && in_flight.back() == k) {
+                ggml_backend_synchronize(backend);
+                done = in_flight.end();
+            } else if (std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end()) {
+                ggml_backend_event_synchronize(call_events[k]);
+                done = std::upper_bound(in_flight.begin(), in_flight.end(), k);
             }
-            next_wait = std::max(next_wait, end);
+            to_free.insert(to_free.end(), in_flight.begin(), done);
+            in_flight.erase(in_flight.begin(), done);
+            for (size_t q = from; q < last; ++q) {
+                if (enqueued[q]) read_outputs(q, t);
+            }
         };
         const double t0 = now_ms();
         for (size_t g = 0; g < ng; ++g) {
@@ -369,7 +366,7 @@ struct Probes::State {
                 in_flight.clear();
                 blocking_copies(g);
                 read_outputs(g, t);
-                next_wait = g + 1;
+                waited.next = g + 1;
                 continue;
             }
             if (!in_flight.empty() && !sp.uploads.empty()) ggml_backend_event_wait(backend, call_events[in_flight.back()]);

@@ -305,36 +305,33 @@ struct Replay::State {
     double run_queued(sam3d_session * s, int data) {
         begin_slots(s);
         const size_t ng = graphs.size();
-        size_t next_wait = 0;  // graphs before this one have been waited
+        WaitSchedule waited;
         dependency_waits = ring_waits = 0;
-        // Waits the tickets of graphs [next_wait, end), the newest first (one synchronization
-        // completes them all); counts one wait point if there was any.
+        // Waits the tickets of the graphs not yet waited before `end`, the newest first (one
+        // synchronization completes them all); counts one wait point if there was any.
         auto wait_until = [&](size_t end, size_t * wait_points) {
-            size_t last = end;
-            while (last > next_wait && tickets[last - 1] == 0) --last;
-            if (last > next_wait) {
-                if (sam3d_session_wait(s, tickets[last - 1]) != SAM3D_OK) failed(last - 1, "queued wait");
-                for (size_t g = next_wait; g + 1 < last; ++g) {
-                    if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
-                }
-                for (size_t g = next_wait; g < last; ++g) {
-                    if (tickets[g] != 0) keep_outputs(g, kQueued);
-                }
-                *wait_points += 1;
+            const auto [from, last] = waited.until(end, [&](size_t q) { return tickets[q] != 0; });
+            if (last == from) return;
+            if (sam3d_session_wait(s, tickets[last - 1]) != SAM3D_OK) failed(last - 1, "queued wait");
+            for (size_t g = from; g + 1 < last; ++g) {
+                if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
             }
-            next_wait = std::max(next_wait, end);
+            for (size_t g = from; g < last; ++g) {
+                if (tickets[g] != 0) keep_outputs(g, kQueued);
+            }
+            *wait_points += 1;
         };
         const double t0 = now_ms();
         for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
             wait_until(wait_end(sp, g), &dependency_waits);
-            while (!reserve(g) && next_wait < g) wait_until(next_wait + 1, &ring_waits);
+            while (!reserve(g) && waited.next < g) wait_until(waited.next + 1, &ring_waits);
             const sam3d_call c = fill_slots(g, data);
             if (sp.synchronous) {
                 submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "queued, synchronous graph");
                 keep_outputs(g, kQueued);
                 tickets[g] = 0;  // complete on return: nothing to wait
-                next_wait = g + 1;
+                waited.next = g + 1;
                 continue;
             }
             submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, "queued submit");
