@@ -397,3 +397,23 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
 def test_cuda_code_runs_on_a_compute_capability_by_nvidias_rules(archs, cc, runs):
     from sam3d.running import bundle_run
     assert bundle_run.runs_on(archs, cc) is runs
+
+
+def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
+    """The driver's own profile loader (native/bench/profile.cpp) lets each upload take at most
+    one earlier download, as sam3d/core/profile.py does: the replay and the probes ask one
+    place (GraphSpec::feeder) which download feeds an upload."""
+    exe = driver.path(RELEASE)
+    if not exe.is_file():
+        pytest.skip("release is not built (nox -s build -- release)")
+    p = profile.load()
+    g = next(g for g in p["graphs"] if g["depends_on_downloads"])
+    g["depends_on_downloads"].append(dict(g["depends_on_downloads"][0]))
+    f = tmp_path / "fed-twice.json"
+    f.write_text(json.dumps(p))
+    r = subprocess.run([str(exe), "--profile", str(f), "--backend", "cpu", "--warmups", "0", "--images", "1",
+                        "--out", str(tmp_path / "o.json")], capture_output=True, text=True, check=False,
+                       env=driver.driver_env(RELEASE, dict(os.environ)), timeout=120)
+    upload = g["depends_on_downloads"][0]["upload"]
+    assert r.returncode == 1 and f"upload {upload} is fed twice" in r.stderr, r.stderr
+    assert not (tmp_path / "o.json").exists()

@@ -88,6 +88,15 @@ struct GraphSpec {
     std::vector<size_t> uploads;    // bytes
     std::vector<size_t> downloads;  // bytes
     std::vector<Dep> deps;
+
+    // The dependency whose download feeds upload `upload`, or nullptr: the upload takes
+    // independent input. The loader allows at most one per upload.
+    const Dep * feeder(size_t upload) const {
+        for (const Dep & x : deps) {
+            if (x.upload == upload) return &x;
+        }
+        return nullptr;
+    }
 };
 
 // Where queued calls wait (replay.cpp's run_queued; the probes' queued calls), in profile

@@ -89,7 +89,6 @@ struct Probes::State {
     size_t down_offset = 0, rt_offset = 0;
     std::vector<uint8_t> heap_staging;  // without a host buffer type
     uint8_t * staging = nullptr;
-    std::vector<uint8_t> caller_up, caller_down;  // the staged path's caller memory
     std::vector<Copy> copies;
     size_t memcpy_up = 0, memcpy_down = 0, memcpy_descriptors_up = 0, memcpy_descriptors_down = 0;
     float rt_host_heap = 0;
@@ -99,7 +98,9 @@ struct Probes::State {
     const Profile & profile;
     bool calls = false;
     std::vector<std::vector<size_t>> call_up_at, call_down_at;  // [graph][descriptor]: offset
-    std::vector<uint8_t> call_src, call_dst;  // the replay's producer's and consumer's memory, as laid out
+    // Caller memory of every descriptor at the same offsets (the staged copies' and the
+    // replay's producer's and consumer's): inputs come from call_src, outputs go to call_dst.
+    std::vector<uint8_t> call_src, call_dst;
     std::vector<ggml_backend_event_t> call_events;    // one per graph (queued calls)
     Series c_copies, c_zerocopy, c_queued, c_zerocopy_cold, c_queued_cold;
 
@@ -113,9 +114,11 @@ struct Probes::State {
           c_queued_cold(n_blocks) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
-        layout_copies(p);
         // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
         const size_t up_area = layout_calls(p, true), down_area = layout_calls(p, false);
+        call_src.assign(up_area, 0x3c);
+        call_dst.assign(down_area, 0);
+        layout_copies(p);
         host_buft = ggml_backend_dev_host_buffer_type(dev);
         const size_t host_bytes = up_area + down_area + alignment;
         if (host_buft != nullptr) {
@@ -159,10 +162,6 @@ struct Probes::State {
         ggml_backend_dev_get_props(dev, &props);
         if (props.caps.events) event = ggml_backend_event_new(dev);
         calls = with_calls && host != nullptr;
-        if (calls) {
-            call_src.assign(up_area, 0x3c);  // each descriptor its own memory, as the replay's inputs and outputs
-            call_dst.assign(down_area, 0);
-        }
         if (calls && props.caps.events) {
             for (size_t g = 0; g < p.graphs.size(); ++g) {
                 ggml_backend_event_t e = ggml_backend_event_new(dev);
@@ -186,31 +185,28 @@ struct Probes::State {
 
     // The staged path's copies: every upload and download of the batched (not synchronous)
     // graphs, laid out per graph from the start of staging at the alignment, as the core lays
-    // out one call; caller memory holds each descriptor at its own aligned offset.
+    // out one call; caller memory holds each descriptor at its offset of call_src or call_dst.
     void layout_copies(const Profile & p) {
-        size_t up_at = 0, down_at = 0;
-        for (const GraphSpec & g : p.graphs) {
+        for (size_t gi = 0; gi < p.graphs.size(); ++gi) {
+            const GraphSpec & g = p.graphs[gi];
             if (g.synchronous) continue;
             size_t at = 0;
-            // One direction's descriptors: staged at `at`, caller memory at `caller_at`.
-            auto lay = [&](const std::vector<size_t> & sizes, bool upload, size_t & caller_at, size_t & bytes,
-                           size_t & descriptors) {
-                for (size_t b : sizes) {
-                    copies.push_back({upload, at, caller_at, b});
-                    at = align_up(at + b, alignment);
-                    caller_at = align_up(caller_at + b, alignment);
-                    bytes += b;
+            // One direction's descriptors: staged from `at` on, caller memory at `caller`.
+            auto lay = [&](const std::vector<size_t> & sizes, bool upload, const std::vector<size_t> & caller,
+                           size_t & bytes, size_t & descriptors) {
+                for (size_t i = 0; i < sizes.size(); ++i) {
+                    copies.push_back({upload, at, caller[i], sizes[i]});
+                    at = align_up(at + sizes[i], alignment);
+                    bytes += sizes[i];
                     ++descriptors;
                 }
             };
-            lay(g.uploads, true, up_at, memcpy_up, memcpy_descriptors_up);
-            lay(g.downloads, false, down_at, memcpy_down, memcpy_descriptors_down);
+            lay(g.uploads, true, call_up_at[gi], memcpy_up, memcpy_descriptors_up);
+            lay(g.downloads, false, call_down_at[gi], memcpy_down, memcpy_descriptors_down);
             if (at > align_up(p.upload_bytes, alignment) + align_up(p.download_bytes, alignment)) {
                 die(1, "probes: graph " + g.name + " does not fit the staging copy's buffer");
             }
         }
-        caller_up.assign(up_at + alignment, 0x3c);
-        caller_down.assign(down_at + alignment, 0);
     }
 
     // Every descriptor of one direction (all graphs, the synchronous one too) at its own aligned
@@ -232,12 +228,8 @@ struct Probes::State {
     // download slot of the earlier graph that feeds it, as the replay uploads a dependent input
     // straight from that graph's kept output slot.
     const uint8_t * upload_source(size_t g, size_t i, bool fed) const {
-        if (fed) {
-            for (const Dep & x : profile.graphs[g].deps) {
-                if (x.upload == i) return mem + down_offset + call_down_at[x.graph][x.download];
-            }
-        }
-        return mem + call_up_at[g][i];
+        const Dep * x = fed ? profile.graphs[g].feeder(i) : nullptr;
+        return x ? mem + down_offset + call_down_at[x->graph][x->download] : mem + call_up_at[g][i];
     }
 
     // Graph g's descriptors as async copies (uploads, then downloads).
@@ -273,9 +265,10 @@ struct Probes::State {
 
     // The replay's producer and consumer on the host memory of the calls (replay.cpp): graph
     // g's independent inputs written into their slots before its copies, every download read
-    // out after the wait that completed it, each from or into its own caller memory. Their time is excluded from the sample, as the
-    // zerocopy and queued rows exclude it; what they do to the copies (the host buffer's cache
-    // lines are the CPU's when the copies read or write them) is not.
+    // out after the wait that completed it, each from or into its own caller memory. Their
+    // time is excluded from the sample, as the zerocopy and queued rows exclude it; what they
+    // do to the copies (the host buffer's cache lines are the CPU's when the copies read or
+    // write them) is not.
     struct Touch {
         bool on;
         double excluded_ms = 0;
@@ -286,8 +279,7 @@ struct Probes::State {
         const GraphSpec & sp = profile.graphs[g];
         const double t0 = now_ms();
         for (size_t i = 0; i < sp.uploads.size(); ++i) {
-            const bool fed = std::any_of(sp.deps.begin(), sp.deps.end(), [&](const Dep & x) { return x.upload == i; });
-            if (!fed) std::memcpy(mem + call_up_at[g][i], call_src.data() + call_up_at[g][i], sp.uploads[i]);
+            if (sp.feeder(i) == nullptr) std::memcpy(mem + call_up_at[g][i], call_src.data() + call_up_at[g][i], sp.uploads[i]);
         }
         t.excluded_ms += now_ms() - t0;
     }
@@ -395,9 +387,9 @@ struct Probes::State {
         const double t0 = now_ms();
         for (const Copy & c : copies) {
             if (c.upload) {
-                std::memcpy(staging + c.staging_offset, caller_up.data() + c.caller_offset, c.size);
+                std::memcpy(staging + c.staging_offset, call_src.data() + c.caller_offset, c.size);
             } else {
-                std::memcpy(caller_down.data() + c.caller_offset, staging + c.staging_offset, c.size);
+                std::memcpy(call_dst.data() + c.caller_offset, staging + c.staging_offset, c.size);
             }
         }
         return now_ms() - t0;
@@ -543,15 +535,13 @@ json Probes::staging_memcpy() const {
 json Probes::ggml_calls() const {
     const State & s = *s_;
     if (!s.calls) return nullptr;
-    size_t copies = 0;
-    for (const GraphSpec & g : s.profile.graphs) copies += g.uploads.size() + g.downloads.size();
     const bool events = !s.call_events.empty();
     return json{{"copies", s.c_copies.to_json()},
                 {"zerocopy", s.c_zerocopy.to_json()},
                 {"zerocopy_cold", s.c_zerocopy_cold.to_json()},
                 {"queued", events ? s.c_queued.to_json() : json(nullptr)},
                 {"queued_cold", events ? s.c_queued_cold.to_json() : json(nullptr)},
-                {"copies_per_image", copies},
+                {"copies_per_image", s.profile.n_uploads + s.profile.n_downloads},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
                          "every descriptor at its own aligned offset, one sample of each per round (touched and "
                          "cold in alternating order); best_median_ms is the smallest block median, median_ms the "

@@ -89,6 +89,9 @@ Profile load_profile(const std::string & path) {
                     s.uploads[dep.upload] != p.graphs[dep.graph].downloads[dep.download]) {
                     die(1, where + ": dependency on " + src + " names a missing upload/download or sizes differ");
                 }
+                if (s.feeder(dep.upload) != nullptr) {
+                    die(1, where + ": upload " + std::to_string(dep.upload) + " is fed twice: give each upload at most one dependency");
+                }
                 s.deps.push_back(dep);
             }
             index[s.name] = p.graphs.size();

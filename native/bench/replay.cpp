@@ -130,8 +130,7 @@ struct Replay::State {
                 const GraphSpec & s = profile.graphs[g];
                 inputs[d][g].resize(s.uploads.size());
                 for (size_t i = 0; i < s.uploads.size(); ++i) {
-                    const bool fed = std::any_of(s.deps.begin(), s.deps.end(), [&](const Dep & x) { return x.upload == i; });
-                    if (!fed) {
+                    if (s.feeder(i) == nullptr) {
                         inputs[d][g][i].resize(s.uploads[i] / kElement);
                         fill(inputs[d][g][i], (static_cast<uint64_t>(d) << 40) ^ (g << 16) ^ i);
                     }
@@ -151,10 +150,8 @@ struct Replay::State {
                 for (size_t g = 0; g < ng; ++g) {
                     const GraphSpec & s = profile.graphs[g];
                     for (size_t i = 0; i < s.uploads.size(); ++i) {
-                        const void * src = inputs[d][g][i].data();
-                        for (const Dep & x : s.deps) {
-                            if (x.upload == i) src = outputs[m][x.graph][x.download].data();
-                        }
+                        const Dep * x = s.feeder(i);
+                        const void * src = x ? outputs[m][x->graph][x->download].data() : inputs[d][g][i].data();
                         ups[m][d][g].push_back(sam3d_upload{graphs[g].inputs[i], src, 0, s.uploads[i]});
                     }
                     for (size_t j = 0; j < s.downloads.size(); ++j) {
@@ -201,10 +198,8 @@ struct Replay::State {
     // reported, to verify them; that read stands for the consumer (excluded, as in the other
     // modes). `excluded_write_ms` and `excluded_read_ms` hold the last image's excluded time.
     const void * fed_by(size_t g, size_t i) const {
-        for (const Dep & x : profile.graphs[g].deps) {
-            if (x.upload == i) return out_slots[x.graph][x.download];
-        }
-        return nullptr;
+        const Dep * x = profile.graphs[g].feeder(i);
+        return x ? out_slots[x->graph][x->download] : nullptr;
     }
 
     // Reserves graph g's slots; returns whether they are pinned staging.

@@ -385,5 +385,5 @@ def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
 
 
 def _median_of(series: dict) -> float:
-    """A probed series' median of all samples (its samples when median_ms is absent)."""
-    return series["median_ms"] if "median_ms" in series else stats.median(series["samples_ms"])
+    """A probed series' median of all its samples."""
+    return stats.median(series["samples_ms"])
