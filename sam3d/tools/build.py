@@ -10,12 +10,14 @@ from pathlib import Path
 
 from ..core import host, paths
 from ..core.variants import Variant
-from . import conan, ctest, system
+from . import ccache, conan, ctest, system
 
 
 def prepare(vs: list[Variant]) -> None:
-    """System packages, the project's Conan home and profiles (each build exports the GGML recipe)."""
+    """System packages, the compiler cache, the project's Conan home and profiles (each build
+    exports the GGML recipe)."""
     system.ensure_packages(vs)
+    ccache.executable()
     conan.ensure_home(vs)
 
 
@@ -120,8 +122,9 @@ def _did_work(log: Path) -> bool:
 def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
     """Builds each variant (GGML only when its Conan binary is missing; the core and the driver
     incrementally), printing "[i/n] variant: ..." progress, a line every PROGRESS_S seconds
-    while it builds; returns (variant, failure) pairs. A build that compiled nothing keeps the
-    last real build's log (log_path) and its duration."""
+    while it builds, and after a real build what the compiler cache answered; returns
+    (variant, failure) pairs. A build that compiled nothing keeps the last real build's log
+    (log_path) and its duration."""
     prepare(vs)
     failed = []
     for i, v in enumerate(vs, 1):
@@ -135,6 +138,7 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
         t0 = time.monotonic()
         print(f"{tag}: building GGML (if missing) and the core ..."
               + (f" (last real build: {_minutes(previous)})" if previous else ""), flush=True)
+        cached = ccache.stats()
         progress = _Progress(tag, current, previous)
         progress.start()
         error = None
@@ -156,7 +160,8 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
             print(indented(host.log_tail(log, 30)), flush=True)
             failed.append((v.name, error))
         else:
-            print(f"{tag}: built in {seconds:.1f} s" + (f" (log: {log})" if kept == log else
+            print(f"{tag}: built in {seconds:.1f} s" + (f" (log: {log}); {(ccache.stats() - cached).line()}"
+                                                        if kept == log else
                   f" (nothing to compile; the last real build's log: {log})"), flush=True)
     return failed
 
