@@ -86,9 +86,11 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session(tags=["bench"])
 def bench(session: nox.Session) -> None:
-    """Build, then benchmark every variant and backend here into one table and an evidence folder.
+    """Build, then benchmark the variants into one table and an evidence folder.
 
-    The evidence goes to generated/diagnostics/<run-name>/ (e.g. `-- --images 5 release`)."""
+    With no variant named, the default set's variants that run here: a CUDA variant only where
+    there is an NVIDIA GPU (one line names what was left out). The evidence goes to
+    generated/diagnostics/<run-name>/ (e.g. `-- --images 5 release`)."""
     _sam3d(session, "bench")
 
 

@@ -116,3 +116,32 @@ def test_a_missing_or_unreadable_path_is_one_line(tmp_path):
         r = _run(*args)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "no such file" in r.stderr
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, capsys, gpu):
+    """Without an NVIDIA GPU the default set's CUDA variants are left out, in one line that says
+    why and how to run them; named, a CUDA variant is built and run (its CPU rows) anyway."""
+    from sam3d.cli import bench as bench_cmd
+    from sam3d.cli.main import main
+    from sam3d.core import variants
+    from sam3d.tools import system
+    ran = []
+    monkeypatch.setattr(system, "has_nvidia_gpu", lambda: gpu)
+    monkeypatch.setattr(bench_cmd, "bench", lambda vs, **kw: ran.append([v.name for v in vs]) or 0)
+    default = [v.name for v in variants.select(None)]
+    cuda = [v.name for v in variants.select(None) if v.cuda]
+    assert cuda, "the default set has a CUDA variant"
+    assert main(["bench"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    left = [line for line in out if "left out" in line]
+    if gpu:
+        assert ran == [default] and not left
+    else:
+        assert ran == [[n for n in default if n not in cuda]]
+        (line,) = left
+        assert all(n in line for n in cuda) and "no NVIDIA GPU" not in line and "NVIDIA GPU" in line
+        assert f"`nox -s bench -- {cuda[0]}`" in line and "`nox -s bundle`" in line
+    ran.clear()
+    assert main(["bench", cuda[0]]) == 0
+    assert ran == [[cuda[0]]] and "left out" not in capsys.readouterr().out

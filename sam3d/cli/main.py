@@ -18,6 +18,7 @@ from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
+from ..running import bench as bench_runner
 from ..running import bundle, fuzz, mutants
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
@@ -138,8 +139,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Builds the variants, runs the benchmark driver on every backend each has, writes the results
-    and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/cli/bench.py)."""
+    and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/cli/bench.py). With no
+    variant named: the default set's variants that can run here (running/bench.py left_out_here)."""
     vs = variants.select(args.variants)
+    if not args.variants:
+        vs, left = bench_runner.left_out_here(vs)
+        if left:
+            print(bench_runner.left_out_line(left), flush=True)
     if args.modes is not None:
         bench_cmd.check_modes(vs, args.modes)
     driver_args = (("--modes", args.modes) if args.modes else ()) + (("--transfer-only",) if args.transfer_only else ())
@@ -289,7 +295,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("bench", help="build, then run the transfer benchmark in each variant and backend; "
-                                     "writes generated/diagnostics/<run-name>/")
+                                     "writes generated/diagnostics/<run-name>/; with no variant named, the default "
+                                     "set's variants that run here (CUDA ones only with an NVIDIA GPU)")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.add_argument("--name", help="run name, the evidence folder's name (default: bench-<UTC time>)")
     s.add_argument("--images", type=_at_least(1), default=20, help="timed images per batching mode (default 20)")

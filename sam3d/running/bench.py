@@ -79,6 +79,24 @@ def facts() -> Facts:
                  machine=provenance.machine(), commit=commit, dirty=dirty)
 
 
+def left_out_here(vs: list[Variant]) -> tuple[list[Variant], list[Variant]]:
+    """(the variants whose every backend runs on this machine, the others): a CUDA variant's CUDA
+    backend needs an NVIDIA GPU (it has no CPU implementation); Vulkan always runs, on a GPU or
+    on Mesa's lavapipe. `bench` with no variant named runs the first list only, so a first run
+    does not spend most of its time building what it cannot measure."""
+    gpu = system.has_nvidia_gpu()
+    left = [v for v in vs if v.cuda and not gpu]
+    return [v for v in vs if v not in left], left
+
+
+def left_out_line(left: list[Variant]) -> str:
+    """The one line naming the variants `bench` left out, why, and how to run them."""
+    names = ", ".join(v.name for v in left)
+    return (f"sam3d bench: left out {names}: CUDA needs an NVIDIA GPU and there is none here; "
+            f"`nox -s bench -- {left[0].name}` builds it anyway (its CPU rows), "
+            "`nox -s bundle` packs the GPU variants for a GPU machine")
+
+
 def default_run_name() -> str:
     return "bench-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
