@@ -148,6 +148,29 @@ def _lay_out(root: Path, expected: list[ci.Expected], skip=(), failed=()) -> Non
         (d / "logs" / "compile_commands.json").write_text("[]")  # not a result file
 
 
+def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cache(monkeypatch):
+    """The Conan cache's key changes with every recipe revision; the compiler cache must
+    outlive it (restored by prefix, saved per commit), so it is its own cache entry."""
+    from sam3d.tools import ccache
+    monkeypatch.delenv("SAM3D_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    rel = "~/.cache/sam3d/ccache"  # where the jobs' ccache.cache_dir() is
+    assert ccache.cache_dir() == Path.home() / ".cache" / "sam3d" / "ccache"
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    building = 0
+    for name, job in jobs.items():
+        caches = [s["with"] for s in job.get("steps", []) if s.get("uses", "").startswith("actions/cache@")]
+        conan_home = [c for c in caches if "~/.cache/sam3d" in c["path"].split()]
+        if not conan_home:
+            continue
+        building += 1
+        assert f"!{rel}" in conan_home[0]["path"].split(), name
+        (cc,) = [c for c in caches if c["path"].strip() == rel]
+        assert cc["key"].endswith("-${{ github.sha }}"), name
+        assert cc["restore-keys"].strip() == cc["key"].removesuffix("${{ github.sha }}"), name
+    assert building >= 3  # the variant matrix, the mutants and the fuzz jobs
+
+
 def test_expected_results_one_per_variant_and_container():
     es = ci.expected_results()
     assert [(e.variant, e.os) for e in es] == _expected_pairs(variants.VARIANTS)
