@@ -1,7 +1,8 @@
 """What the builds produced: flags in compile_commands.json, one GGML binary per variant,
 instrumentation of GGML's libraries, and the sdist hash check of the GGML recipe.
 
-These read the build outputs: `nox -s tests` builds every variant before pytest runs.
+These read the build outputs: `nox -s tests` builds every variant before pytest runs; GGML's
+package is the one each build recorded (sam3d/tools/ggml_package.py).
 """
 
 import json
@@ -13,7 +14,7 @@ import subprocess
 import pytest
 
 from sam3d.core import paths, variants
-from sam3d.tools import conan, cuda
+from sam3d.tools import conan, cuda, ggml_package
 
 OPT_LEVELS = {"-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast", "-Og"}
 # What `nox -s tests` builds (the default set), and the variants built by name here.
@@ -22,7 +23,7 @@ BUILT = [v.name for v in variants.VARIANTS
 
 
 def _ggml_package(v):
-    return conan.ggml_package_folder(v)
+    return ggml_package.read(v).package_folder
 
 
 def _commands(path):
@@ -76,10 +77,8 @@ def test_ggml_compile_flags_are_the_variants(name):
 
 
 def test_one_ggml_binary_per_variant():
-    _, pkgs = conan.ggml_packages()
-    folders = {conan.ggml_package_folder(variants.get(n)) for n in BUILT}  # exactly one match each
-    assert len(folders) == len(BUILT)
-    assert len(pkgs) >= len(BUILT)
+    records = [ggml_package.read(variants.get(n)) for n in BUILT]
+    assert len({r.package_id for r in records}) == len({r.package_folder for r in records}) == len(BUILT)
 
 
 def _dynamic_symbols(lib):

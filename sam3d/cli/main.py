@@ -154,14 +154,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    """Builds the GPU variants, then packs them into build/bundle/sam3d-device.tar.gz (or one
-    bundle per variant, sam3d-device-<variant>.tar.gz, when one would be too large to carry)."""
+    """Builds the GPU variants (unless --no-build), then packs them into build/bundle/sam3d-device.tar.gz
+    (or one bundle per variant, sam3d-device-<variant>.tar.gz, when one would be too large to
+    carry). Packing reads each build's GGML record (sam3d/tools/ggml_package.py): no Conan call."""
     vs = variants.select(args.variants) if args.variants else bundle.gpu_variants()
     no_gpu = [v.name for v in vs if not v.gpu]
     if no_gpu:
         raise Sam3dError(f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
                          + ", ".join(v.name for v in bundle.gpu_variants()))
-    failed = build_variants(vs)
+    failed = [] if args.no_build else build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
         return 1
@@ -314,6 +315,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--limit-mib", type=_at_least(0), default=bundle.BUNDLE_LIMIT // 2**20, metavar="MIB",
                    help="above this many MiB compressed, one bundle per variant (default %(default)s, what one "
                         "transfer to the GPU machine carries; 0: always one bundle)")
+    s.add_argument("--no-build", action="store_true", help="pack the variants already built: no Conan call, no lock")
     s.set_defaults(func=cmd_bundle)
 
     s = sub.add_parser("fuzz", help="build the fuzz variant, then run the libFuzzer target of the C API")

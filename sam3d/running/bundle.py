@@ -12,7 +12,9 @@ The GPU machine has neither a package registry nor build tools, so the work is s
    The CUDA runtime and cuBLAS (hundreds of MiB) are not packed: the manifest names the
    sonames a variant needs (``cuda_libs``) and run.py finds them on the GPU machine. When the
    bundle would pass BUNDLE_LIMIT compressed, each variant gets its own instead,
-   build/bundle/sam3d-device-<variant>.tar.gz (folder sam3d-device-<variant>/).
+   build/bundle/sam3d-device-<variant>.tar.gz (folder sam3d-device-<variant>/). GGML's
+   libraries are found through the record the variant's build left (sam3d/tools/ggml_package.py):
+   packing calls no Conan, so it never waits for the Conan home's lock while another clone builds.
 2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
    GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
 3. Back here, `python -m sam3d device-import` (sam3d/cli/device.py) reads them back
@@ -36,7 +38,7 @@ from pathlib import Path
 from ..core import host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json
-from ..tools import conan, cuda, provenance, system
+from ..tools import cuda, ggml_package, provenance, system
 from . import driver
 from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
 
@@ -146,8 +148,8 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         (vdir / "bin").mkdir(parents=True)
         (vdir / "lib").mkdir()
         (debug / v.name).mkdir()
-        ggml_lib = conan.ggml_package_folder(v) / "lib"
-        env = dict(os.environ, LD_LIBRARY_PATH=str(ggml_lib))
+        # GGML's libraries: the package the variant's build recorded (no Conan call, no lock).
+        env = dict(os.environ, LD_LIBRARY_PATH=str(ggml_package.read(v).lib_dir))
         # The closure of what the binaries need, by soname (ldd resolves transitive needs).
         libs: dict[str, Path] = {}
         for src in binaries.values():

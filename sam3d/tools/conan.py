@@ -2,9 +2,11 @@
 
 The Conan home is never the user's: it lives in the shared cache (paths.conan_home()), so all
 clones on one machine share its package cache; every Conan invocation holds its lock
-(conan_lock.py). It has no remote unless SAM3D_CONAN_REMOTE names one (conan_remote.py): then
-builds take GGML's binaries from it when it has them, fall back to building here with one
-warning when it does not answer, and `publish` uploads a variant's packages to it.
+(conan_lock.py), and a build records the GGML package it used in its build folder
+(ggml_package.py), so commands that only use what is built ask Conan nothing. It has no
+remote unless SAM3D_CONAN_REMOTE names one (conan_remote.py): then builds take GGML's binaries
+from it when it has them, fall back to building here with one warning when it does not
+answer, and `publish` uploads a variant's packages to it.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from ..core import paths
 from ..core.errors import Sam3dError
 from ..core.files import write_if_changed
 from ..core.variants import VARIANTS, Variant
-from . import ccache, conan_lock, conan_remote, cuda, system
+from . import ccache, conan_lock, conan_remote, cuda, ggml_package, system
 
-GGML_RECIPE = Path("conan") / "recipes" / "ggml"
 CORE_NAME = "sam3d-core"
 BUILD_PROFILE = "sam3d-build"
 
@@ -35,13 +36,9 @@ class ConanError(Sam3dError):
 def ggml_version() -> str:
     """The GGML version: the one entry of the GGML recipe's conandata.yml "sources" (the core's
     conanfile.py reads the same entry for its requirement), in the checkout this package is in."""
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / GGML_RECIPE / "conandata.yml").read_text())
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / ggml_package.RECIPE / "conandata.yml").read_text())
     (version,) = data["sources"]
     return str(version)
-
-
-def ggml_ref() -> str:
-    return f"ggml/{ggml_version()}"
 
 
 # Conan's compiler setting -> (C compiler, C++ compiler, Debian package naming them).
@@ -229,20 +226,26 @@ def profile_args(v: Variant) -> list[str]:
     return ["-pr:h", v.profile_name, "-pr:b", BUILD_PROFILE, *conan_remote.host_settings()]
 
 
-def export_recipes() -> str:
-    """Export this checkout's GGML recipe; returns its recipe revision. Another clone may export
-    another revision (a changed recipe) into the shared cache, and Conan resolves `ggml/<version>`
-    to the latest exported one: so each build exports again inside the lock span of its build."""
-    out = json.loads(run(["export", str(paths.root() / GGML_RECIPE), "--version", ggml_version(), "--format=json"]))
-    return out["reference"].split("#", 1)[1]
+def export_recipes() -> None:
+    """Export this checkout's GGML recipe. Another clone may export another revision (a changed
+    recipe) into the shared cache, and Conan resolves `ggml/<version>` to the latest exported
+    one: so each build exports again inside the lock span of its build."""
+    run(["export", str(paths.root() / ggml_package.RECIPE), "--version", ggml_version()])
 
 
 def build(v: Variant, log: Path) -> None:
     """Build GGML (in the Conan cache, when its binary is missing here and on the remote) and the
-    core (in build/<variant>)."""
+    core (in build/<variant>), then record the GGML package it used for the commands that run
+    no Conan (ggml_package.py); the record goes when the build starts, and comes back only
+    once it has succeeded."""
+    graph = log.with_suffix(".graph.json")
     with conan_lock.held(paths.conan_home()):
+        ggml_package.discard(v)
+        recipe = ggml_package.recipe_sha256()
         export_recipes()
-        run_with_remote(["build", str(paths.root()), *profile_args(v), "--build=missing"], log=log)
+        run_with_remote(["build", str(paths.root()), *profile_args(v), "--build=missing", "--format=json",
+                         "--out-file", str(graph)], log=log)
+        ggml_package.write(v, graph, recipe)
 
 
 def create(v: Variant, log: Path) -> Path:
@@ -255,36 +258,6 @@ def create(v: Variant, log: Path) -> Path:
         run_with_remote(["create", str(paths.root()), *profile_args(v), "--build=missing",
                          "-c", "tools.build:skip_test=True", "--format=json", "--out-file", str(graph)], log=log)
     return graph
-
-
-def ggml_packages() -> tuple[str, dict]:
-    """(this checkout's GGML recipe revision, {package_id: info}) in the project's Conan home."""
-    with conan_lock.held(paths.conan_home()):
-        rev = export_recipes()
-        data = json.loads(run(["list", f"{ggml_ref()}#{rev}:*", "--format=json"]))
-    (ref,) = data["Local Cache"].values()
-    return rev, ref["revisions"][rev].get("packages", {})
-
-
-def ggml_package_folder(v: Variant) -> Path:
-    """The package folder of the variant's GGML binary (exactly one must match its settings)."""
-    rev, pkgs = ggml_packages()
-    glibc = conan_remote.glibc_setting()
-    # A CUDA binary is the one of this checkout's toolkit lock (its id is in the package_id).
-    toolkit = cuda.install_dir()[0].name if v.cuda else None
-    matches = [pid for pid, p in pkgs.items()
-               if p["info"]["settings"]["build_type"] == v.build_type
-               and p["info"]["settings"]["compiler"] == v.compiler
-               and p["info"]["settings"].get("compiler.sanitizer") == v.sanitizer
-               and p["info"]["settings"].get("os.glibc") == glibc
-               and p["info"]["options"]["vulkan"] == str(v.vulkan)
-               and p["info"]["options"].get("cuda", "False") == str(v.cuda)
-               and p["info"]["options"].get("cuda_architectures") == (v.cuda_architectures if v.cuda else None)
-               and p["info"].get("conf", {}).get("user.sam3d:cuda_toolkit_id") == toolkit]
-    if len(matches) != 1:
-        raise ConanError(f"{v.name}: {len(matches)} GGML binaries match (want 1): {matches}; "
-                         f"run `nox -s build -- {v.name}`")
-    return Path(run(["cache", "path", f"{ggml_ref()}#{rev}:{matches[0]}"]).strip())
 
 
 def check_publish_credentials() -> str:
