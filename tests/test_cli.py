@@ -145,3 +145,24 @@ def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, cap
     ran.clear()
     assert main(["bench", cuda[0]]) == 0
     assert ran == [[cuda[0]]] and "left out" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["ctest", "--no-build", "release"], ["bundle", "--no-build", "release"],
+                                  ["bench", "--no-build", "--name", "nolock", "release"]])
+def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, capsys, argv):
+    """What only uses the build folders runs beside another clone's build: the lock is never
+    asked for (here: no build folder, so each says how to build instead)."""
+    from sam3d.cli.main import main
+    from sam3d.tools import conan_lock
+
+    def taken(*a, **k):
+        raise AssertionError("the Conan lock was asked for")
+    import shutil
+    from sam3d.core import paths
+    profiles = Path("native") / "bench" / "profiles"
+    shutil.copytree(paths.root() / profiles, tmp_path / profiles)  # the committed profile, read first
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
+    monkeypatch.setattr(conan_lock, "held", taken)
+    rc = main(argv)
+    out = capsys.readouterr()
+    assert rc != 0 and "nox -s build -- release" in out.out + out.err

@@ -46,7 +46,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_ctest(args: argparse.Namespace) -> int:
-    """Builds the variants, then runs `ctest -L <label>` in each."""
+    """Builds the variants (unless --no-build: then no Conan call, no lock), then runs
+    `ctest -L <label>` in each."""
     vs = variants.select(args.variants)
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
@@ -55,7 +56,7 @@ def cmd_ctest(args: argparse.Namespace) -> int:
                              + ", ".join(v.name for v in variants.sanitizer_variants()))
     ctest.check_label(vs, args.label)
     t0 = time.monotonic()
-    failed = dict(build_variants(vs))
+    failed = {} if args.no_build else dict(build_variants(vs))
     for i, v in enumerate(vs, 1):
         if v.name in failed:
             continue
@@ -265,6 +266,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-L", "--label", default="normal", help="a CTest label of every variant named (default normal; "
                    "`ctest --print-labels` in a build folder lists them)")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
+    s.add_argument("--no-build", action="store_true", help="test the build folders as they are: no Conan call, no lock")
     s.set_defaults(func=cmd_ctest)
 
     s = sub.add_parser("package", help="`conan create .` on a variant's profile (default release): the sam3d-core "
