@@ -150,7 +150,10 @@ def _lay_out(root: Path, expected: list[ci.Expected], skip=(), failed=()) -> Non
 
 def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cache(monkeypatch):
     """The Conan cache's key changes with every recipe revision; the compiler cache must
-    outlive it (restored by prefix, saved per commit), so it is its own cache entry."""
+    outlive it (restored by prefix, saved per commit, trimmed before the save), so every job
+    that builds has it as its own entry, and the Conan home's entry leaves it out with a
+    same-level exclusion (actions/cache applies none below a folder it includes whole:
+    actions/toolkit#713)."""
     from sam3d.tools import ccache
     monkeypatch.delenv("SAM3D_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
@@ -159,16 +162,22 @@ def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cac
     jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
     building = 0
     for name, job in jobs.items():
-        caches = [s["with"] for s in job.get("steps", []) if s.get("uses", "").startswith("actions/cache@")]
-        conan_home = [c for c in caches if "~/.cache/sam3d" in c["path"].split()]
-        if not conan_home:
+        steps = job.get("steps", [])
+        runs = " ".join(st.get("run", "") for st in steps)
+        if not any(cmd in runs for cmd in ("ci_stage build", "nox -s mutants", "nox -s fuzz", "nox -s bundle")):
             continue
         building += 1
-        assert f"!{rel}" in conan_home[0]["path"].split(), name
+        caches = [st["with"] for st in steps if st.get("uses", "").startswith("actions/cache@")]
         (cc,) = [c for c in caches if c["path"].strip() == rel]
         assert cc["key"].endswith("-${{ github.sha }}"), name
         assert cc["restore-keys"].strip() == cc["key"].removesuffix("${{ github.sha }}"), name
-    assert building >= 3  # the variant matrix, the mutants and the fuzz jobs
+        for c in caches:
+            if c is not cc and "sam3d" in c["path"]:
+                assert c["path"].split() == ["~/.cache/sam3d/*", f"!{rel}"], name
+        trims = [st for st in steps if "--evict-older-than" in st.get("run", "")]
+        assert len(trims) == 1 and f"ccache -d {rel} " in trims[0]["run"], name
+        assert trims[0]["if"] == "${{ !cancelled() }}", name
+    assert building == 4  # the variant matrix, the mutants, the fuzz and the bundle jobs
 
 
 def test_expected_results_one_per_variant_and_container():

@@ -17,7 +17,7 @@ def prepare(vs: list[Variant]) -> None:
     """System packages, the compiler cache, the project's Conan home and profiles (each build
     exports the GGML recipe)."""
     system.ensure_packages(vs)
-    ccache.executable()
+    ccache.install()
     conan.ensure_home(vs)
 
 
@@ -138,12 +138,13 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
         t0 = time.monotonic()
         print(f"{tag}: building GGML (if missing) and the core ..."
               + (f" (last real build: {_minutes(previous)})" if previous else ""), flush=True)
-        cached = ccache.stats()
+        compiled = current.with_suffix(".ccache-stats")
         progress = _Progress(tag, current, previous)
         progress.start()
         error = None
         try:
-            conan.build(v, log=current)
+            with ccache.build_log(compiled):
+                conan.build(v, log=current)
             ctest.write_presets(v)
         except conan.ConanError as e:
             error = str(e).replace(str(current), str(log))
@@ -160,7 +161,7 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
             print(indented(host.log_tail(log, 30)), flush=True)
             failed.append((v.name, error))
         else:
-            print(f"{tag}: built in {seconds:.1f} s" + (f" (log: {log}); {(ccache.stats() - cached).line()}"
+            print(f"{tag}: built in {seconds:.1f} s" + (f" (log: {log}); {ccache.log_stats(compiled).line()}"
                                                         if kept == log else
                   f" (nothing to compile; the last real build's log: {log})"), flush=True)
     return failed
