@@ -151,18 +151,36 @@ def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, cap
                                   ["bench", "--no-build", "--name", "nolock", "release"]])
 def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, capsys, argv):
     """What only uses the build folders runs beside another clone's build: the lock is never
-    asked for (here: no build folder, so each says how to build instead)."""
+    asked for. release's build folder holds, written here, a CTest suite of one test (`true`,
+    label normal) and the three binaries a bundle packs (copies of `true`), but no GGML record:
+    ctest runs the suite to the end, the bundle gets as far as the record and says how to build,
+    and so does the benchmark (no driver)."""
+    import shutil
     from sam3d.cli.main import main
+    from sam3d.core import paths
     from sam3d.tools import conan_lock
 
     def taken(*a, **k):
         raise AssertionError("the Conan lock was asked for")
-    import shutil
-    from sam3d.core import paths
     profiles = Path("native") / "bench" / "profiles"
     shutil.copytree(paths.root() / profiles, tmp_path / profiles)  # the committed profile, read first
+    build = tmp_path / "build" / "release" / "Release"
+    build.mkdir(parents=True)
+    (build / "CTestTestfile.cmake").write_text(
+        f'add_test([=[t]=] "{shutil.which("true")}")\nset_tests_properties([=[t]=] PROPERTIES LABELS "normal")\n')
+    for rel in ("tests/device/sam3d_device_tests", "bench/sam3d_bench", "bench/sam3d_floor_probe"):
+        (build / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shutil.which("true"), build / rel)
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     monkeypatch.setattr(conan_lock, "held", taken)
     rc = main(argv)
     out = capsys.readouterr()
+    if argv[0] == "ctest":
+        assert rc == 0, out.out + out.err
+        log = (tmp_path / "build" / "logs" / "ctest-normal-release.log").read_text()
+        assert "100% tests passed, 0 tests failed out of 1" in log
+        assert "1/1 variants passed" in out.out
+        return
     assert rc != 0 and "nox -s build -- release" in out.out + out.err
+    if argv[0] == "bundle":
+        assert f"{build / 'ggml-package.json'} is missing" in out.err

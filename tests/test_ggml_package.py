@@ -5,12 +5,15 @@ and a small core conanfile requires it, so conan.build() runs as it does for the
 A build records its GGML package as Conan has it; reading the record, and packing a bundle
 from it (`sam3d bundle --no-build`), calls no Conan and takes no lock, so it does not wait while
 another variant's build holds the Conan home's lock; a missing or stale record stops with the
-variant's build command. The variants are release and cpu-tsan: both GCC, and the stand-in
-recipes use no Vulkan header, so no clang, Vulkan headers or CUDA toolkit are needed."""
+variant's build command, and so does a record of another package than the variant asks for.
+The variants are release, cpu-tsan and cuda-release: all GCC, and the stand-in recipes use no
+Vulkan header and no nvcc (cuda-release's profile names a toolkit that is not installed, with
+the id ci/cuda-toolkit.lock gives it), so no clang, Vulkan headers or CUDA toolkit are needed."""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib
 import json
 import os
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,45 +30,40 @@ import pytest
 
 from sam3d.core import profile, variants
 from sam3d.core.errors import NotBuilt
-from sam3d.tools import conan, conan_lock, conan_remote, ggml_package
+from sam3d.tools import conan, conan_lock, conan_remote, cuda, ggml_package
 
 ROOT = Path(__file__).resolve().parent.parent
-RELEASE, TSAN = variants.get("release"), variants.get("cpu-tsan")
+RELEASE, TSAN, CUDA = variants.get("release"), variants.get("cpu-tsan"), variants.get("cuda-release")
 HOLD_ENV, FAIL_ENV = "SAM3D_TEST_GGML_HOLD", "SAM3D_TEST_CORE_FAIL"
 CLI = importlib.import_module("sam3d.cli.main")  # the module: sam3d.cli.main is also its main()
-
-# What both stand-ins declare: the settings and the options every variant's profile sets for
-# the ggml and sam3d-core packages (conan.profile_text).
-PROFILED = '''    settings = "os", "arch", "compiler", "build_type"
-    options = {"vulkan": [True, False], "cuda": [True, False]}
-    default_options = {"vulkan": False, "cuda": False}'''
 
 GGML_RECIPE = f'''
 import os
 import subprocess
-import time
 
 from conan import ConanFile
 from conan.tools.files import copy, save
 
 
 class GgmlStandIn(ConanFile):
-    """One small shared library, lib/libggml-base.so. With {HOLD_ENV} naming a folder, its
-    build writes <folder>/building, then waits (at most 120 s) for <folder>/release."""
+    """One small shared library, lib/libggml-base.so; its options, and the CUDA toolkit id in a
+    CUDA binary's package_id, as GGML's recipe has them."""
 
     name = "ggml"
     package_type = "shared-library"
-{PROFILED}
+    settings = "os", "arch", "compiler", "build_type"
+    options = {{"vulkan": [True, False], "cuda": [True, False], "cuda_architectures": ["ANY"]}}
+    default_options = {{"vulkan": False, "cuda": False, "cuda_architectures": "90-real"}}
+
+    def configure(self):
+        if not self.options.cuda:
+            self.options.rm_safe("cuda_architectures")
+
+    def package_id(self):
+        if self.info.options.get_safe("cuda"):
+            self.info.conf.define("{ggml_package.TOOLKIT_CONF}", self.conf.get("{ggml_package.TOOLKIT_CONF}"))
 
     def build(self):
-        hold = os.environ.get("{HOLD_ENV}")
-        if hold:
-            save(self, os.path.join(hold, "building"), "")
-            deadline = time.monotonic() + 120
-            while not os.path.exists(os.path.join(hold, "release")):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("not released within 120 s")
-                time.sleep(0.05)
         src = os.path.join(self.build_folder, "ggml.c")
         save(self, src, "int ggml_answer(void) {{ return 42; }}\\n")
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", os.path.join(self.build_folder, "libggml-base.so"), src],
@@ -76,17 +75,22 @@ class GgmlStandIn(ConanFile):
 
 CORE = f'''
 import os
+import time
 
 from conan import ConanFile
 from conan.errors import ConanException
 
 
 class CoreStandIn(ConanFile):
-    """Requires GGML and builds nothing; with {FAIL_ENV} set, its build fails."""
+    """Requires GGML and builds nothing, in every `conan build`: with {FAIL_ENV} set, its build
+    fails; with {HOLD_ENV} naming a folder, it writes <folder>/building, then waits (at most
+    120 s) for <folder>/release."""
 
     name = "sam3d-core"
     version = "0.1.0"
-{PROFILED}
+    settings = "os", "arch", "compiler", "build_type"
+    options = {{"vulkan": [True, False], "cuda": [True, False]}}
+    default_options = {{"vulkan": False, "cuda": False}}
 
     def requirements(self):
         self.requires("ggml/{conan.ggml_version()}")
@@ -94,6 +98,14 @@ class CoreStandIn(ConanFile):
     def build(self):
         if os.environ.get("{FAIL_ENV}"):
             raise ConanException("the core's build failed ({FAIL_ENV})")
+        hold = os.environ.get("{HOLD_ENV}")
+        if hold:
+            open(os.path.join(hold, "building"), "w").close()
+            deadline = time.monotonic() + 120
+            while not os.path.exists(os.path.join(hold, "release")):
+                if time.monotonic() > deadline:
+                    raise ConanException("not released within 120 s")
+                time.sleep(0.05)
 '''
 
 # A variant's build in another process, as `python -m sam3d build` runs it (holding the lock).
@@ -107,21 +119,24 @@ conan.build(variants.get(sys.argv[1]), Path(sys.argv[2]))
 
 
 def _checkout(root: Path) -> None:
-    """The files of a checkout that conan.ensure_home(), conan.build() and bundle.make() read."""
+    """The files of a checkout that conan.ensure_home(), conan.build(), ggml_package.read() and
+    bundle.make() read."""
     recipe = root / ggml_package.RECIPE
     recipe.mkdir(parents=True)
     (recipe / "conanfile.py").write_text(GGML_RECIPE)
     (recipe / "conandata.yml").write_text(f'sources:\n  "{conan.ggml_version()}": {{}}\n')
     (root / "conanfile.py").write_text(CORE)
     shutil.copy(ROOT / "conan" / "settings_user.yml", root / "conan" / "settings_user.yml")
-    (root / profile.RELATIVE_PATH).parent.mkdir(parents=True)
-    shutil.copy(ROOT / profile.RELATIVE_PATH, root / profile.RELATIVE_PATH)
+    for rel in (profile.RELATIVE_PATH, cuda.LOCK):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, root / rel)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """The temporary checkout and Conan home, with release built (its record written by
-    conan.build from Conan's graph)."""
+    """The temporary checkout and Conan home, with release, cpu-tsan and cuda-release built
+    (their records written by conan.build from Conan's graphs); ``log`` has each build's log
+    path (its graph lies beside it)."""
     tmp = tmp_path_factory.mktemp("ggml-record")
     root, home = tmp / "checkout", tmp / "conan2"
     _checkout(root)
@@ -132,9 +147,32 @@ def built(tmp_path_factory):
         for key in (conan_remote.REMOTE_ENV, HOLD_ENV, FAIL_ENV):
             mp.delenv(key, raising=False)
         conan.ensure_home([RELEASE, TSAN])
-        log = tmp / "build-release.log"
-        conan.build(RELEASE, log)
-        yield SimpleNamespace(root=root, home=home, tmp=tmp, graph=log.with_suffix(".graph.json"))
+        # cuda-release's profile as ensure_home writes it, less installing the toolkit it names.
+        folder, version = cuda.install_dir()
+        toolkit = cuda.Toolkit(root=tmp / "cuda-not-installed", version=version, ident=folder.name)
+        (home / "profiles" / CUDA.profile_name).write_text(
+            conan.profile_text(CUDA, conan.compiler_version(CUDA.compiler), toolkit=toolkit))
+        log = {v.name: tmp / f"build-{v.name}.log" for v in (RELEASE, TSAN, CUDA)}
+        for v in (RELEASE, TSAN, CUDA):
+            conan.build(v, log[v.name])
+        yield SimpleNamespace(root=root, home=home, tmp=tmp, log=log,
+                              graph=log[RELEASE.name].with_suffix(".graph.json"))
+
+
+@contextmanager
+def _changed(path: Path, text: str):
+    """``path`` holds ``text`` inside the block, its own text again after it."""
+    before = path.read_text()
+    path.write_text(text)
+    try:
+        yield
+    finally:
+        path.write_text(before)
+
+
+def _record_with(v: variants.Variant, **change) -> str:
+    """The text of the variant's record with top-level keys replaced."""
+    return json.dumps({**json.loads(ggml_package.path(v).read_text()), **change})
 
 
 def _forbid_conan(mp: pytest.MonkeyPatch) -> None:
@@ -179,24 +217,86 @@ def test_a_build_records_its_ggml_package_as_conan_has_it(built):
     full = f"{rec.ref}#{rec.recipe_revision}:{rec.package_id}#{rec.package_revision}"
     assert Path(conan.run(["cache", "path", full]).strip()) == rec.package_folder
     assert rec.package_folder.is_relative_to(built.home)
+    assert (rec.settings["build_type"], rec.settings["compiler"], rec.options, rec.conf) == \
+        ("Release", "gcc", {"cuda": "False", "vulkan": "True"}, {})
+    assert "compiler.sanitizer" not in rec.settings and "os.glibc" not in rec.settings
+    assert ggml_package.read(TSAN).settings["compiler.sanitizer"] == "Thread"
     assert ggml_package.write(RELEASE, built.graph, rec.recipe_sha256) == rec == ggml_package.read(RELEASE)
 
 
+def test_a_cuda_record_keeps_the_toolkit_id_and_goes_stale_with_the_toolkit_lock(built, no_conan):
+    """A CUDA binary's package_id has the toolkit id (the recipe's package_id()); once
+    ci/cuda-toolkit.lock changes, the variant asks for another toolkit, and its record built
+    with the old one is refused (no toolkit is installed to see it)."""
+    rec = ggml_package.read(CUDA)
+    ident = cuda.install_dir()[0].name
+    assert rec.conf == {ggml_package.TOOLKIT_CONF: ident}
+    assert rec.options == {"cuda": "True", "cuda_architectures": CUDA.cuda_architectures, "vulkan": "False"}
+    lock = built.root / cuda.LOCK
+    with _changed(lock, lock.read_text() + "# another toolkit\n"):
+        other = cuda.install_dir()[0].name
+        with pytest.raises(NotBuilt) as e:
+            ggml_package.read(CUDA)
+    assert other != ident
+    assert str(e.value) == (f"{ggml_package.path(CUDA)}: its GGML package ({rec.ref}:{rec.package_id}) has "
+                            f"conf.{ggml_package.TOOLKIT_CONF}={ident!r}, the variant asks for {other!r} now: "
+                            "rebuild it (nox -s build -- cuda-release)")
+    ggml_package.read(CUDA)
+
+
+@pytest.mark.parametrize("group, name, value", [
+    ("settings", "build_type", "Debug"), ("settings", "compiler", "clang"),
+    ("settings", "compiler.sanitizer", "Thread"), ("settings", "os.glibc", "2.36"),
+    ("options", "vulkan", "False"), ("options", "cuda", "True"), ("options", "cuda_architectures", "90-real"),
+    ("conf", ggml_package.TOOLKIT_CONF, "cuda-13.0.88-000000000000"),
+])
+def test_a_record_of_another_binary_than_the_variant_asks_for_is_stale(built, no_conan, group, name, value):
+    """What the variant's profile fixes of its GGML binary (the settings and options that differ
+    between variants, os.glibc, the CUDA toolkit id): a record of a package with another value
+    is refused, naming the key, both values and the build command."""
+    rec = ggml_package.read(RELEASE)
+    record = ggml_package.path(RELEASE)
+    want = ggml_package.expected(RELEASE)[f"{group}.{name}"]
+    want = "(unset)" if want is None else repr(want)
+    with _changed(record, _record_with(RELEASE, **{group: {**getattr(rec, group), name: value}})), \
+            pytest.raises(NotBuilt) as e:
+        ggml_package.read(RELEASE)
+    assert str(e.value) == (f"{record}: its GGML package ({rec.ref}:{rec.package_id}) has {group}.{name}={value!r}, "
+                            f"the variant asks for {want} now: rebuild it "
+                            "(nox -s build -- release)")
+
+
+def test_a_remote_configured_since_the_build_makes_the_record_stale(built, no_conan, monkeypatch):
+    """Without a remote binaries have no os.glibc setting, with one they have this machine's
+    glibc (conan_remote.host_settings): a build from before the remote is another binary."""
+    monkeypatch.setenv(conan_remote.REMOTE_ENV, "http://127.0.0.1:9/never-asked")
+    with pytest.raises(NotBuilt) as e:
+        ggml_package.read(RELEASE)
+    assert f"has settings.os.glibc=(unset), the variant asks for {conan_remote.glibc_version()!r} now" in str(e.value)
+    monkeypatch.delenv(conan_remote.REMOTE_ENV)
+    ggml_package.read(RELEASE)
+
+
 def test_a_record_is_read_at_once_while_another_build_holds_the_lock(built, monkeypatch):
-    """cpu-tsan's build waits inside its GGML build, holding the Conan home's lock; release's
-    record is read meanwhile, in well under a second and with Conan forbidden."""
+    """cpu-tsan, built already, builds again (to the same log and graph as before) and waits
+    inside its core's build, holding the Conan home's lock: its record is gone meanwhile (read()
+    says a build of it may be running) and back after; release's record is read meanwhile, in
+    well under a second and with Conan forbidden."""
+    ggml_package.read(TSAN)
     hold, out = built.tmp / "hold", built.tmp / "build-cpu-tsan.out"
     hold.mkdir()
     with open(out, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-c", BUILD, TSAN.name, str(built.tmp / "build-cpu-tsan.log")],
+        proc = subprocess.Popen([sys.executable, "-c", BUILD, TSAN.name, str(built.log[TSAN.name])],
                                 cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, HOLD_ENV: str(hold)})
     try:
         _wait_for(hold / "building", proc, out)
         assert not _lock_free(built.home)
         assert (built.home / conan_lock.LOCK_FILE).read_text() == f"PID {proc.pid}, clone {built.root}\n"
-        assert not ggml_package.path(TSAN).exists()  # a build in progress has no record
         with monkeypatch.context() as m:
             _forbid_conan(m)
+            assert not ggml_package.path(TSAN).exists()  # a build in progress has no record
+            with pytest.raises(NotBuilt) as e:
+                ggml_package.read(TSAN)
             t0 = time.monotonic()
             rec = ggml_package.read(RELEASE)
             took = time.monotonic() - t0
@@ -206,6 +306,8 @@ def test_a_record_is_read_at_once_while_another_build_holds_the_lock(built, monk
         (hold / "release").touch()
         rc = proc.wait(timeout=120)
     assert rc == 0, out.read_text()
+    assert str(e.value) == (f"{ggml_package.path(TSAN)} is missing (or a build of it is running: PID {proc.pid} "
+                            "of this clone holds the Conan lock): build the variant first (nox -s build -- cpu-tsan)")
     assert ggml_package.read(TSAN).package_id != rec.package_id
 
 
@@ -256,18 +358,63 @@ def test_no_record_means_not_built(built, no_conan):
     assert str(e.value) == f"{ggml_package.path(v)} is missing: build the variant first (nox -s build -- vulkan-ubsan)"
 
 
+@pytest.mark.parametrize("holder, running", [("this clone", True), ("another clone", False),
+                                             ("a dead process", False)])
+def test_a_missing_record_names_a_running_build_of_this_clone_only(built, no_conan, holder, running):
+    """A build holds the Conan home's lock from removing its record to writing it again, and the
+    lock file names the holder ("PID N, clone X") while it is held: read() reads that file, it
+    asks for no lock, and says a build may be running only when a live process of this clone
+    holds it."""
+    v = variants.get("vulkan-ubsan")
+    pid = {"a dead process": 2**22 + 1}.get(holder, os.getpid())
+    clone = built.tmp / "other-clone" if holder == "another clone" else built.root
+    with _changed(built.home / conan_lock.LOCK_FILE, f"PID {pid}, clone {clone}\n"), pytest.raises(NotBuilt) as e:
+        ggml_package.read(v)
+    said = f" (or a build of it is running: PID {pid} of this clone holds the Conan lock)"
+    assert str(e.value) == (f"{ggml_package.path(v)} is missing{said if running else ''}: build the variant first "
+                            "(nox -s build -- vulkan-ubsan)")
+
+
 def test_a_record_of_another_recipe_state_is_stale(built, no_conan):
     recipe = built.root / ggml_package.RECIPE / "conandata.yml"
-    text = recipe.read_text()
-    recipe.write_text(text + "# another state\n")
-    try:
-        with pytest.raises(NotBuilt) as e:
-            ggml_package.read(RELEASE)
-    finally:
-        recipe.write_text(text)
+    with _changed(recipe, recipe.read_text() + "# another state\n"), pytest.raises(NotBuilt) as e:
+        ggml_package.read(RELEASE)
     assert "the GGML recipe (conan/recipes/ggml/) changed since the variant was built" in str(e.value)
     assert str(e.value).endswith("(nox -s build -- release)")
     ggml_package.read(RELEASE)  # the same state again: fresh
+
+
+def test_the_recipe_digest_is_of_what_conan_exports(built, no_conan, tmp_path):
+    """recipe_sha256() is SHA-256 of `sha256sum conandata.yml conanfile.py`: names and
+    contents, so swapping the two files' contents is another state; a file Conan does not
+    export (an editor's swap file) is none."""
+    folder = built.root / ggml_package.RECIPE
+    listing = subprocess.run(["sha256sum", "conandata.yml", "conanfile.py"], cwd=folder, capture_output=True,
+                             check=True).stdout
+    assert ggml_package.recipe_sha256() == hashlib.sha256(listing).hexdigest()
+    data, recipe = folder / "conandata.yml", folder / "conanfile.py"
+    with _changed(data, recipe.read_text()), _changed(recipe, data.read_text()):
+        assert ggml_package.recipe_sha256() != hashlib.sha256(listing).hexdigest()
+    stray = [folder / ".conanfile.py.swp", folder / "conanfile.py~", folder / "__pycache__" / "conanfile.pyc"]
+    try:
+        for f in stray:
+            f.parent.mkdir(exist_ok=True)
+            f.write_text("not exported\n")
+        ggml_package.read(RELEASE)
+    finally:
+        for f in stray:
+            f.unlink()
+
+
+def test_conan_exports_of_the_ggml_recipe_what_the_digest_hashes(monkeypatch, tmp_path):
+    """The checkout's GGML recipe has no exports or exports_sources: Conan's export of it (in a
+    Conan home of its own) holds ggml_package.EXPORTED and Conan's manifest, nothing else."""
+    monkeypatch.setenv("SAM3D_CONAN_HOME", str(tmp_path / "conan2"))
+    monkeypatch.delenv(conan_remote.REMOTE_ENV, raising=False)
+    ref = json.loads(conan.run(["export", str(ROOT / ggml_package.RECIPE), "--version", conan.ggml_version(),
+                                "--format=json"]))["reference"]
+    export = Path(conan.run(["cache", "path", ref]).strip())
+    assert sorted(p.name for p in export.iterdir()) == sorted((*ggml_package.EXPORTED, "conanmanifest.txt"))
 
 
 @pytest.mark.parametrize("what", ["package folder", "library"])
@@ -285,23 +432,67 @@ def test_a_record_whose_package_is_gone_is_stale(built, no_conan, what):
     assert str(e.value).endswith("(nox -s build -- release)")
 
 
-def test_a_record_of_another_schema_is_stale(built, no_conan):
+@pytest.mark.parametrize("schema", ["sam3d-ggml-package/0", "sam3d-ggml-package/1"])
+def test_a_record_of_another_schema_is_stale(built, no_conan, schema):
     record = ggml_package.path(RELEASE)
-    text = record.read_text()
-    record.write_text(text.replace(ggml_package.SCHEMA_ID, "sam3d-ggml-package/0"))
-    try:
-        with pytest.raises(NotBuilt) as e:
-            ggml_package.read(RELEASE)
-    finally:
-        record.write_text(text)
+    with _changed(record, _record_with(RELEASE, schema=schema)), pytest.raises(NotBuilt) as e:
+        ggml_package.read(RELEASE)
     assert f"{record}: field 'schema'" in str(e.value) and str(e.value).endswith("(nox -s build -- release)")
 
 
+def _without_folder(node: dict, tmp: Path) -> None:
+    del node["immutable_package_folder"]
+
+
+def _without_lib(node: dict, tmp: Path) -> None:
+    node["immutable_package_folder"] = str(tmp)
+
+
+@pytest.mark.parametrize("defect, expect", [
+    (_without_folder, "field 'immutable_package_folder': missing; not the graph of `conan build --format=json`"),
+    (_without_lib, "has no lib/ folder: the GGML recipe's package() must copy its libraries there"),
+    (None, "2 ggml packages in the build's graph (want 1): the core's conanfile.py must require GGML once"),
+])
+def test_a_graph_the_record_cannot_be_taken_from_is_a_conan_error(built, monkeypatch, tmp_path, defect, expect):
+    """conan.build() fails with ConanError, the error build_variants() fails one variant with
+    (and goes on with the next), in one line naming the graph file, when the graph Conan wrote
+    lacks what the record takes (here: edited after a real `conan build`, GGML's node without
+    its package folder, a package folder without lib/, or GGML twice); no record is left."""
+    real = conan.run_with_remote
+
+    def damaged(args: list[str], log: Path) -> None:
+        real(args, log)
+        graph = Path(args[args.index("--out-file") + 1])
+        doc = json.loads(graph.read_text())
+        nodes = doc["graph"]["nodes"]
+        (key, node), = [(k, n) for k, n in nodes.items() if n.get("name") == "ggml"]
+        if defect is None:
+            nodes[f"{key}-again"] = node
+        else:
+            defect(node, tmp_path)
+        graph.write_text(json.dumps(doc))
+
+    monkeypatch.setattr(conan, "run_with_remote", damaged)
+    log = tmp_path / "build-release.log"
+    record = ggml_package.path(RELEASE)
+    with _changed(record, record.read_text()), pytest.raises(conan.ConanError) as e:
+        try:
+            conan.build(RELEASE, log)
+        finally:
+            assert not record.exists()
+    assert str(e.value).startswith(f"{log.with_suffix('.graph.json')}: ") and expect in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_a_failed_build_leaves_no_record(built, monkeypatch):
+    """A failed build writes to the log and graph paths of the good build before it: its record
+    goes and stays gone, whatever that graph says; the next good build brings it back."""
+    log = built.log[RELEASE.name]
+    assert log.with_suffix(".graph.json").is_file() and ggml_package.read(RELEASE)
     monkeypatch.setenv(FAIL_ENV, "1")
     with pytest.raises(conan.ConanError):
-        conan.build(RELEASE, built.tmp / "build-release-failed.log")
+        conan.build(RELEASE, log)
     assert not ggml_package.path(RELEASE).exists()
     monkeypatch.delenv(FAIL_ENV)
-    conan.build(RELEASE, built.tmp / "build-release-again.log")
+    conan.build(RELEASE, log)
     ggml_package.read(RELEASE)

@@ -237,7 +237,8 @@ def build(v: Variant, log: Path) -> None:
     """Build GGML (in the Conan cache, when its binary is missing here and on the remote) and the
     core (in build/<variant>), then record the GGML package it used for the commands that run
     no Conan (ggml_package.py); the record goes when the build starts, and comes back only
-    once it has succeeded."""
+    once it has succeeded. ConanError, in one line, on any failure, a graph the record cannot
+    be taken from included: build_variants() fails this variant only and builds the next."""
     graph = log.with_suffix(".graph.json")
     with conan_lock.held(paths.conan_home()):
         ggml_package.discard(v)
@@ -245,7 +246,7 @@ def build(v: Variant, log: Path) -> None:
         export_recipes()
         run_with_remote(["build", str(paths.root()), *profile_args(v), "--build=missing", "--format=json",
                          "--out-file", str(graph)], log=log)
-        ggml_package.write(v, graph, recipe)
+        ggml_package.write(v, graph, recipe, ConanError)
 
 
 def create(v: Variant, log: Path) -> Path:
