@@ -138,7 +138,7 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
         t0 = time.monotonic()
         print(f"{tag}: building GGML (if missing) and the core ..."
               + (f" (last real build: {_minutes(previous)})" if previous else ""), flush=True)
-        compiled = current.with_suffix(".ccache-stats")
+        compiled = paths.logs_dir() / f"build-{v.name}.ccache-stats"  # ccache's log of this build's compiles
         progress = _Progress(tag, current, previous)
         progress.start()
         error = None
