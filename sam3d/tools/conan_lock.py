@@ -4,7 +4,9 @@ Conan's package cache is not safe for concurrent use, and every clone on a machi
 CI job under one user) shares the project's Conan home. So each `conan` command that sam3d runs
 holds an flock(2) on <Conan home>/sam3d.lock for as long as it runs; a second clone waits,
 printing who holds it, and gives up after SAM3D_CONAN_LOCK_TIMEOUT seconds (default 3600: a
-cold GGML build is about 25 minutes on 2 cores). The kernel releases an flock when its holder
+cold GGML build of cuda-release is about 13 minutes on 2 cores, of cuda-asan longer;
+docs/build-cache.md). Commands that only use what is built take no lock at all (ggml_package.py).
+The kernel releases an flock when its holder
 exits, however it exits (kill -9 included), so a dead holder never blocks the cache.
 """
 
