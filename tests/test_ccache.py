@@ -193,3 +193,38 @@ def test_the_cache_folder_states_the_bound_the_compiles_pass(cache):
                          text=True, check=True).stdout
     (line,) = [ln for ln in out.splitlines() if ") max_size = " in ln]
     assert line.endswith(f"max_size = {ccache.MAX_SIZE.replace('GiB', '.0 GiB')}") and "ccache.conf" in line
+
+
+def _installed_nvcc():
+    """The CUDA toolkit's nvcc of ci/cuda-toolkit.lock where a CUDA variant's build installed
+    it in the machine's own cache (never installed here: 834 MiB), else None."""
+    folder, version = conan.cuda.install_dir()
+    nvcc = folder / "nvidia" / f"cu{version.split('.')[0]}" / "bin" / "nvcc"
+    return nvcc if nvcc.is_file() else None
+
+
+def test_nvcc_compiles_are_cached_and_keyed_on_the_architectures(tmp_path, monkeypatch):
+    """nvcc through the launcher, as GGML's CUDA backend compiles: the same .cu in another Conan
+    build folder is a hit; another --generate-code list is a miss."""
+    nvcc = _installed_nvcc()  # looked up in the real cache, before the test's own
+    if nvcc is None:
+        pytest.skip("the CUDA toolkit is not installed here (a cuda-release build installs it)")
+    monkeypatch.setenv("SAM3D_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CCACHE_STATSLOG", raising=False)
+    ccache.install()
+    unit = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n"
+
+    def compile_in(name, arch):
+        d = paths.cache_dir() / "conan2" / "p" / "b" / name / "b"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "k.cu").write_text(unit)
+        cmd = [*ccache.launcher().split(";"), str(nvcc), f"-ccbin={shutil.which('g++')}",
+               f"--generate-code=arch=compute_{arch},code=[sm_{arch}]", "-x", "cu", "-c", str(d / "k.cu"),
+               "-o", str(d / "k.o")]
+        subprocess.run(cmd, cwd=d, check=True, capture_output=True, env=dict(BARE_ENV, **{
+            k: os.environ[k] for k in ("CCACHE_STATSLOG",) if k in os.environ}))
+    assert (_counted(tmp_path, lambda: compile_in("ggml1111", "90")).misses) == 1
+    warm = _counted(tmp_path, lambda: compile_in("ggml2222", "90"))
+    assert (warm.hits, warm.misses, warm.other) == (1, 0, 0)
+    other = _counted(tmp_path, lambda: compile_in("ggml3333", "80"))
+    assert (other.hits, other.misses) == (0, 1)
