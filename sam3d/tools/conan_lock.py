@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 import threading
 import time
@@ -54,6 +55,20 @@ def _try_lock(fd: int) -> bool:
         return False
 
 
+# What the holder writes into the lock file while it holds it (held()), and how it is read back.
+_HOLDER = "PID {pid}, clone {clone}"
+_HOLDER_RE = re.compile(r"PID (\d+), clone (.+)")
+
+
+def live_holder_in(home: Path, clone: Path) -> int | None:
+    """The PID of the live process of ``clone`` that holds the Conan home's lock now, as the lock
+    file says (the lock is not asked for), else None."""
+    m = _HOLDER_RE.fullmatch(holder(home / LOCK_FILE))
+    if m and Path(m.group(2)) == clone and Path("/proc", m.group(1)).exists():
+        return int(m.group(1))
+    return None
+
+
 def holder(path: Path) -> str:
     """Who holds the lock, as the holder wrote it ("PID N, clone X"), or "another process"."""
     try:
@@ -91,7 +106,7 @@ def held(home: Path, timeout: float | None = None) -> Iterator[None]:
                         f"build finish (or end it), or wait longer with {TIMEOUT_ENV}=<seconds>")
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"PID {os.getpid()}, clone {paths.root()}\n".encode(), 0)
+        os.pwrite(fd, (_HOLDER.format(pid=os.getpid(), clone=paths.root()) + "\n").encode(), 0)
         _held[key] = 1
         try:
             yield

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -187,22 +186,12 @@ def write(v: Variant, graph: Path, recipe: str, error: type[Sam3dError] = Sam3dE
     return rec
 
 
-def _building_here() -> str | None:
-    """The PID of a live process of this clone that holds the Conan home's lock now (read from
-    the lock file, which conan_lock.held() fills while held: the lock is not asked for), else
-    None. Each build holds the lock from removing its record to writing it again."""
-    m = re.fullmatch(r"PID (\d+), clone (.+)", conan_lock.holder(paths.conan_home() / conan_lock.LOCK_FILE))
-    if m and Path(m.group(2)) == paths.root() and Path("/proc", m.group(1)).exists():
-        return m.group(1)
-    return None
-
-
 def read(v: Variant) -> Record:
     """The variant's record, when it still describes its build folder's GGML (the module's
     rules); NotBuilt naming the variant's build command otherwise. No Conan call, no lock."""
     p, rebuild = path(v), f"nox -s build -- {v.name}"
     if not p.is_file():
-        pid = _building_here()
+        pid = conan_lock.live_holder_in(paths.conan_home(), paths.root())  # each build holds it meanwhile
         running = f" (or a build of it is running: PID {pid} of this clone holds the Conan lock)" if pid else ""
         raise NotBuilt(f"{p} is missing{running}: build the variant first ({rebuild})")
     try:
