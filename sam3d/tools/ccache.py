@@ -120,7 +120,7 @@ class Stats:
     size_bytes: int
 
     def line(self) -> str:
-        """"compiler cache: 812 hits, 3 misses (99% hits), 2 not cached; 1.20 GiB of 8GiB in DIR"."""
+        """"compiler cache: 812 hits, 3 misses (99% hits), 2 not cached; 0.17 GiB of 2GiB in DIR"."""
         done = self.hits + self.misses
         rate = f" ({100 * self.hits / done:.0f}% hits)" if done else ""
         return (f"compiler cache: {self.hits} hits, {self.misses} misses{rate}"
@@ -154,7 +154,7 @@ def parse_stats(text: str, size_bytes: int | None = None) -> Stats:
 
 
 def _print(*args: str, env: dict[str, str] | None = None) -> str:
-    cmd = [str(install()), "--dir", str(cache_dir()), *args]
+    cmd = [str(executable()), "--dir", str(cache_dir()), *args]  # installed by the build's prepare()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise CcacheError(f"`{' '.join(cmd)}` failed with exit code {r.returncode}: {r.stderr.strip()}")
