@@ -417,3 +417,18 @@ def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
     upload = g["depends_on_downloads"][0]["upload"]
     assert r.returncode == 1 and f"upload {upload} is fed twice" in r.stderr, r.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_a_named_cuda_variant_runs_its_cuda_backend_only_with_an_nvidia_gpu(monkeypatch, tmp_path, capsys, gpu):
+    """The runner asks left_out_here() as bench's default set does: without an NVIDIA GPU the CUDA
+    backend is skipped in one line and the CPU backend still runs (here: fails, nothing is built)."""
+    monkeypatch.setattr(driver.ctest.system, "has_nvidia_gpu", lambda: gpu)
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
+    v = variants.get("cuda-release")
+    f = bench.Facts(prof={}, machine={}, commit="c", dirty=False)
+    ran = [(r.variant.name, r.backend) for r in bench.runs([v], tmp_path / "run", f, images=1, warmups=0,
+                                                           build=False)]
+    skipped = [ln for ln in capsys.readouterr().out.splitlines() if "skipped, no NVIDIA GPU here" in ln]
+    assert ran == ([("cuda-release", "cpu"), ("cuda-release", "cuda")] if gpu else [("cuda-release", "cpu")])
+    assert len(skipped) == (0 if gpu else 1)

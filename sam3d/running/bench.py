@@ -83,7 +83,8 @@ def left_out_here(vs: list[Variant]) -> tuple[list[Variant], list[Variant]]:
     """(the variants whose every backend runs on this machine, the others): a CUDA variant's CUDA
     backend needs an NVIDIA GPU (it has no CPU implementation); Vulkan always runs, on a GPU or
     on Mesa's lavapipe. `bench` with no variant named runs the first list only, so a first run
-    does not spend most of its time building what it cannot measure."""
+    does not spend most of its time building what it cannot measure; runs() skips the CUDA
+    backend of the others when they are named."""
     gpu = system.has_nvidia_gpu()
     left = [v for v in vs if v.cuda and not gpu]
     return [v for v in vs if v not in left], left
@@ -121,12 +122,10 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
                 shutil.copyfile(src, logs / src.name)
     glslc = provenance.glslc_version() if any(v.vulkan for v in vs) else None
     jobs = [(v, b) for v in vs for b in driver.backends(v)]
-    if not system.has_nvidia_gpu():
-        # CUDA has no CPU implementation: without an NVIDIA GPU its rows come from the GPU bundle.
-        for v in vs:
-            if v.cuda:
-                print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (run it on a GPU machine: nox -s bundle)", flush=True)
-        jobs = [(v, b) for v, b in jobs if b != "cuda"]
+    _, no_cuda = left_out_here(vs)  # their CUDA rows come from the GPU bundle
+    for v in no_cuda:
+        print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (run it on a GPU machine: nox -s bundle)", flush=True)
+    jobs = [(v, b) for v, b in jobs if not (b == "cuda" and v in no_cuda)]
     for i, (v, b) in enumerate(jobs, 1):
         run = DriverRun(v, b, f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",
                         extra={"git_dirty": f.dirty, "run_name": rd.name})
