@@ -1,4 +1,5 @@
 import os
+import re
 
 import yaml
 from conan import ConanFile
@@ -12,7 +13,6 @@ class Sam3dCoreConan(ConanFile):
     """The SAM3D batched-transfer core: a C API over GGML's backend API (native/)."""
 
     name = "sam3d-core"
-    version = "0.1.0"
     description = "Batched GGML tensor transfers through one bounded, reusable pinned host buffer"
     license = "MIT"
     package_type = "static-library"
@@ -23,6 +23,12 @@ class Sam3dCoreConan(ConanFile):
     # The one GGML version: the only entry of the GGML recipe's conandata.yml (sam3d/tools/conan.py
     # reads the same), exported with this recipe so `conan create` finds it too.
     exports = "conan/recipes/ggml/conandata.yml"
+
+    def set_version(self):
+        # The one version: SAM3D_CORE_VERSION of the public header (docs/contract.md, "API versions").
+        header = os.path.join(self.recipe_folder, "native", "include", "sam3d", "transfer.h")
+        with open(header) as f:
+            (self.version,) = re.findall(r'^#define SAM3D_CORE_VERSION "([0-9.]+)"$', f.read(), re.M)
 
     def layout(self):
         cmake_layout(self, src_folder="native")

@@ -15,6 +15,7 @@ double now_ms() {
 
 sam3d_counters snapshot(sam3d_session * s) {
     sam3d_counters c{};
+    c.struct_size = sizeof c;
     sam3d_session_counters(s, &c);
     return c;
 }

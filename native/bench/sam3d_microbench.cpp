@@ -162,6 +162,7 @@ int main(int argc, char ** argv) {
         const long growth = static_cast<long>(mallinfo2().uordblks) - static_cast<long>(heap0);
         heap_ok = heap_ok && growth == 0;
         sam3d_counters k{};
+        k.struct_size = sizeof k;
         sam3d_session_counters(s, &k);
         if (p.mode == SAM3D_BATCHING_ON && k.pinned_batches < static_cast<uint64_t>(calls)) {
             std::fprintf(stderr, "sam3d_microbench: %s did not take the staged path\n", p.name);
@@ -186,6 +187,7 @@ int main(int argc, char ** argv) {
     const int reps = 20;
     for (int i = 0; i < reps; ++i) run(s, bc);
     sam3d_counters k{};
+    k.struct_size = sizeof k;
     sam3d_session_counters(s, &k);
     const double staging_gbs = 2.0 * big * reps / static_cast<double>(k.copy_ns);
     double t0 = now_ns();

@@ -426,6 +426,7 @@ NO_COVERAGE Snapshot snapshot() {
             s.host[w].emplace_back(p, p + b.size);
         }
         s.tensors[w].assign(buffer_base(g_env[w]), buffer_base(g_env[w]) + buffer_size(g_env[w]));
+        s.counters[w].struct_size = sizeof s.counters[w];
         sam3d_session_counters(g_env[w].session, &s.counters[w]);
         s.in_flight[w] = sam3d_session_staging_in_flight(g_env[w].session);
     }
@@ -503,6 +504,7 @@ void check_state() {
         CHECK(flight <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || flight == 0),
               "staging in flight stays within the bound (and 0 without pinned staging)", where("in flight", w) + " " + str(flight));
         sam3d_counters k{};
+        k.struct_size = sizeof k;
         sam3d_session_counters(e.session, &k);
         CHECK(k.failed_calls >= g_model.failed_lo && k.failed_calls <= g_model.failed_hi, "failed_calls counts failed calls",
               where("failed_calls", w) + " " + str(k.failed_calls) + " not in [" + str(g_model.failed_lo) + ", " +
@@ -1109,6 +1111,7 @@ bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_
               "the refusal names the first such descriptor and what to do", where(op, w) + ": '" + msg + "'");
         CHECK(g_env[w].records.empty(), "a rejected request submits nothing (no seam entry)", where(op, w));
         sam3d_counters now{};
+        now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         CHECK(now.rejected_calls == before.counters[w].rejected_calls + 1, "a rejected call counts one rejected call",
               where(op, w));
@@ -1190,6 +1193,7 @@ void op_call(Input & in, bool submit) {
             check_message(st[w], msg[w], verdicts[w], w, op);
             CHECK(g_env[w].records.empty(), "a rejected request submits nothing (no seam entry)", where(op, w));
             sam3d_counters now{};
+            now.struct_size = sizeof now;
             sam3d_session_counters(g_env[w].session, &now);
             const uint64_t d = now.rejected_calls - before.counters[w].rejected_calls;
             CHECK(d == 1 || (v.flag_error && d == 0), "a rejected call counts one rejected call", where(op, w));
@@ -1211,6 +1215,7 @@ void op_call(Input & in, bool submit) {
           std::string(op) + ": " + sam3d_status_name(s0));
     for (int w = 0; w < kWorlds; ++w) {
         sam3d_counters now{};
+        now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         check_accepted_call(w, c, calls[w], submit && zero_copy, fails, v, before.counters[w], now, before.in_flight[w], op);
     }
@@ -1296,6 +1301,7 @@ void do_wait(int t, const std::array<sam3d_ticket, kWorlds> & ids) {
         }
         check_records_only(w, {Record::Synchronize}, "a wait only synchronizes", "wait");
         sam3d_counters now{};
+        now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         const bool zero_copy = tm != nullptr && tm->zero_copy;
         if (zero_copy || w == kOff || !valid) {
@@ -1356,6 +1362,7 @@ void do_release(int t, const std::array<sam3d_ticket, kWorlds> & ids) {
     for (int w = 0; w < kWorlds; ++w) {
         check_records_only(w, {}, "a release enters no GGML function", "release");
         sam3d_counters now{};
+        now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         check_counters_only(before.counters[w], now, {}, "a release changes no counter", where("release", w));
     }
@@ -1427,6 +1434,7 @@ void do_reserve(const std::vector<size_t> & sizes, bool null_slots) {
           std::string("reserve: ") + sam3d_status_name(st[kOff]) + " ('" + msg[kOff] + "')");
     for (int w = 0; w < kWorlds; ++w) {
         sam3d_counters now{};
+        now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         if (st[w] != SAM3D_OK) {
             check_records_only(w, {}, "a refused reservation enters no GGML function", "reserve");
@@ -1519,10 +1527,13 @@ void op_scribble(Input & in) {
 void op_reset_counters() {
     for (int w = 0; w < kWorlds; ++w) {
         sam3d_counters a{}, b{};
+        a.struct_size = sizeof a;
         sam3d_session_counters(g_env[w].session, &a);
         sam3d_session_reset_counters(g_env[w].session);
+        b.struct_size = sizeof b;
         sam3d_session_counters(g_env[w].session, &b);
         sam3d_counters zero{};
+        zero.struct_size = sizeof zero;
         zero.staging_bytes = a.staging_bytes;
         CHECK(std::memcmp(&b, &zero, sizeof(b)) == 0, "reset zeroes every counter but staging_bytes", where("reset", w));
     }

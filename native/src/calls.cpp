@@ -1,5 +1,7 @@
-// Each entry point: validate, plan, make every allocation, count, execute, then record the
-// call's state. Nothing after the first GGML call of a call allocates.
+// A call's lifecycle (calls.h). Each entry point: admit (validate.cpp, with the plan), apply the
+// plan (the staging allocation; only a failed pinned allocation changes it), make every
+// bookkeeping allocation, take the ring region, count, execute (execute.cpp's steps), then
+// record the call's state. Nothing after the first GGML call of a call allocates.
 #include "calls.h"
 
 #include <algorithm>
@@ -14,7 +16,27 @@ namespace sam3d {
 
 namespace {
 
-void count_bytes(sam3d_counters & k, const sam3d_call & c) {
+// ---------------------------------------------------------------- counters (rule 8)
+
+sam3d_status rejected(Session & s, const Admitted & a, sam3d_status st) {
+    s.counters.rejected_calls += a.is_call;
+    return st;
+}
+
+// The per-call counts, at submission: a call that fails after it keeps them.
+void count_submitted(Session & s, const Plan & p, const sam3d_call & c) {
+    s.counters.calls += 1;
+    if (p.reason != SAM3D_FALLBACK_COUNT) {
+        s.counters.fallbacks[p.reason] += 1;
+    }
+    s.counters.pinned_batches += p.batched() && c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
+}
+
+// The per-descriptor counts of a call that succeeded.
+void count_transfers(Session & s, bool batched, const sam3d_call & c) {
+    sam3d_counters & k = s.counters;
+    (batched ? k.async_uploads : k.sync_uploads) += c.n_uploads;
+    (batched ? k.async_downloads : k.sync_downloads) += c.n_downloads;
     for (size_t i = 0; i < c.n_uploads; ++i) {
         k.bytes_uploaded += c.uploads[i].size;
     }
@@ -23,20 +45,51 @@ void count_bytes(sam3d_counters & k, const sam3d_call & c) {
     }
 }
 
-// The executor's scratch, sized before submission.
-void reserve_scratch(Session & s, const sam3d_call & c) {
-    s.alloc.reserve(s.up_ptrs, c.n_uploads);
-    s.alloc.reserve(s.down_ptrs, c.n_downloads);
+// ---------------------------------------------------------------- completion policy
+
+void mark_all_done(Session & s) {
+    for (Call & c : s.calls) {
+        if (c.state == Call::State::InFlight) {
+            c.state = Call::State::Complete;
+        }
+    }
 }
 
-// The per-call counts (rule 8), at submission: a call that fails after it keeps them.
-void count_plan(Session & s, const Plan & p, const sam3d_call & c) {
-    s.counters.calls += 1;
-    if (p.reason != SAM3D_FALLBACK_COUNT) {
-        s.counters.fallbacks[p.reason] += 1;
+// Rule 5 (and rule 7's drain): completes everything the session submitted, whatever happened.
+void drain(Session & s) {
+    const uint64_t t0 = now_ns();
+    s.ggml.synchronize(s.backend);
+    mark_all_done(s);
+    s.counters.synchronize_ns += now_ns() - t0;
+}
+
+// Completes every in-flight call with one synchronize (no-op when none is in flight).
+void complete_all(Session & s) {
+    if (std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return !c.done(); })) {
+        drain(s);
     }
-    const bool staged = p.path == Path::Staged || p.path == Path::Queued;
-    s.counters.pinned_batches += staged && c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
+}
+
+// Whether the call with id `id` (0: none) is complete: a call no longer tracked is.
+bool call_done(const Session & s, uint64_t id) {
+    for (const Call & c : s.calls) {
+        if (c.id == id) {
+            return c.done();
+        }
+    }
+    return true;
+}
+
+// Frees a call's region and gives its (complete) event back to the pool.
+void free_call(Session & s, std::list<Call>::iterator it) {
+    if (it->event != nullptr) {
+        // The call is complete: this returns at once, and lets GGML recycle the event's
+        // objects before it is recorded again. The pool's capacity was reserved when the
+        // event was created, so this push does not allocate.
+        s.ggml.event_synchronize(it->event);
+        s.event_pool.push_back(it->event);
+    }
+    s.calls.erase(it);
 }
 
 // A completion event for a queued call (A5): a pooled one, else a new one (NULL: its wait
@@ -60,147 +113,275 @@ void give_back_event(Session & s, Call & call) {
     }
 }
 
-}  // namespace
+// A6: a staged call's uploads may not overtake the outstanding queued graphs. GGML's Vulkan
+// backend with a dedicated transfer queue orders a graph after the uploads submitted before it
+// but no upload after an earlier graph; its event_wait makes the transfer queue wait for the
+// event (elsewhere one in-order queue already orders them and the wait only restates it).
+void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
+    if (completed_here) {
+        complete_all(s);  // a call completed on return first completes outstanding queued work
+        return;
+    }
+    const Call * newest = nullptr;  // s.calls is in submission order
+    for (const Call & o : s.calls) {
+        newest = o.done() ? newest : &o;
+    }
+    if (newest == nullptr || c.n_uploads == 0) {
+        return;
+    }
+    if (newest->event != nullptr) {
+        // The calls before it complete before it: their graphs and downloads share one queue.
+        // Enqueuing the wait is host time enqueuing (rule 8), counted with the call's enqueue.
+        const uint64_t t0 = now_ns();
+        try {
+            s.ggml.event_wait(s.backend, newest->event);
+        } catch (...) {
+            drain(s);  // rule 5: the outstanding calls complete before the exception leaves
+            throw;
+        }
+        s.counters.enqueue_ns += now_ns() - t0;
+    } else if (s.events) {
+        complete_all(s);  // its event could not be created: nothing to wait on
+    }
+}
 
-sam3d_status run_locked(Session & s, const sam3d_call & c) {
-    if (sam3d_status st = validate(s, c)) {
-        s.counters.rejected_calls += 1;
-        return st;
+// ---------------------------------------------------------------- execution
+
+// The synchronous path, after completing the session's outstanding queued work (A6). A failed
+// compute's GGML status goes to *compute.
+sam3d_status execute_blocking(Session & s, const sam3d_call & c, ggml_status * compute) {
+    complete_all(s);  // the synchronous path may not overtake queued work
+    const uint64_t t0 = now_ns();
+    const ggml_status st = run_blocking(s, c);
+    s.counters.sync_path_ns += now_ns() - t0;
+    if (st != GGML_STATUS_SUCCESS) {
+        *compute = st;
+        return fail(SAM3D_ERR_COMPUTE, std::string("graph compute returned ") + ggml_status_to_string(st));
     }
-    Request r{Entry::Run, &c};
-    const Plan p = plan(s, r);
-    if (p.path == Path::Rejected) {
-        s.counters.rejected_calls += 1;
-        return p.rejected;
+    return SAM3D_OK;
+}
+
+// The staged path, for sam3d_session_run, queued copying, zero-copy and queued zero-copy calls.
+// `region`: the staging bytes a copying call copies through (nullptr: zero-copy, the host
+// pointers are the slots). `queued`: the call to complete at its wait (its event is recorded,
+// a copying call's output copies stored; its uploads wait for the newest outstanding call's
+// event, A6); nullptr: complete the session's outstanding queued work first (A6), then
+// synchronize and finish here. On any failure or exception the session's outstanding work is
+// completed before returning (rule 5). A compute failure returns SAM3D_ERR_COMPUTE (queued:
+// also stored in the call, reported at its wait).
+sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued, ggml_status * compute) {
+    const bool copying = region != nullptr;
+    order_uploads(s, c, queued == nullptr);
+    lay_out(s, c, region);
+    uint64_t t = now_ns();
+    if (copying) {
+        stage_inputs(s, c);
+        const uint64_t t2 = now_ns();
+        s.counters.copy_ns += t2 - t;
+        t = t2;
     }
-    reserve_scratch(s, c);
-    count_plan(s, p, c);
+    try {
+        enqueue_uploads(s, c);
+        if (c.graph != nullptr && s.perf_logger && s.drain_before_compute) {
+            // Rule 7: GGML_VK_PERF_LOGGER's query-pool reset asserts that no transfer context
+            // is open (GGML_ASSERT(ctx->compute_ctx.expired())); diagnostic runs only.
+            s.counters.enqueue_ns += now_ns() - t;
+            drain(s);
+            t = now_ns();
+        }
+        const ggml_status st = enqueue_graph(s, c);
+        if (st != GGML_STATUS_SUCCESS) {
+            s.counters.enqueue_ns += now_ns() - t;
+            drain(s);  // rule 5: nothing of the session stays outstanding
+            *compute = st;
+            return fail(SAM3D_ERR_COMPUTE, compute_message(st));
+        }
+        enqueue_downloads(s, c);
+        if (queued != nullptr) {
+            if (queued->event != nullptr) {
+                s.ggml.event_record(queued->event, s.backend);
+            }
+            s.counters.enqueue_ns += now_ns() - t;
+            queued->state = Call::State::InFlight;
+            if (copying) {
+                for (size_t i = 0; i < c.n_downloads; ++i) {  // capacity reserved before submission
+                    queued->copies.push_back({c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size});
+                }
+            }
+        } else {
+            s.counters.enqueue_ns += now_ns() - t;
+            drain(s);
+            if (copying) {
+                t = now_ns();
+                copy_outputs(s, c);
+                s.counters.copy_ns += now_ns() - t;
+            }
+        }
+    } catch (...) {
+        drain(s);  // rule 5, for an exception from a GGML entry point too
+        throw;
+    }
+    return SAM3D_OK;
+}
+
+// Executes a call whose plan was applied and whose allocations are made: the path's executor,
+// then the counts of its outcome (rule 8; a GGML exception is a failure after submission too).
+sam3d_status execute(Session & s, const Plan & p, const sam3d_call & c, uint8_t * region, Call * queued,
+                     ggml_status * compute) {
     sam3d_status st = SAM3D_OK;
-    if (p.path == Path::Sync) {
-        st = run_sync(s, c);
-    } else {
-        st = execute_staged(s, c, staging_base(s) + p.begin, nullptr);
+    try {
+        st = p.batched() ? execute_staged(s, c, region, queued, compute) : execute_blocking(s, c, compute);
+    } catch (...) {
+        s.counters.failed_calls += 1;
+        throw;
     }
     if (st != SAM3D_OK) {
         s.counters.failed_calls += 1;
         return st;
     }
-    count_bytes(s.counters, c);
+    count_transfers(s, p.batched(), c);
     return SAM3D_OK;
 }
 
-sam3d_status submit_locked(Session & s, const sam3d_call & c, unsigned flags, sam3d_ticket * ticket) {
-    const bool zero_copy = (flags & SAM3D_SUBMIT_ZERO_COPY) != 0;
-    const bool queued = (flags & SAM3D_SUBMIT_QUEUED) != 0;
-    const bool keep = (flags & SAM3D_SUBMIT_KEEP_SLOTS) != 0;
-    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS)) != 0) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, "flags has unknown bits: use SAM3D_SUBMIT_* only");
+// ---------------------------------------------------------------- applying a plan
+
+// Provides the staging the plan needs: the one allocation of pinned memory. A failed one turns
+// the plan into the synchronous path counting pinned_unavailable (rule 4); nothing else of the
+// session changes until commit().
+void apply(Session & s, Plan * p) {
+    if (p->staging == Staging::None || p->allocate == 0) {
+        return;
     }
-    if ((queued || keep) && ticket == nullptr) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, queued ? "ticket is NULL with SAM3D_SUBMIT_QUEUED"
-                                                       : "ticket is NULL with SAM3D_SUBMIT_KEEP_SLOTS");
+    s.counters.staging_bytes = 0;  // the buffer held so far is freed first
+    if (!allocate_staging(s, p->allocate)) {
+        Plan fallback;
+        fallback.reason = SAM3D_FALLBACK_PINNED_UNAVAILABLE;
+        *p = fallback;
+        return;
     }
-    if (keep && !zero_copy) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY (only slots are kept)");
+    s.counters.staging_bytes = p->allocate;
+    s.counters.staging_allocations += 1;
+}
+
+// Takes the plan's ring region (moves the ring head past it).
+void commit(Session & s, const Plan & p) {
+    if (p.staging == Staging::Ring) {
+        s.ring_head = p.end;
     }
-    if (ticket != nullptr) {
-        *ticket = 0;
+}
+
+// The executor's scratch, sized before submission.
+void reserve_scratch(Session & s, const sam3d_call & c) {
+    s.alloc.reserve(s.up_ptrs, c.n_uploads);
+    s.alloc.reserve(s.down_ptrs, c.n_downloads);
+}
+
+// sam3d_session_run's work once admitted (also a submit without flags).
+sam3d_status run_admitted(Session & s, Admitted & a, const sam3d_call & c) {
+    apply(s, &a.plan);
+    reserve_scratch(s, c);
+    commit(s, a.plan);
+    count_submitted(s, a.plan, c);
+    ggml_status compute = GGML_STATUS_SUCCESS;
+    return execute(s, a.plan, c, a.plan.batched() ? staging_base(s) + a.plan.begin : nullptr, nullptr, &compute);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- entry points
+
+sam3d_status run_locked(Session & s, const sam3d_call * call) {
+    Admitted a;
+    if (sam3d_status st = admit_run(s, call, &a)) {
+        return rejected(s, a, st);
     }
-    if (!zero_copy && !queued) {
-        return run_locked(s, c);  // exactly sam3d_session_run
+    return run_admitted(s, a, *call);
+}
+
+sam3d_status submit_locked(Session & s, const sam3d_call * call, unsigned flags, sam3d_ticket * ticket) {
+    Admitted a;
+    if (sam3d_status st = admit_submit(s, call, flags, ticket, &a)) {
+        return rejected(s, a, st);
     }
-    bool own = false;  // the call consumes the current reservation
-    s.kept_sources.clear();
-    sam3d_status st = validate(s, c);
-    if (st == SAM3D_OK && zero_copy) {
-        st = check_slots(s, c, &own);
+    const sam3d_call & c = *call;
+    const Request & r = a.request;
+    if (r.entry == Entry::Run) {
+        return run_admitted(s, a, c);  // no flags: exactly sam3d_session_run
     }
-    if (st != SAM3D_OK) {
-        s.counters.rejected_calls += 1;
-        return st;
-    }
-    Request r{zero_copy ? Entry::ZeroCopy : Entry::Copying, &c, queued};
-    r.own = own ? &s.reservation->region : nullptr;
-    r.kept = &s.kept_sources;
-    const Plan p = plan(s, r);
-    if (p.path == Path::Rejected) {
-        s.counters.rejected_calls += 1;
-        return p.rejected;
-    }
-    const bool staged = p.path == Path::Staged || p.path == Path::Queued;
+    const bool zero_copy = r.entry == Entry::ZeroCopy;
+    Plan & p = a.plan;
+    apply(s, &p);
 
     // Every allocation of the call, before its first GGML call: its node, its output copies,
     // the executor's scratch, and last its event (nothing after it can throw).
     std::list<Call> node;
     s.alloc();
     node.emplace_back();
-    Call & call = node.back();
-    call.queued = queued;
-    call.keep = keep;
-    if (p.held) {
-        call.region.kind = Region::Kind::Ring;
-        call.region.begin = p.begin;
-        call.region.end = p.end;
-    }
+    Call & k = node.back();
+    k.queued = r.queued;
+    k.keep = r.keep;
     if (p.path == Path::Queued && !zero_copy) {
-        s.alloc.reserve(call.copies, c.n_downloads);
+        s.alloc.reserve(k.copies, c.n_downloads);
     }
     reserve_scratch(s, c);
     if (p.path == Path::Queued && s.events) {
-        acquire_event(s, call);
+        acquire_event(s, k);
     }
-    if (own) {
-        call.region = std::move(s.reservation->region);
-        call.slots = std::move(s.reservation->slots);
+    commit(s, p);
+    if (p.held) {
+        k.region.kind = Region::Kind::Ring;
+        k.region.begin = p.begin;
+        k.region.end = p.end;
+    }
+    if (r.own) {
+        k.region = std::move(s.reservation->region);
+        k.slots = std::move(s.reservation->slots);
         s.reservation.reset();
     }
-    call.id = s.next_id++;
-    count_plan(s, p, c);
+    k.id = s.next_id++;
+    count_submitted(s, p, c);
+    const bool copy_through = p.batched() && !zero_copy && c.n_uploads + c.n_downloads > 0;
+    sam3d_status st = SAM3D_OK;
     try {
-        if (staged) {
-            const bool copy_through = !zero_copy && c.n_uploads + c.n_downloads > 0;
-            st = execute_staged(s, c, copy_through ? staging_base(s) + p.begin : nullptr, queued ? &call : nullptr);
-        } else {
-            st = run_sync(s, c, &call.compute_status);
-        }
+        st = execute(s, p, c, copy_through ? staging_base(s) + p.begin : nullptr, r.queued ? &k : nullptr,
+                     &k.compute_status);
     } catch (...) {
-        give_back_event(s, call);
+        give_back_event(s, k);
         throw;
     }
-    if (st != SAM3D_OK) {
-        s.counters.failed_calls += 1;
-        call.status = st;
-    } else {
-        count_bytes(s.counters, c);
+    k.status = st;
+    if (st != SAM3D_OK && r.queued) {
+        k.state = Call::State::Complete;  // rule 5: its work and the session's were completed
     }
-    for (Call * src : s.kept_sources) {
-        src->last_reader = call.id;  // released kept slots wait for this call's completion
-    }
-    if (!queued) {
-        // Complete now. A failed call is not kept (A4): its outputs are unspecified.
-        call.state = keep && st == SAM3D_OK ? Call::State::Kept : Call::State::Reported;
-        if (call.state == Call::State::Kept) {
-            *ticket = call.id;
+    // Released kept slots this call's uploads read wait for its completion (A4).
+    for (size_t i = 0; zero_copy && i < c.n_uploads; ++i) {
+        if (Call * src = kept_slot_owner(s, c.uploads[i].src, c.uploads[i].size)) {
+            src->last_reader = k.id;
         }
-        if (own || call.state == Call::State::Kept) {
+    }
+    if (!r.queued) {
+        // Complete now. A failed call is not kept (A4): its outputs are unspecified.
+        k.state = r.keep && st == SAM3D_OK ? Call::State::Kept : Call::State::Reported;
+        if (k.state == Call::State::Kept) {
+            *ticket = k.id;
+        }
+        if (r.own || k.state == Call::State::Kept) {
             s.calls.splice(s.calls.end(), node);  // its slots stay the caller's until the next reserve
         }
         return st;
     }
-    if (!staged) {
-        call.state = Call::State::Complete;
+    if (!p.batched()) {
+        k.state = Call::State::Complete;
     }
-    *ticket = call.id;
+    *ticket = k.id;
     s.calls.splice(s.calls.end(), node);
     return SAM3D_OK;
 }
 
 sam3d_status wait_locked(Session & s, sam3d_ticket id) {
-    auto it = std::find_if(s.calls.begin(), s.calls.end(), [&](const Call & c) {
-        return c.id == id && c.queued && (c.state == Call::State::InFlight || c.state == Call::State::Complete);
-    });
-    if (id == 0 || it == s.calls.end()) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, "ticket " + std::to_string(id) + " is unknown or already waited");
+    std::list<Call>::iterator it;
+    if (sam3d_status st = admit_wait(s, id, &it)) {
+        return st;
     }
     Call & c = *it;
     if (!c.done()) {
@@ -244,40 +425,21 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
 }
 
 sam3d_status release_locked(Session & s, sam3d_ticket id) {
-    auto it = std::find_if(s.calls.begin(), s.calls.end(), [&](const Call & c) { return c.id == id; });
-    const std::string name = "ticket " + std::to_string(id);
-    if (id == 0 || it == s.calls.end() || !it->keep || it->state == Call::State::Released) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT,
-                    name + " is unknown, was not submitted with SAM3D_SUBMIT_KEEP_SLOTS, or was already released");
+    Call * c = nullptr;
+    if (sam3d_status st = admit_release(s, id, &c)) {
+        return st;
     }
-    switch (it->state) {
-        case Call::State::InFlight:
-        case Call::State::Complete:
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " was not waited yet: wait for it before releasing its slots");
-        case Call::State::Reported:
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " failed, and its wait released its slots: nothing to release");
-        case Call::State::Kept:
-        case Call::State::Released:
-            break;
-    }
-    it->state = Call::State::Released;  // freed by the next reserve once its readers completed
+    c->state = Call::State::Released;  // freed by the next reserve once its readers completed
     return SAM3D_OK;
 }
 
 sam3d_status reserve_locked(Session & s, const sam3d_slot_request * req, size_t n, void ** slots) {
-    // Heap slots (the fallback) are aligned to at least 64 bytes and get one alignment extra.
+    // Heap slots (the fallback) are aligned to at least 64 bytes.
     const size_t heap_al = std::max<size_t>(s.alignment, 64);
     size_t need = 0;
-    size_t heap = heap_al;
-    for (size_t i = 0; i < n; ++i) {
-        if (req[i].size == 0) {
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[" + std::to_string(i) + "].size is 0");
-        }
-        if (!add_aligned(&need, req[i].size, s.alignment) || !add_aligned(&heap, req[i].size, heap_al)) {
-            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[0.." + std::to_string(i) + "]: the sizes add up to more "
-                                                    "than the address space (requests[" + std::to_string(i) +
-                                                    "].size is " + std::to_string(req[i].size) + ")");
-        }
+    size_t heap = 0;
+    if (sam3d_status st = admit_reserve(s, req, n, slots, heap_al, &need, &heap)) {
+        return st;
     }
     // Reported calls give their slots back now; released kept calls once no call that read
     // them is in flight (A2, A4).
@@ -293,12 +455,15 @@ sam3d_status reserve_locked(Session & s, const sam3d_slot_request * req, size_t 
     s.alloc();
     auto res = std::make_unique<Reservation>();
     s.alloc.reserve(res->slots, n);
-    Request r{Entry::Reserve};
+    Request r;
+    r.entry = Entry::Reserve;
     r.reserve_bytes = need;
-    const Plan p = plan(s, r);
+    Plan p = plan(s, r);
+    apply(s, &p);
     uint8_t * base = nullptr;
     size_t al = s.alignment;
     if (p.held) {
+        commit(s, p);
         res->region.kind = Region::Kind::Ring;
         res->region.begin = p.begin;
         res->region.end = p.end;
@@ -320,6 +485,38 @@ sam3d_status reserve_locked(Session & s, const sam3d_slot_request * req, size_t 
     }
     s.reservation = std::move(res);
     return SAM3D_OK;
+}
+
+size_t outstanding(const Session & s) {
+    size_t n = 0;
+    for (const Call & c : s.calls) {
+        n += c.queued && (c.state == Call::State::InFlight || c.state == Call::State::Complete);
+    }
+    return n;
+}
+
+size_t staging_in_flight(const Session & s) {
+    size_t n = s.reservation ? s.reservation->region.ring_bytes() : 0;
+    for (const Call & c : s.calls) {
+        n += c.region.ring_bytes();
+    }
+    return n;
+}
+
+bool reservation_pinned(const Session & s) {
+    return s.reservation && s.reservation->region.kind == Region::Kind::Ring;
+}
+
+void reset_counters(Session & s) {
+    const uint64_t held = s.counters.staging_bytes;
+    s.counters = sam3d_counters{};
+    s.counters.staging_bytes = held;
+}
+
+void close(Session & s) {
+    if (std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return !c.done(); })) {
+        s.ggml.synchronize(s.backend);  // A7: outstanding work completes before anything is freed
+    }
 }
 
 }  // namespace sam3d

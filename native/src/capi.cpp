@@ -1,4 +1,5 @@
-// The C API: argument checks, the session lock (rule 9), and no exception across the API.
+// The C API: the session lock (rule 9) and no exception across the API; every refusal but a
+// NULL session is validate.cpp's.
 #include <mutex>
 
 #include "calls.h"
@@ -27,6 +28,9 @@ sam3d_status serialized(sam3d_session & s, const char * what, F && f) {
     }
 }
 
+// The one refusal made before the lock: there is no session to lock (validate.cpp makes the rest).
+sam3d_status no_session() { return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL"); }
+
 // Creation with the same guarantees (nothing is held yet, so no lock).
 sam3d_status guarded_create(ggml_backend_t backend, const sam3d_session_options * options,
                             const sam3d_ggml_seam * seam, sam3d_session ** out) {
@@ -50,7 +54,8 @@ sam3d_status guarded_create(ggml_backend_t backend, const sam3d_session_options 
 extern "C" {
 
 sam3d_session_options sam3d_session_default_options(void) {
-    sam3d_session_options o;
+    sam3d_session_options o{};
+    o.struct_size = sizeof o;
     o.batching = SAM3D_BATCHING_FROM_ENV;
     return o;
 }
@@ -87,21 +92,24 @@ uint64_t sam3d_testing_allocations(sam3d_session * session) {
     return session->alloc.count();
 }
 
-void sam3d_session_free(sam3d_session * session) { delete session; }
+void sam3d_session_free(sam3d_session * session) {
+    if (session != nullptr) {
+        sam3d::close(*session);
+        delete session;
+    }
+}
 
 sam3d_status sam3d_session_run(sam3d_session * session, const sam3d_call * call) {
-    if (session == nullptr || call == nullptr) {
-        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    if (session == nullptr) {
+        return no_session();
     }
-    return serialized(*session, "bookkeeping for the call", [&] { return sam3d::run_locked(*session, *call); });
+    return serialized(*session, "bookkeeping for the call", [&] { return sam3d::run_locked(*session, call); });
 }
 
 sam3d_status sam3d_session_reserve(sam3d_session * session, const sam3d_slot_request * requests, size_t n,
                                    void ** slots) {
-    if (session == nullptr || requests == nullptr || slots == nullptr || n == 0) {
-        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL"
-                                                       : n == 0            ? "n is 0"
-                                                                           : "requests or slots is NULL");
+    if (session == nullptr) {
+        return no_session();
     }
     return serialized(*session, "slots of the reservation",
                       [&] { return sam3d::reserve_locked(*session, requests, n, slots); });
@@ -112,28 +120,31 @@ bool sam3d_session_reservation_pinned(const sam3d_session * session) {
         return false;
     }
     std::lock_guard<std::mutex> lock(session->mutex);
-    return session->reservation && session->reservation->region.kind == sam3d::Region::Kind::Ring;
+    return sam3d::reservation_pinned(*session);
 }
 
 sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
                                   sam3d_ticket * ticket) {
-    if (session == nullptr || call == nullptr) {
-        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "call is NULL");
+    if (session == nullptr) {
+        if (ticket != nullptr) {
+            *ticket = 0;
+        }
+        return no_session();
     }
     return serialized(*session, "bookkeeping for the call",
-                      [&] { return sam3d::submit_locked(*session, *call, flags, ticket); });
+                      [&] { return sam3d::submit_locked(*session, call, flags, ticket); });
 }
 
 sam3d_status sam3d_session_wait(sam3d_session * session, sam3d_ticket ticket) {
     if (session == nullptr) {
-        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+        return no_session();
     }
     return serialized(*session, "waiting for the call", [&] { return sam3d::wait_locked(*session, ticket); });
 }
 
 sam3d_status sam3d_session_release(sam3d_session * session, sam3d_ticket ticket) {
     if (session == nullptr) {
-        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, "session is NULL");
+        return no_session();
     }
     return serialized(*session, "releasing kept slots", [&] { return sam3d::release_locked(*session, ticket); });
 }
@@ -143,11 +154,7 @@ size_t sam3d_session_outstanding(sam3d_session * session) {
         return 0;
     }
     std::lock_guard<std::mutex> lock(session->mutex);
-    size_t n = 0;
-    for (const sam3d::Call & c : session->calls) {
-        n += c.queued && (c.state == sam3d::Call::State::InFlight || c.state == sam3d::Call::State::Complete);
-    }
-    return n;
+    return sam3d::outstanding(*session);
 }
 
 size_t sam3d_session_staging_in_flight(sam3d_session * session) {
@@ -155,11 +162,7 @@ size_t sam3d_session_staging_in_flight(sam3d_session * session) {
         return 0;
     }
     std::lock_guard<std::mutex> lock(session->mutex);
-    size_t n = session->reservation ? session->reservation->region.ring_bytes() : 0;
-    for (const sam3d::Call & c : session->calls) {
-        n += c.region.ring_bytes();
-    }
-    return n;
+    return sam3d::staging_in_flight(*session);
 }
 
 bool sam3d_session_batching(const sam3d_session * session) { return session != nullptr && session->batching; }
@@ -170,12 +173,20 @@ sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session) {
 
 size_t sam3d_session_staging_alignment(const sam3d_session * session) { return session ? session->alignment : 0; }
 
-void sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {
+sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {
     if (session == nullptr || out == nullptr) {
-        return;
+        return sam3d::fail(SAM3D_ERR_INVALID_ARGUMENT, session == nullptr ? "session is NULL" : "out is NULL");
     }
-    std::lock_guard<std::mutex> lock(session->mutex);
-    *out = session->counters;
+    sam3d_counters snapshot{};
+    {
+        std::lock_guard<std::mutex> lock(session->mutex);
+        snapshot = session->counters;
+    }
+    if (sam3d_status st = sam3d::write_extensible(snapshot, out, "counters")) {
+        return st;
+    }
+    sam3d::clear_error();
+    return SAM3D_OK;
 }
 
 void sam3d_session_reset_counters(sam3d_session * session) {
@@ -183,9 +194,7 @@ void sam3d_session_reset_counters(sam3d_session * session) {
         return;
     }
     std::lock_guard<std::mutex> lock(session->mutex);
-    const uint64_t held = session->counters.staging_bytes;
-    session->counters = sam3d_counters{};
-    session->counters.staging_bytes = held;
+    sam3d::reset_counters(*session);
 }
 
 const char * sam3d_last_error(void) { return sam3d::last_error(); }

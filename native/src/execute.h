@@ -1,25 +1,30 @@
-// Execution: the synchronous path, and the one staged executor that sam3d_session_run, queued
-// copying, zero-copy and queued zero-copy calls all go through (layout, copies, the
-// perf-logger drain of rule 7, the failure drain of rule 5, counters).
+// Execution: the GGML calls of a call, in the steps calls.cpp puts together, with no policy of
+// their own (what completes when, what is counted: calls.cpp) and no allocation (the scratch
+// s.up_ptrs and s.down_ptrs is sized before submission).
 #pragma once
 
 #include "session.h"
 
 namespace sam3d {
 
-// ggml_backend_tensor_set / graph_compute / tensor_get one by one, after completing the
-// session's outstanding queued work (A6). A failed compute's GGML status goes to *compute.
-sam3d_status run_sync(Session & s, const sam3d_call & c, ggml_status * compute = nullptr);
+// The synchronous path: ggml_backend_tensor_set per upload, ggml_backend_graph_compute, then
+// ggml_backend_tensor_get per download; no download after a failed compute (GGML has
+// synchronized). Returns the compute's status (GGML_STATUS_SUCCESS without a graph).
+ggml_status run_blocking(Session & s, const sam3d_call & c);
 
-// The staged executor. `region`: the staging bytes a copying call copies through (nullptr:
-// zero-copy, the host pointers are the slots). `queued`: the call to complete at its wait (its
-// event is recorded, a copying call's output copies stored; its uploads wait for the newest
-// outstanding call's event, A6), nullptr: complete the session's outstanding queued work first
-// (A6), then synchronize and finish here. Every allocation it needs was made before (s.up_ptrs, s.down_ptrs, queued->copies'
-// capacity): after the first GGML call nothing allocates, and on any failure or exception the
-// session's outstanding work is completed before returning (rule 5). A compute failure returns
-// SAM3D_ERR_COMPUTE (queued: also stored in the call, reported at its wait).
-sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued);
+// The staged layout (rule 2) into s.up_ptrs and s.down_ptrs: inputs, then outputs, at aligned
+// offsets of `region` (a copying call), or the call's own host pointers (zero-copy, region NULL).
+void lay_out(Session & s, const sam3d_call & c, uint8_t * region);
+// Copies the inputs into their staging (a copying call).
+void stage_inputs(Session & s, const sam3d_call & c);
+// ggml_backend_tensor_set_async of every upload from its staging.
+void enqueue_uploads(Session & s, const sam3d_call & c);
+// ggml_backend_graph_compute_async of the call's graph (GGML_STATUS_SUCCESS without one).
+ggml_status enqueue_graph(Session & s, const sam3d_call & c);
+// ggml_backend_tensor_get_async of every download into its staging.
+void enqueue_downloads(Session & s, const sam3d_call & c);
+// Copies complete outputs from their staging into the callers' dst (a copying call).
+void copy_outputs(Session & s, const sam3d_call & c);
 
 // The message of a failed compute.
 std::string compute_message(ggml_status st);

@@ -6,18 +6,80 @@ namespace sam3d {
 
 uint8_t * staging_base(const Session & s) { return static_cast<uint8_t *>(ggml_backend_buffer_get_base(s.staging)); }
 
-bool ensure_staging(Session & s, size_t need) {
+size_t staging_size(const Session & s) { return s.staging != nullptr ? ggml_backend_buffer_get_size(s.staging) : 0; }
+
+size_t staging_growth(const Session & s, size_t need) {
     if (s.staging != nullptr && ggml_backend_buffer_get_size(s.staging) >= need) {
-        return true;
+        return 0;
     }
     size_t want = need;
     if (s.staging != nullptr) {
         want = std::max(need, std::min(SAM3D_STAGING_BOUND_BYTES, 2 * ggml_backend_buffer_get_size(s.staging)));
+    }
+    return want;
+}
+
+bool ring_busy(const Session & s) {
+    if (s.reservation && s.reservation->region.kind == Region::Kind::Ring) {
+        return true;
+    }
+    return std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return c.region.kind == Region::Kind::Ring; });
+}
+
+size_t ring_allocation(const Session & s) {
+    if (staging_size(s) >= SAM3D_STAGING_BOUND_BYTES || ring_busy(s)) {
+        return 0;
+    }
+    return SAM3D_STAGING_BOUND_BYTES;
+}
+
+namespace {
+
+// Calls f(begin, end) for every region of the ring held now.
+template <class F>
+void for_each_held(const Session & s, F && f) {
+    if (s.reservation && s.reservation->region.kind == Region::Kind::Ring) {
+        f(s.reservation->region.begin, s.reservation->region.end);
+    }
+    for (const Call & c : s.calls) {
+        if (c.region.kind == Region::Kind::Ring) {
+            f(c.region.begin, c.region.end);
+        }
+    }
+}
+
+}  // namespace
+
+bool ring_fit(const Session & s, size_t capacity, size_t need, size_t * at) {
+    bool any_held = false;
+    for_each_held(s, [&](size_t, size_t) { any_held = true; });
+    // Nothing held: start at the front, whose memory is likely still in cache.
+    const auto fits = [&](size_t candidate) {
+        const size_t c = align_up(candidate, s.alignment);
+        if (c > capacity || need > capacity - c) {
+            return false;
+        }
+        bool free = true;
+        for_each_held(s, [&](size_t first, size_t second) { free = free && !(c < second && first < c + need); });
+        if (free) {
+            *at = c;
+        }
+        return free;
+    };
+    if (fits(any_held ? s.ring_head : 0) || fits(0)) {
+        return true;
+    }
+    bool found = false;
+    for_each_held(s, [&](size_t, size_t end) { found = found || fits(end); });
+    return found;
+}
+
+bool allocate_staging(Session & s, size_t bytes) {
+    if (s.staging != nullptr) {
         ggml_backend_buffer_free(s.staging);
         s.staging = nullptr;
-        s.counters.staging_bytes = 0;
     }
-    ggml_backend_buffer_t buf = s.ggml.buft_alloc_buffer(s.host_buft, want);
+    ggml_backend_buffer_t buf = s.ggml.buft_alloc_buffer(s.host_buft, bytes);
     if (buf == nullptr) {
         return false;
     }
@@ -29,59 +91,7 @@ bool ensure_staging(Session & s, size_t need) {
         return false;
     }
     s.staging = buf;
-    s.counters.staging_bytes = want;
-    s.counters.staging_allocations += 1;
     return true;
-}
-
-bool ring_busy(const Session & s) {
-    if (s.reservation && s.reservation->region.kind == Region::Kind::Ring) {
-        return true;
-    }
-    return std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return c.region.kind == Region::Kind::Ring; });
-}
-
-bool ensure_ring(Session & s) {
-    if (s.staging != nullptr && ggml_backend_buffer_get_size(s.staging) >= SAM3D_STAGING_BOUND_BYTES) {
-        return true;
-    }
-    if (ring_busy(s)) {
-        return s.staging != nullptr;
-    }
-    return ensure_staging(s, SAM3D_STAGING_BOUND_BYTES);
-}
-
-bool ring_alloc(Session & s, size_t need, size_t * at) {
-    const size_t cap = s.staging != nullptr ? ggml_backend_buffer_get_size(s.staging) : 0;
-    s.alloc.reserve(s.held, s.calls.size() + 1);
-    s.held.clear();
-    if (s.reservation && s.reservation->region.kind == Region::Kind::Ring) {
-        s.held.emplace_back(s.reservation->region.begin, s.reservation->region.end);
-    }
-    for (const Call & c : s.calls) {
-        if (c.region.kind == Region::Kind::Ring) {
-            s.held.emplace_back(c.region.begin, c.region.end);
-        }
-    }
-    if (s.held.empty()) {
-        s.ring_head = 0;  // nothing held: restart at the front, whose memory is likely still in cache
-    }
-    for (size_t k = 0; k < s.held.size() + 2; ++k) {
-        const size_t c = align_up(k == 0 ? s.ring_head : k == 1 ? 0 : s.held[k - 2].second, s.alignment);
-        if (c > cap || need > cap - c) {
-            continue;
-        }
-        bool free = true;
-        for (const auto & h : s.held) {
-            free = free && !(c < h.second && h.first < c + need);
-        }
-        if (free) {
-            *at = c;
-            s.ring_head = c + need;
-            return true;
-        }
-    }
-    return false;
 }
 
 }  // namespace sam3d

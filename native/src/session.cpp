@@ -1,12 +1,11 @@
-// The session: creation (rule 6: capabilities read once), destruction (A7), the thread's last
-// error, and the completion bookkeeping shared by every path.
+// The session: creation (rule 6: capabilities read once, the backend facts), what it frees,
+// the extensible structs of the C API, and the thread's last error.
 #include "session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-
-#include "plan.h"
 
 namespace sam3d {
 
@@ -24,6 +23,43 @@ const char * last_error() { return g_last_error.c_str(); }
 uint64_t now_ns() {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+sam3d_status read_extensible(const void * in, size_t known, void * out, const char * name) {
+    size_t given = 0;
+    std::memcpy(&given, in, sizeof given);
+    if (given < sizeof(size_t)) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string(name) + ".struct_size is " + std::to_string(given) +
+                                                    ": start from sam3d_session_default_options(), which sets it");
+    }
+    const auto * bytes = static_cast<const uint8_t *>(in);
+    for (size_t i = known; i < given; ++i) {
+        if (bytes[i] != 0) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT,
+                        std::string(name) + ": byte " + std::to_string(i) + " of its " + std::to_string(given) +
+                            " is set, past the " + std::to_string(known) + " bytes this sam3d core " +
+                            SAM3D_CORE_VERSION + " knows: link the core whose header the caller was built with, "
+                                                 "or leave the newer fields at their defaults");
+        }
+    }
+    std::memcpy(out, in, std::min(given, known));
+    return SAM3D_OK;
+}
+
+sam3d_status write_extensible(const void * value, size_t known, void * out, const char * name) {
+    size_t given = 0;
+    std::memcpy(&given, out, sizeof given);
+    if (given < sizeof(size_t)) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string(name) + ".struct_size is " + std::to_string(given) +
+                                                    ": set it to sizeof(sam3d_" + name + ")");
+    }
+    auto * bytes = static_cast<uint8_t *>(out);
+    const size_t n = std::min(given, known);
+    std::memcpy(bytes + sizeof given, static_cast<const uint8_t *>(value) + sizeof given, n - sizeof given);
+    if (given > known) {
+        std::memset(bytes + known, 0, given - known);
+    }
+    return SAM3D_OK;
 }
 
 Ggml::Ggml(const sam3d_ggml_seam & s)
@@ -46,44 +82,46 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
       event_synchronize(s.event_synchronize ? s.event_synchronize : ggml_backend_event_synchronize),
       event_wait(s.event_wait ? s.event_wait : ggml_backend_event_wait) {}
 
-void mark_all_done(Session & s) {
-    for (Call & c : s.calls) {
-        if (c.state == Call::State::InFlight) {
-            c.state = Call::State::Complete;
+namespace {
+
+// GGML 0.20.2's host buffer types, each pinned by a test in native/tests/test_ggml_contract.cpp.
+struct HostBufferFact {
+    const char * backend;  // ggml_backend_reg_name
+    bool every_device;
+};
+constexpr HostBufferFact kHostBufferFacts[] = {
+    // ggml_cuda_host_malloc: cudaMallocHost, page-locked for every device of the process under
+    // unified addressing (every 64-bit CUDA platform); the type reports device 0.
+    {"CUDA", true},
+    // ggml_vk_host_malloc(vk_instance.devices[0], ...): memory imported into device 0 only.
+    {"Vulkan", false},
+};
+
+}  // namespace
+
+bool host_buffer_every_device(const char * reg_name) {
+    for (const HostBufferFact & f : kHostBufferFacts) {
+        if (reg_name != nullptr && std::strcmp(f.backend, reg_name) == 0) {
+            return f.every_device;
         }
     }
+    return false;
 }
 
-void complete_all(Session & s) {
-    for (const Call & c : s.calls) {
-        if (!c.done()) {
-            const uint64_t t0 = now_ns();
-            s.ggml.synchronize(s.backend);
-            s.counters.synchronize_ns += now_ns() - t0;
-            mark_all_done(s);
-            return;
-        }
+sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props & props) {
+    if (!props.caps.async || !props.caps.host_buffer || s.host_buft == nullptr) {
+        return SAM3D_FALLBACK_NO_ASYNC_CAPS;
     }
-}
-
-void free_call(Session & s, std::list<Call>::iterator it) {
-    if (it->event != nullptr) {
-        // The call is complete: this returns at once, and lets GGML recycle the event's
-        // objects before it is recorded again. The pool's capacity was reserved when the
-        // event was created, so this push does not allocate.
-        s.ggml.event_synchronize(it->event);
-        s.event_pool.push_back(it->event);
+    const ggml_backend_dev_t reported = s.ggml.buft_get_device(s.host_buft);
+    if (reported == s.dev) {
+        return SAM3D_FALLBACK_COUNT;
     }
-    s.calls.erase(it);
-}
-
-bool call_done(const Session & s, uint64_t id) {
-    for (const Call & c : s.calls) {
-        if (c.id == id) {
-            return c.done();
-        }
+    // The device's own host buffer type reports another device of its backend (or none): usable
+    // only where that backend's pinned memory is usable by every one of its devices.
+    if (reported != nullptr && host_buffer_every_device(s.ggml.reg_name(ggml_backend_dev_backend_reg(s.dev)))) {
+        return SAM3D_FALLBACK_COUNT;
     }
-    return true;
+    return SAM3D_FALLBACK_FOREIGN_HOST_BUFFER;
 }
 
 // Creation: the environment, the seam, props and caps, once. Every allocation goes through the
@@ -94,7 +132,13 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         return fail(SAM3D_ERR_INVALID_ARGUMENT, out == nullptr ? "out is NULL" : "backend is NULL");
     }
     *out = nullptr;
-    const sam3d_session_options opts = options ? *options : sam3d_session_default_options();
+    sam3d_session_options opts = sam3d_session_default_options();
+    if (options != nullptr) {
+        if (sam3d_status st = read_extensible(options, &opts, "options")) {
+            return st;
+        }
+        opts.struct_size = sizeof opts;
+    }
     const sam3d_ggml_seam sm = seam ? *seam : sam3d_testing_default_seam();
     bool batching = false;
     if (opts.batching == SAM3D_BATCHING_FROM_ENV) {
@@ -139,13 +183,8 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
 sam3d_session::sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam)
     : backend(b), dev(ggml_backend_get_device(b)), ggml(seam), alloc(0) {}
 
+// Frees what the session holds; its outstanding work was completed first (sam3d::close, A7).
 sam3d_session::~sam3d_session() {
-    for (const sam3d::Call & c : calls) {
-        if (!c.done()) {
-            ggml.synchronize(backend);  // A7: outstanding work completes before anything is freed
-            break;
-        }
-    }
     for (sam3d::Call & c : calls) {
         if (c.event != nullptr) {
             ggml.event_free(c.event);

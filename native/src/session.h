@@ -1,7 +1,9 @@
-// The session and its state: the seam resolved to GGML's functions, the counted allocation
-// point, reservations and calls (each with an explicit state), and the thread's last error.
+// The session's state: the seam resolved to GGML's functions, the counted allocation point,
+// the staging buffer, the reservation and the tracked calls (each with an explicit state), and
+// the thread's last error. Creation (rule 6) is here; what happens to a call is in calls.cpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -21,6 +23,24 @@ void clear_error();
 const char * last_error();
 
 uint64_t now_ns();
+
+// The extensible structs of the C API (docs/contract.md, "API versions"): each starts with the
+// caller's struct_size. Reading one: the first min(struct_size, sizeof(T)) bytes are the
+// caller's, the rest of `defaults` stands; bytes the caller has past sizeof(T) must be 0.
+// Writing one: the first min(struct_size, sizeof(T)) bytes of `value` (struct_size kept), the
+// caller's bytes past sizeof(T) zeroed. Either refuses a struct_size below sizeof(size_t).
+sam3d_status read_extensible(const void * in, size_t known, void * out, const char * name);
+sam3d_status write_extensible(const void * value, size_t known, void * out, const char * name);
+template <class T>
+sam3d_status read_extensible(const T * in, T * out, const char * name) {
+    static_assert(offsetof(T, struct_size) == 0, "an extensible struct starts with its struct_size");
+    return read_extensible(static_cast<const void *>(in), sizeof(T), static_cast<void *>(out), name);
+}
+template <class T>
+sam3d_status write_extensible(const T & value, T * out, const char * name) {
+    static_assert(offsetof(T, struct_size) == 0, "an extensible struct starts with its struct_size");
+    return write_extensible(static_cast<const void *>(&value), sizeof(T), static_cast<void *>(out), name);
+}
 inline size_t align_up(size_t n, size_t a) { return a <= 1 ? n : (n + a - 1) / a * a; }
 // total += align_up(size, a); false (total unchanged) when that does not fit in size_t.
 inline bool add_aligned(size_t * total, size_t size, size_t a) {
@@ -170,7 +190,8 @@ struct sam3d_session {
     std::vector<ggml_backend_event_t> event_pool;  // events of freed calls, for reuse
     size_t events_created = 0;
 
-    // Scratch reused across calls (sized through the allocation point).
+    // Scratch reused across calls (sized through the allocation point): the validation's
+    // ranges and slot marks, the executor's staging pointers.
     struct Range {
         const void * key;
         uintptr_t begin;
@@ -178,11 +199,9 @@ struct sam3d_session {
         size_t index;
     };
     std::vector<Range> ranges;
+    std::vector<bool> used;
     std::vector<const uint8_t *> up_ptrs;
     std::vector<uint8_t *> down_ptrs;
-    std::vector<sam3d::Call *> kept_sources;
-    std::vector<std::pair<size_t, size_t>> held;
-    std::vector<bool> used;
 
     sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam);
     ~sam3d_session();
@@ -194,14 +213,17 @@ namespace sam3d {
 
 using Session = sam3d_session;
 
-// Marks every in-flight call complete (after a synchronize the caller made).
-void mark_all_done(Session & s);
-// Completes every in-flight call with one synchronize (no-op when none is in flight).
-void complete_all(Session & s);
-// Frees a call's region and gives its (complete) event back to the pool.
-void free_call(Session & s, std::list<Call>::iterator it);
-// Whether the call with id `id` (0: none) is complete: a call no longer tracked is.
-bool call_done(const Session & s, uint64_t id);
+// Backend facts (docs/contract.md, "Backend facts"), keyed on GGML's backend registry name
+// (ggml_backend_reg_name: "CUDA", "Vulkan"): whether the pinned memory of the backend's host
+// buffer type is usable by every device of the backend, or only by the device the host buffer
+// type reports (ggml_backend_buft_get_device). A backend not listed: its reported device only.
+bool host_buffer_every_device(const char * reg_name);
+
+// The fallback every batching call of the session takes, decided once at creation (rules 3, 6;
+// first match wins): no_async_caps (props lack caps.async or caps.host_buffer, or no host
+// buffer type), foreign_host_buffer (the host buffer type is not usable by the session's
+// device), else SAM3D_FALLBACK_COUNT.
+sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props & props);
 
 // sam3d_session_create / sam3d_testing_session_create (seam NULL: GGML's own functions).
 sam3d_status create(ggml_backend_t backend, const sam3d_session_options * options, const sam3d_ggml_seam * seam,

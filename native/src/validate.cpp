@@ -1,9 +1,25 @@
+// The one validation pass (validate.h).
 #include "validate.h"
 
 #include <algorithm>
 #include <functional>
 
 namespace sam3d {
+
+Call * kept_slot_owner(Session & s, const void * p, size_t size) {
+    const auto * q = static_cast<const uint8_t *>(p);
+    for (Call & c : s.calls) {
+        if (!c.keep || c.state == Call::State::Released || c.state == Call::State::Reported) {
+            continue;
+        }
+        for (const Slot & slot : c.slots) {
+            if (q >= slot.data && q < slot.data + slot.size && size <= static_cast<size_t>(slot.data + slot.size - q)) {
+                return &c;
+            }
+        }
+    }
+    return nullptr;
+}
 
 namespace {
 
@@ -75,9 +91,8 @@ bool find_overlap(std::vector<Session::Range> & r, size_t * a, size_t * b) {
     return false;
 }
 
-}  // namespace
-
-sam3d_status validate(Session & s, const sam3d_call & c) {
+// Rule 1: descriptors, extents, contiguity and overlaps (path-independent).
+sam3d_status check_call(Session & s, const sam3d_call & c) {
     if ((c.n_uploads > 0 && c.uploads == nullptr) || (c.n_downloads > 0 && c.downloads == nullptr)) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, c.uploads == nullptr && c.n_uploads > 0
                                                     ? "call.uploads is NULL with n_uploads > 0"
@@ -121,7 +136,10 @@ sam3d_status validate(Session & s, const sam3d_call & c) {
     return SAM3D_OK;
 }
 
-sam3d_status validate_async(const sam3d_call & c) {
+// What only the batched path needs: GGML's async set/get (ggml_backend_tensor_set_async and
+// the backends' set_tensor_async) read tensor->buffer, which a view created after its source
+// was allocated does not have.
+sam3d_status check_batched(const sam3d_call & c) {
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
         const bool up = k < c.n_uploads;
@@ -138,34 +156,21 @@ sam3d_status validate_async(const sam3d_call & c) {
     return SAM3D_OK;
 }
 
-namespace {
-
-// A kept call (not released) one of whose slots holds [p, p+size), or nullptr.
-Call * kept_slot_owner(Session & s, const void * p, size_t size) {
-    const auto * q = static_cast<const uint8_t *>(p);
-    for (Call & c : s.calls) {
-        if (!c.keep || c.state == Call::State::Released || c.state == Call::State::Reported) {
-            continue;
-        }
-        for (const Slot & slot : c.slots) {
-            if (q >= slot.data && q < slot.data + slot.size && size <= static_cast<size_t>(slot.data + slot.size - q)) {
-                return &c;
-            }
-        }
-    }
-    return nullptr;
+// Why memory the call's host pointers name cannot batch (its fallback reason), COUNT if pinned.
+sam3d_fallback memory_reason(const Region & r) {
+    return r.kind == Region::Kind::Ring ? SAM3D_FALLBACK_COUNT : r.reason;
 }
 
-}  // namespace
-
-sam3d_status check_slots(Session & s, const sam3d_call & c, bool * own) {
-    *own = false;
+// Zero-copy (A1, A4): every host pointer is a distinct slot of the current reservation, or an
+// upload's bytes inside a kept slot of a reported call. r->own: whether the call uses a slot of
+// the current reservation; r->slot_memory: why the slots it names cannot batch (COUNT: pinned).
+sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
+    r->own = false;
+    r->slot_memory = SAM3D_FALLBACK_COUNT;
     static const std::vector<Slot> none;
     const std::vector<Slot> & current = s.reservation ? s.reservation->slots : none;
     s.alloc.reserve(s.used, current.size());
     s.used.assign(current.size(), false);
-    s.alloc.reserve(s.kept_sources, c.n_uploads);
-    s.kept_sources.clear();
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
         const bool up = k < c.n_uploads;
@@ -190,7 +195,7 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, bool * own) {
                 return fail(SAM3D_ERR_INVALID_ARGUMENT, name() + " reads a kept slot of ticket " + std::to_string(owner->id) +
                                                             ", whose completion was not reported yet (wait for it first)");
             }
-            s.kept_sources.push_back(owner);
+            r->slot_memory = std::min(r->slot_memory, memory_reason(owner->region));
             continue;
         }
         if (s.used[slot]) {
@@ -203,8 +208,132 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, bool * own) {
                                                         std::to_string(slot));
         }
         s.used[slot] = true;
-        *own = true;
+        r->own = true;
     }
+    if (r->own) {
+        r->slot_memory = std::min(r->slot_memory, memory_reason(s.reservation->region));
+    }
+    return SAM3D_OK;
+}
+
+
+// The plan of an accepted request, and the one refusal that depends on its path.
+sam3d_status admit(Session & s, const Request & r, Admitted * out) {
+    out->request = r;
+    out->plan = plan(s, r);
+    if (r.call != nullptr && out->plan.batched()) {
+        return check_batched(*r.call);
+    }
+    return SAM3D_OK;
+}
+
+}  // namespace
+
+sam3d_status admit_run(Session & s, const sam3d_call * c, Admitted * out) {
+    if (c == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "call is NULL");
+    }
+    out->is_call = true;
+    if (sam3d_status st = check_call(s, *c)) {
+        return st;
+    }
+    Request r;
+    r.entry = Entry::Run;
+    r.call = c;
+    return admit(s, r, out);
+}
+
+sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam3d_ticket * ticket, Admitted * out) {
+    if (ticket != nullptr) {
+        *ticket = 0;
+    }
+    const bool zero_copy = (flags & SAM3D_SUBMIT_ZERO_COPY) != 0;
+    const bool queued = (flags & SAM3D_SUBMIT_QUEUED) != 0;
+    const bool keep = (flags & SAM3D_SUBMIT_KEEP_SLOTS) != 0;
+    if (c == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "call is NULL");
+    }
+    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS)) != 0) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "flags has unknown bits: use SAM3D_SUBMIT_* only");
+    }
+    if ((queued || keep) && ticket == nullptr) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, queued ? "ticket is NULL with SAM3D_SUBMIT_QUEUED"
+                                                       : "ticket is NULL with SAM3D_SUBMIT_KEEP_SLOTS");
+    }
+    if (keep && !zero_copy) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY (only slots are kept)");
+    }
+    if (!zero_copy && !queued) {
+        return admit_run(s, c, out);  // exactly sam3d_session_run
+    }
+    out->is_call = true;
+    if (sam3d_status st = check_call(s, *c)) {
+        return st;
+    }
+    Request r;
+    r.entry = zero_copy ? Entry::ZeroCopy : Entry::Copying;
+    r.call = c;
+    r.queued = queued;
+    r.keep = keep;
+    if (zero_copy) {
+        if (sam3d_status st = check_slots(s, *c, &r)) {
+            return st;
+        }
+    }
+    return admit(s, r, out);
+}
+
+sam3d_status admit_reserve(const Session & s, const sam3d_slot_request * req, size_t n, void ** slots,
+                           size_t heap_alignment, size_t * ring_bytes, size_t * heap_bytes) {
+    if (req == nullptr || slots == nullptr || n == 0) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, n == 0 ? "n is 0" : "requests or slots is NULL");
+    }
+    size_t need = 0;
+    size_t heap = heap_alignment;  // heap slots get one alignment extra, to align their base
+    for (size_t i = 0; i < n; ++i) {
+        if (req[i].size == 0) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[" + std::to_string(i) + "].size is 0");
+        }
+        if (!add_aligned(&need, req[i].size, s.alignment) || !add_aligned(&heap, req[i].size, heap_alignment)) {
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, "requests[0.." + std::to_string(i) + "]: the sizes add up to more "
+                                                    "than the address space (requests[" + std::to_string(i) +
+                                                    "].size is " + std::to_string(req[i].size) + ")");
+        }
+    }
+    *ring_bytes = need;
+    *heap_bytes = heap;
+    return SAM3D_OK;
+}
+
+sam3d_status admit_wait(Session & s, sam3d_ticket id, std::list<Call>::iterator * out) {
+    auto it = std::find_if(s.calls.begin(), s.calls.end(), [&](const Call & c) {
+        return c.id == id && c.queued && (c.state == Call::State::InFlight || c.state == Call::State::Complete);
+    });
+    if (id == 0 || it == s.calls.end()) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "ticket " + std::to_string(id) + " is unknown or already waited");
+    }
+    *out = it;
+    return SAM3D_OK;
+}
+
+sam3d_status admit_release(Session & s, sam3d_ticket id, Call ** out) {
+    auto it = std::find_if(s.calls.begin(), s.calls.end(), [&](const Call & c) { return c.id == id; });
+    const std::string name = "ticket " + std::to_string(id);
+    if (id == 0 || it == s.calls.end() || !it->keep || it->state == Call::State::Released) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT,
+                    name + " is unknown, was not submitted with SAM3D_SUBMIT_KEEP_SLOTS, or was already released");
+    }
+    switch (it->state) {
+        case Call::State::InFlight:
+        case Call::State::Complete:
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " was not waited yet: wait for it before releasing its slots");
+        case Call::State::Reported:
+            return fail(SAM3D_ERR_INVALID_ARGUMENT, name + " failed, and its wait released its slots: nothing to release");
+        case Call::State::Kept:
+        case Call::State::Released:
+            break;
+    }
+    *out = &*it;
     return SAM3D_OK;
 }
 

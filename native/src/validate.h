@@ -1,6 +1,11 @@
-// Rule 1: a request is checked whole before anything is submitted.
+// The one validation pass: every refusal of a request is decided here, before anything is
+// planned or submitted (rule 1, A1-A4): arguments, flags, tickets, reservation sizes, slots and
+// descriptors. A refusal sets the thread's last error, changes nothing of the session (calls.cpp
+// counts it as rejected_calls) and returns its status. The C shims refuse a NULL session (there
+// is no lock to take) and nothing else.
 #pragma once
 
+#include "plan.h"
 #include "session.h"
 
 namespace sam3d {
@@ -8,17 +13,34 @@ namespace sam3d {
 // The tensor's buffer as GGML's blocking set/get find it (a view's source's buffer).
 inline ggml_backend_buffer_t tensor_buffer(const ggml_tensor * t) { return t->view_src ? t->view_src->buffer : t->buffer; }
 
-// Descriptors, extents, contiguity and overlaps (path-independent).
-sam3d_status validate(Session & s, const sam3d_call & c);
+// An accepted request: what the plan was asked and what it decided.
+struct Admitted {
+    Request request;
+    Plan plan;
+    // Set once the arguments (the call pointer, flags, ticket) passed: a refusal after that is
+    // a refused call (rejected_calls, rule 8), one before it is not a call at all.
+    bool is_call = false;
+};
 
-// What only the batched path needs: GGML's async set/get (ggml_backend_tensor_set_async and
-// the backends' set_tensor_async) read tensor->buffer, which a view created after its source
-// was allocated does not have.
-sam3d_status validate_async(const sam3d_call & c);
+// sam3d_session_run, and a submit without flags.
+sam3d_status admit_run(Session & s, const sam3d_call * c, Admitted * out);
 
-// Zero-copy (A1, A4): every host pointer is a distinct slot of the current reservation, or an
-// upload's bytes inside a kept slot of a reported call (those calls are put in
-// s.kept_sources). *own: whether the call uses a slot of the current reservation.
-sam3d_status check_slots(Session & s, const sam3d_call & c, bool * own);
+// sam3d_session_submit: the flags, the ticket, then as admit_run, plus with ZERO_COPY the slot
+// rules (A1, A4). *ticket is set to 0 (when given) whatever the outcome.
+sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam3d_ticket * ticket, Admitted * out);
+
+// sam3d_session_reserve: the arrays, n, each size, and their sums (the ring's and the heap's,
+// at `heap_alignment`); *ring_bytes and *heap_bytes are the aligned totals.
+sam3d_status admit_reserve(const Session & s, const sam3d_slot_request * req, size_t n, void ** slots,
+                           size_t heap_alignment, size_t * ring_bytes, size_t * heap_bytes);
+
+// sam3d_session_wait: a queued call submitted and not waited yet.
+sam3d_status admit_wait(Session & s, sam3d_ticket id, std::list<Call>::iterator * out);
+
+// sam3d_session_release: a kept call whose completion was reported and not released yet.
+sam3d_status admit_release(Session & s, sam3d_ticket id, Call ** out);
+
+// A kept call (not released, not failed) one of whose slots holds [p, p+size), or nullptr.
+Call * kept_slot_owner(Session & s, const void * p, size_t size);
 
 }  // namespace sam3d

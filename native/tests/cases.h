@@ -207,6 +207,7 @@ inline DeviceRun run_on_device(ggml_backend_dev_t dev, const std::vector<float> 
         run.status = sam3d_session_run(s, &c.call);
         EXPECT_EQ(run.status, SAM3D_OK) << ggml_backend_dev_name(dev) << ": " << sam3d_last_error();
         run.static_fallback = sam3d_session_static_fallback(s);
+        run.counters.struct_size = sizeof run.counters;
         sam3d_session_counters(s, &run.counters);
     }
     sam3d_session_free(s);

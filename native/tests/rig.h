@@ -203,6 +203,7 @@ class Rig {
 
     sam3d_counters counters(sam3d_session * s) {
         sam3d_counters c{};
+        c.struct_size = sizeof c;
         sam3d_session_counters(s, &c);
         return c;
     }

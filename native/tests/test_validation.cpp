@@ -426,6 +426,7 @@ TEST(Environment, ValueIsReadOnceAtSessionCreation) {
     std::vector<float> dst(32);
     ASSERT_EQ(cases::run(s, w, a.data(), b.data(), dst.data()), SAM3D_OK) << sam3d_last_error();
     sam3d_counters k{};
+    k.struct_size = sizeof k;
     sam3d_session_counters(s, &k);
     EXPECT_EQ(k.pinned_batches, 1u);
     sam3d_session_free(s);

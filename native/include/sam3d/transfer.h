@@ -20,6 +20,9 @@
 extern "C" {
 #endif
 
+// The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
+#define SAM3D_CORE_VERSION "0.2.0"
+
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
 #define SAM3D_STAGING_BOUND_BYTES ((size_t)33554432)
@@ -50,6 +53,10 @@ typedef enum sam3d_fallback {
     SAM3D_FALLBACK_PINNED_UNAVAILABLE,   // the staging allocation failed or came back as ordinary CPU memory
     SAM3D_FALLBACK_COUNT
 } sam3d_fallback;
+
+// Entries of sam3d_counters.fallbacks: fixed, so that a new reason changes no layout (a library
+// knows at most this many reasons; docs/contract.md, "API versions").
+#define SAM3D_FALLBACK_CAPACITY 8
 
 // Batching mode of a session. FROM_ENV reads SAM3D_BATCHED_TRANSFERS at creation: unset or
 // "0" off, "1" on, anything else SAM3D_ERR_BAD_ENV. ON/OFF win over the variable.
@@ -91,7 +98,9 @@ typedef struct sam3d_call {
 // Per-session counters (rule 8): one count per descriptor for transfers and bytes, one per call
 // for pinned_batches and fallbacks (a call without transfers is neither). Refused calls change
 // only rejected_calls. Batching off counts transfers as sync, never as fallbacks.
+// Extensible (docs/contract.md, "API versions"): fields are only ever added at the end.
 typedef struct sam3d_counters {
+    size_t   struct_size;        // set by the caller: sizeof(sam3d_counters) of its header
     uint64_t calls;              // calls that submitted work (successful or failed after submission)
     uint64_t rejected_calls;     // calls refused before submission (nothing submitted)
     uint64_t failed_calls;       // calls that failed after submission (work completed first)
@@ -102,7 +111,7 @@ typedef struct sam3d_counters {
     uint64_t bytes_uploaded;     // bytes, both paths
     uint64_t bytes_downloaded;   // bytes, both paths
     uint64_t pinned_batches;     // calls with transfers that went through pinned staging
-    uint64_t fallbacks[SAM3D_FALLBACK_COUNT];
+    uint64_t fallbacks[SAM3D_FALLBACK_CAPACITY]; // by sam3d_fallback; entries past SAM3D_FALLBACK_COUNT stay 0
     uint64_t enqueue_ns;         // host ns enqueuing async uploads, graph, downloads (not GPU time)
     uint64_t synchronize_ns;     // host ns blocked in synchronize / event waits of batched calls
     uint64_t copy_ns;            // host ns copying between caller buffers and staging
@@ -111,8 +120,11 @@ typedef struct sam3d_counters {
     uint64_t staging_allocations;// times the staging allocation was (re)allocated
 } sam3d_counters;
 
+// Extensible like sam3d_counters: start from sam3d_session_default_options(), which sets
+// struct_size; fields past the caller's struct_size take their defaults.
 typedef struct sam3d_session_options {
-    sam3d_batching batching; // SAM3D_BATCHING_FROM_ENV by default
+    size_t         struct_size; // sizeof(sam3d_session_options) of the caller's header
+    sam3d_batching batching;    // SAM3D_BATCHING_FROM_ENV by default
 } sam3d_session_options;
 
 typedef struct sam3d_session sam3d_session;
@@ -123,7 +135,8 @@ sam3d_session_options sam3d_session_default_options(void);
 // Creates a session on `backend` (not owned; must outlive the session); reads props, host
 // buffer type, alignment, SAM3D_BATCHED_TRANSFERS and GGML_VK_PERF_LOGGER once (rule 6).
 // options NULL: defaults. *out is NULL on error.
-// Errors: SAM3D_ERR_INVALID_ARGUMENT (null backend/out, unknown batching), SAM3D_ERR_BAD_ENV,
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null backend/out, unknown batching, a struct_size below
+// sizeof(size_t), or bytes past this library's options that are not 0), SAM3D_ERR_BAD_ENV,
 // SAM3D_ERR_OUT_OF_MEMORY.
 sam3d_status sam3d_session_create(ggml_backend_t backend, const sam3d_session_options * options,
                                   sam3d_session ** out);
@@ -147,8 +160,11 @@ sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session);
 // Alignment in bytes of the host buffer type (ggml_backend_buft_get_alignment); 0 without one.
 size_t sam3d_session_staging_alignment(const sam3d_session * session);
 
-// Copies the session's counters into *out (a consistent snapshot).
-void sam3d_session_counters(sam3d_session * session, sam3d_counters * out);
+// Copies a consistent snapshot of the session's counters into the first out->struct_size bytes
+// of *out (struct_size kept; bytes past this library's counters are zeroed, nothing past
+// struct_size is written). Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or out, struct_size
+// below sizeof(size_t)).
+sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out);
 
 // Zeroes the counters, except staging_bytes (the allocation still held).
 void sam3d_session_reset_counters(sam3d_session * session);
