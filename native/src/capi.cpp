@@ -182,11 +182,8 @@ sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * ou
         std::lock_guard<std::mutex> lock(session->mutex);
         snapshot = session->counters;
     }
-    if (sam3d_status st = sam3d::write_extensible(snapshot, out, "counters")) {
-        return st;
-    }
-    sam3d::clear_error();
-    return SAM3D_OK;
+    // A query: on success the thread's last error stays the last failed call's.
+    return sam3d::write_extensible(snapshot, out, "counters");
 }
 
 void sam3d_session_reset_counters(sam3d_session * session) {

@@ -304,6 +304,7 @@ TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
         sam3d_call ce{u, 2, w.graph, de, 1, false};
         sam3d_ticket te = 0, t = 0;
         ASSERT_EQ(sam3d_session_submit(s, &ce, SAM3D_SUBMIT_QUEUED, &te), SAM3D_OK) << sam3d_last_error();
+        const sam3d_counters k0 = r.counters(s);
         deferred::g_throw_event_record = k.kind == 0;
         g_throw_kind = k.kind;
         g_throw_compute = k.kind != 0;
@@ -311,6 +312,12 @@ TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
         EXPECT_NO_THROW(st = k.queued ? sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t) : sam3d_session_run(s, &c));
         deferred::g_throw_event_record = false;
         g_throw_compute = false;
+        // Rule 8: a call that fails after submission counts calls and failed_calls, no transfer.
+        const sam3d_counters k1 = r.counters(s);
+        EXPECT_EQ(k1.calls - k0.calls, 1u);
+        EXPECT_EQ(k1.failed_calls - k0.failed_calls, 1u);
+        EXPECT_EQ(k1.async_uploads, k0.async_uploads);
+        EXPECT_EQ(k1.bytes_uploaded, k0.bytes_uploaded);
         EXPECT_EQ(st, SAM3D_ERR_INTERNAL);
         EXPECT_STARTS_WITH(sam3d_last_error(), "internal:");
         EXPECT_CONTAINS(sam3d_last_error(), k.message);

@@ -295,6 +295,41 @@ TEST_P(Validation, NullArraysWithCountsAreInvalidArguments) {
     EXPECT_CONTAINS(sam3d_last_error(), "session is NULL");
 }
 
+// Every refusal of a submit sets *ticket to 0 (a caller that waits on it is told it is unknown),
+// and a refusal of the arguments (call, flags, ticket) is not a call: rejected_calls stays.
+TEST_P(Validation, EveryRefusedSubmitZeroesTheTicket) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    sam3d_call good = req().call();
+    sam3d_upload bad_ups[2] = {req().ups[0], req().ups[1]};
+    bad_ups[1].src = nullptr;
+    sam3d_call bad = good;
+    bad.uploads = bad_ups;
+    struct Case {
+        sam3d_session * session;
+        const sam3d_call * call;
+        unsigned flags;
+        const char * message;
+        bool counted;
+    };
+    for (const Case & k : {Case{s, &good, 8u, "flags has unknown bits", false},
+                           Case{s, &good, SAM3D_SUBMIT_KEEP_SLOTS, "needs SAM3D_SUBMIT_ZERO_COPY", false},
+                           Case{s, nullptr, SAM3D_SUBMIT_QUEUED, "call is NULL", false},
+                           Case{nullptr, &good, SAM3D_SUBMIT_QUEUED, "session is NULL", false},
+                           Case{s, &bad, SAM3D_SUBMIT_QUEUED, "uploads[1].src", true},
+                           Case{s, &good, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, "is not a slot", true}}) {
+        SCOPED_TRACE(k.message);
+        const uint64_t before = r().counters(s).rejected_calls;
+        sam3d_ticket t = 77;
+        EXPECT_NE(sam3d_session_submit(k.session, k.call, k.flags, &t), SAM3D_OK);
+        EXPECT_CONTAINS(sam3d_last_error(), k.message);
+        EXPECT_EQ(t, 0u);
+        EXPECT_EQ(r().counters(s).rejected_calls - before, k.counted ? 1u : 0u);
+    }
+    EXPECT_EQ(r().counters(s).calls, 0u);
+}
+
 // The first bad entry is named, and a rejected call leaves the session ready for the next.
 TEST_P(Validation, RejectedCallLeavesTheSessionUsable) {
     RIG_REQUIRE(r());

@@ -31,7 +31,7 @@ from ..core.variants import Variant
 from ..tools import ctest
 
 LIST = Path("native") / "mutants.toml"
-PATHS = ("run", "copying submit", "zero-copy", "queued", "reserve", "release", "wait", "create")
+PATHS = ("run", "copying submit", "zero-copy", "queued", "reserve", "release", "wait", "create", "counters")
 # Each CTest test may take this long under a mutant (a mutant can make a call hang).
 TEST_TIMEOUT_S = 120
 

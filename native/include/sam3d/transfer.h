@@ -162,8 +162,8 @@ size_t sam3d_session_staging_alignment(const sam3d_session * session);
 
 // Copies a consistent snapshot of the session's counters into the first out->struct_size bytes
 // of *out (struct_size kept; bytes past this library's counters are zeroed, nothing past
-// struct_size is written). Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or out, struct_size
-// below sizeof(size_t)).
+// struct_size is written). Leaves sam3d_last_error() as it was on success.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or out, struct_size below sizeof(size_t)).
 sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out);
 
 // Zeroes the counters, except staging_bytes (the allocation still held).
