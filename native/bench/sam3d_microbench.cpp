@@ -3,10 +3,11 @@
 //   1. bookkeeping per call (validation, plan, layout, counters) for 10 uploads + 10 downloads
 //      of 64 bytes each on every path: sam3d_session_run staged, a copying queued submit and its
 //      wait, a zero-copy submit (with its reservation), a queued zero-copy submit and its wait,
-//      a kept zero-copy submit and its release (the CPU backend with the seam forcing caps on
-//      and the CPU buffer type as staging: GGML then sets/gets synchronously, so the copies are a
-//      few hundred bytes and the call is dominated by the core's bookkeeping), and run with
-//      batching off (ggml_backend_tensor_set/get only) for reference; ns per call;
+//      a kept zero-copy submit and its release (the CPU backend dressed as an async-capable
+//      device, fake_async::seam() of native/testing/sam3d_fake_async.h: GGML then sets/gets
+//      synchronously, so the copies are a few hundred bytes and the call is dominated by the
+//      core's bookkeeping), and run with batching off (ggml_backend_tensor_set/get only) for
+//      reference; ns per call;
 //   2. staging copy speed: one 16 MiB upload + one 16 MiB download on the staged path, the
 //      core's copy_ns counter against a plain memcpy of the same bytes; GB/s;
 //   3. host memory: the staging bytes the session asked of GGML, and per path the heap growth
@@ -28,6 +29,7 @@
 #include "ggml.h"
 #include "sam3d/testing.h"
 #include "sam3d/transfer.h"
+#include "sam3d_fake_async.h"
 
 namespace {
 
@@ -35,14 +37,6 @@ double now_ns() {
     return static_cast<double>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
-
-void props_async(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    ggml_backend_dev_get_props(dev, props);
-    props->caps.async = true;
-    props->caps.host_buffer = true;
-}
-ggml_backend_buffer_type_t cpu_buft(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
-ggml_backend_dev_t cpu_dev(ggml_backend_buffer_type_t) { return ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU); }
 
 sam3d_session * session(ggml_backend_t backend, sam3d_batching mode, const sam3d_ggml_seam * seam) {
     sam3d_session_options o = sam3d_session_default_options();
@@ -72,10 +66,7 @@ int main(int argc, char ** argv) {
         if (std::string(argv[i]) == "--calls") calls = std::atol(argv[i + 1]);
     }
     ggml_backend_t backend = ggml_backend_cpu_init();
-    sam3d_ggml_seam seam = sam3d_testing_default_seam();
-    seam.dev_get_props = props_async;
-    seam.dev_host_buffer_type = cpu_buft;
-    seam.buft_get_device = cpu_dev;
+    const sam3d_ggml_seam seam = fake_async::seam();
 
     const int n = 10;
     const size_t small = 64, big = 16u << 20;

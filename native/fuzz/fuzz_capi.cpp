@@ -12,7 +12,8 @@
 // caller memory:
 //   off       batching off: the reference, exactly the blocking GGML calls
 //   staged    batching on; the seam makes the CPU backend async-capable with CPU memory as
-//             its host buffer, so the staged, zero-copy, queued and kept paths run
+//             its host buffer (native/testing/sam3d_fake_async.h), so the staged, zero-copy,
+//             queued and kept paths run
 //   no_caps   batching on with the CPU backend's own caps (every batching call falls back)
 //   unpinned  like staged, but the staging allocation fails or returns ordinary CPU memory
 // After each operation the invariants of the contract are checked (check_* below); a violation
@@ -37,6 +38,7 @@
 #include "ggml.h"
 #include "sam3d/testing.h"
 #include "sam3d/transfer.h"
+#include "sam3d_fake_async.h"
 
 namespace {
 
@@ -113,7 +115,6 @@ alignas(64) uint8_t g_ordinary_memory[1 << 20];
 // Staged: staging memory is one block for the process, handed out as a CPU buffer at its end
 // (ASan still sees an overrun past it), rather than 32 MiB allocated and poisoned per input.
 std::vector<uint8_t> g_staging_memory;
-ggml_backend_buffer_type_t g_staging_buft = nullptr;  // GGML's CPU buffer type of such buffers
 
 // ------------------------------------------------------------------------ the seam (only here)
 // Every entry records itself in the calling world; transfer and compute entries forward to GGML.
@@ -167,19 +168,9 @@ void seam_synchronize(ggml_backend_t b) {
     record(Record::Synchronize, nullptr, nullptr, 0, 0);
     ggml_backend_synchronize(b);
 }
-void seam_props_async(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    ggml_backend_dev_get_props(dev, props);
-    props->caps.async = true;
-    props->caps.host_buffer = true;
-}
-ggml_backend_buffer_type_t seam_host_buft_staged(ggml_backend_dev_t) { return g_staging_buft; }
-ggml_backend_buffer_type_t seam_host_buft_unpinned(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
-// GGML's CPU buffer types have no device: report the CPU device, so staging is the session's own.
-ggml_backend_dev_t seam_buft_device(ggml_backend_buffer_type_t buft) {
-    return buft == g_staging_buft || buft == ggml_backend_cpu_buffer_type()
-               ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
-               : ggml_backend_buft_get_device(buft);
-}
+// Staged: the host buffer type is that of the buffers over the staging block (GGML's CPU_Mapped),
+// which fake_async::buffer_type_device reports as the CPU device's.
+ggml_backend_buffer_type_t seam_host_buft_staged(ggml_backend_dev_t) { return fake_async::cpu_mapped_buffer_type(); }
 ggml_backend_buffer_t seam_alloc_real(ggml_backend_buffer_type_t buft, size_t size) {
     record(Record::Alloc, nullptr, nullptr, 0, size);
     return ggml_backend_buft_alloc_buffer(buft, size);
@@ -211,9 +202,10 @@ sam3d_ggml_seam seam_for(World w) {
     s.synchronize = seam_synchronize;
     s.buft_alloc_buffer = w == kStaged ? seam_alloc_staged : w == kUnpinned ? seam_alloc_unpinned : seam_alloc_real;
     if (w == kStaged || w == kUnpinned) {
-        s.dev_get_props = seam_props_async;
-        s.dev_host_buffer_type = w == kStaged ? seam_host_buft_staged : seam_host_buft_unpinned;
-        s.buft_get_device = seam_buft_device;
+        fake_async::install(s);  // unpinned: the host buffer type is GGML's CPU buffer type
+        if (w == kStaged) {
+            s.dev_host_buffer_type = seam_host_buft_staged;
+        }
     }
     return s;
 }
@@ -1634,9 +1626,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     g_backend = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(g_backend, 1);  // no worker threads per graph
     g_staging_memory.assign(SAM3D_STAGING_BOUND_BYTES, 0);
-    ggml_backend_buffer_t probe = ggml_backend_cpu_buffer_from_ptr(g_staging_memory.data(), 64);
-    g_staging_buft = ggml_backend_buffer_get_type(probe);
-    ggml_backend_buffer_free(probe);
+    fake_async::cpu_mapped_buffer_type();  // read here, once, rather than inside the first input
     for (int w = 0; w < kWorlds; ++w) {
         build_world(g_env[w], static_cast<World>(w));
     }

@@ -2,7 +2,10 @@
 // downloads are only recorded and run in order at synchronize, the way a device reads and
 // writes pinned memory later (uploads read their host memory then, downloads write it then).
 // Events are markers on top of it: recording one notes the queue position, synchronizing one
-// runs the queue up to there (GGML's CPU backend has no events).
+// runs the queue up to there (GGML's CPU backend has no events: ggml-cpu.cpp ".event_new = NULL").
+// It builds on the fake async backend (native/testing/sam3d_fake_async.h, fake_async::props) and
+// is the suite's alone: the microbenchmark and the fuzz target need no pending work (that
+// header says why).
 //
 // With g_transfer_queue, uploads go to a queue of their own that nothing orders after earlier
 // graphs, as GGML 0.20.2's Vulkan backend does on a device with a dedicated transfer queue
@@ -226,9 +229,9 @@ inline void install(sam3d_ggml_seam & s) {
     s.synchronize = synchronize;
 }
 
-// Props with caps.events on (and async/host buffer, as cpu_staged).
+// Props with caps.events on (and async/host buffer, as fake_async::props).
 inline void props_with_events(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    rig::cpu_props_async(dev, props);
+    fake_async::props(dev, props);
     props->caps.events = true;
 }
 

@@ -208,7 +208,7 @@ inline void props_counting(ggml_backend_dev_t dev, ggml_backend_dev_props * prop
         std::lock_guard<std::mutex> l(p.mutex);
         p.props_calls += 1;
     }
-    rig::cpu_props_async(dev, props);
+    fake_async::props(dev, props);
 }
 inline ggml_backend_buffer_type_t host_buft_counting(ggml_backend_dev_t dev) {
     {
@@ -216,7 +216,7 @@ inline ggml_backend_buffer_type_t host_buft_counting(ggml_backend_dev_t dev) {
         std::lock_guard<std::mutex> l(p.mutex);
         p.host_buft_calls += 1;
     }
-    return rig::cpu_host_buft(dev);
+    return fake_async::host_buffer_type(dev);
 }
 
 // The staging allocation: real, failing (NULL), or ordinary CPU memory of another buffer type

@@ -2,9 +2,9 @@
 //
 // Backends a test runs on (value-parameterized):
 //   cpu         the real CPU backend, real GGML (no async caps: batching falls back)
-//   cpu_staged  the real CPU backend with the seam forcing caps on and the CPU buffer type
-//               as staging: the staged path runs (GGML performs async set/get synchronously),
-//               so ASan and UBSan cover the staging code in cpu-asan
+//   cpu_staged  the real CPU backend dressed as an async-capable device (fake_async::seam(),
+//               native/testing/sam3d_fake_async.h): the staged path runs (GGML performs async
+//               set/get synchronously), so ASan and UBSan cover the staging code in cpu-asan
 //   vulkan      the real Vulkan backend, device 0 (lavapipe without a GPU), when built
 //   cuda        the real CUDA backend, device 0, when built; skipped without an NVIDIA GPU
 #pragma once
@@ -23,6 +23,7 @@
 #include "ggml.h"
 #include "sam3d/testing.h"
 #include "sam3d/transfer.h"
+#include "sam3d_fake_async.h"
 #ifdef SAM3D_VULKAN
 #include "ggml-vulkan.h"
 #endif
@@ -114,28 +115,6 @@ inline void PrintTo(Kind k, std::ostream * os) { *os << kind_name(k); }
 
 inline std::string param_name(const testing::TestParamInfo<Kind> & info) { return kind_name(info.param); }
 
-// Seam entries that switch the staged path on for the CPU backend.
-inline void cpu_props_async(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    ggml_backend_dev_get_props(dev, props);
-    props->caps.async = true;
-    props->caps.host_buffer = true;
-}
-inline ggml_backend_buffer_type_t cpu_host_buft(ggml_backend_dev_t) { return ggml_backend_cpu_buffer_type(); }
-// GGML's CPU buffer type has no device (ggml-backend.cpp: ".device = NULL // FIXME"); the seam
-// reports the CPU device so the staging buffer counts as the session device's.
-inline ggml_backend_dev_t cpu_buft_device(ggml_backend_buffer_type_t buft) {
-    return buft == ggml_backend_cpu_buffer_type() ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU)
-                                                  : ggml_backend_buft_get_device(buft);
-}
-
-inline sam3d_ggml_seam cpu_staged_seam() {
-    sam3d_ggml_seam s = sam3d_testing_default_seam();
-    s.dev_get_props = cpu_props_async;
-    s.dev_host_buffer_type = cpu_host_buft;
-    s.buft_get_device = cpu_buft_device;
-    return s;
-}
-
 inline sam3d_ggml_seam real_seam() { return sam3d_testing_default_seam(); }
 
 // A backend plus a no_alloc context whose tensors are allocated in one backend buffer.
@@ -151,7 +130,7 @@ class Rig {
         }
         ggml_init_params p = {ggml_tensor_overhead() * max_tensors + ggml_graph_overhead(), nullptr, true};
         ctx_ = ggml_init(p);
-        seam_ = kind == Kind::CpuStaged ? cpu_staged_seam() : real_seam();
+        seam_ = kind == Kind::CpuStaged ? fake_async::seam() : real_seam();
     }
     ~Rig() {
         for (sam3d_session * s : sessions_) {

@@ -33,7 +33,7 @@ void throwing_props(ggml_backend_dev_t, ggml_backend_dev_props *) { throw 42; }
 
 // A cpu_staged seam with the deferred queue and events.
 sam3d_ggml_seam event_seam() {
-    sam3d_ggml_seam seam = rig::cpu_staged_seam();
+    sam3d_ggml_seam seam = fake_async::seam();
     deferred::install_with_events(seam);
     return seam;
 }

@@ -14,33 +14,22 @@ char other_device_storage;
 ggml_backend_dev_t other_device() { return reinterpret_cast<ggml_backend_dev_t>(&other_device_storage); }
 
 void props_without_async(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    rig::cpu_props_async(dev, props);
+    fake_async::props(dev, props);
     props->caps.async = false;
 }
 void props_without_host_buffer(ggml_backend_dev_t dev, ggml_backend_dev_props * props) {
-    rig::cpu_props_async(dev, props);
+    fake_async::props(dev, props);
     props->caps.host_buffer = false;
 }
 ggml_backend_buffer_type_t no_host_buft(ggml_backend_dev_t) { return nullptr; }
 
-// GGML's CPU_Mapped buffer type, the type of ggml_backend_cpu_buffer_from_ptr's buffers (GGML
-// has no public getter for it).
-ggml_backend_buffer_type_t mapped_buft() {
-    static ggml_backend_buffer_type_t type = [] {
-        alignas(64) static uint8_t mem[64];
-        ggml_backend_buffer_t b = ggml_backend_cpu_buffer_from_ptr(mem, sizeof(mem));
-        ggml_backend_buffer_type_t t = ggml_backend_buffer_get_type(b);
-        ggml_backend_buffer_free(b);
-        return t;
-    }();
-    return type;
-}
 // A host buffer type of the CPU device whose buffers are the probe's ordinary memory (mode 2, so
-// of that very type) and whose alignment is 64: the probe's alloc_offset then sets a base that
-// is, or is not, aligned to it.
-ggml_backend_buffer_type_t mapped_host_buft(ggml_backend_dev_t) { return mapped_buft(); }
+// of that very type: GGML's CPU_Mapped, the type of ggml_backend_cpu_buffer_from_ptr's buffers)
+// and whose alignment is 64: the probe's alloc_offset then sets a base that is, or is not,
+// aligned to it.
+ggml_backend_buffer_type_t mapped_host_buft(ggml_backend_dev_t) { return fake_async::cpu_mapped_buffer_type(); }
 ggml_backend_dev_t mapped_buft_device(ggml_backend_buffer_type_t buft) {
-    return buft == mapped_buft() ? ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU) : nullptr;
+    return buft == fake_async::cpu_mapped_buffer_type() ? fake_async::cpu_device() : nullptr;
 }
 size_t alignment_64(ggml_backend_buffer_type_t) { return 64; }
 
