@@ -2,9 +2,9 @@
 """Writes the seed corpus of sam3d_fuzz_capi (native/fuzz/corpus/) and the inputs of its
 findings (native/fuzz/findings/, regression seeds now): small hand-written operation sequences.
 
-fuzz_capi.cpp reads an input with FuzzedDataProvider, one byte per choice, taken from the END of
-the input: a choice in [0, n) is byte % n. So an input is its list of choices, reversed. The
-choices, in the order fuzz_capi.cpp reads them:
+The fuzz target's input decoder (decode.cpp) reads an input with FuzzedDataProvider, one byte
+per choice, taken from the END of the input: a choice in [0, n) is byte % n. So an input is its
+list of choices, reversed. The choices, in the order decode.cpp reads them:
 
     input    ordinary(2) seed(256) op...
     op       0 run CALL | 1, 2 submit FLAGS CALL | 3 reserve N NULL_SLOTS(16: 0 = NULL) SIZE(28)...
@@ -30,9 +30,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# Tensor choices (fuzz_capi.cpp, TensorId) and their ggml_nbytes.
+# Tensor choices (worlds.h, TensorId) and their ggml_nbytes.
 A, B, OUT, RAW, MAT, RAW_VIEW, MAT_ROWS, TRANSPOSED, STRIDED, LATE_VIEW, UNALLOCATED, NULL_TENSOR = range(12)
-# Slot sizes (kSlotSizes) by index.
+# Slot sizes (decode.cpp, kSlotSizes) by index.
 (S1, S2, S7, S16, S31, S32, S33, S48, S63, S64, S65, S96, S100, S128, S200, S256, S512, S1000, S4K, S8K, S1M, S31M,
  SBOUND, SBOUND1, S0, SMAX, SMAX31, SHALF) = range(28)
 ZC, Q, K = 1, 2, 4

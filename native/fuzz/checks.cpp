@@ -1,0 +1,310 @@
+// The invariant checker (checks.h says what it checks against).
+#include "checks.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "invariant.h"
+
+namespace fuzz {
+
+namespace {
+
+// Counter fields by name, for "only these changed" checks.
+struct Field {
+    const char * name;
+    uint64_t sam3d_counters::*member;
+};
+const Field kFields[] = {
+    {"calls", &sam3d_counters::calls},
+    {"rejected_calls", &sam3d_counters::rejected_calls},
+    {"async_uploads", &sam3d_counters::async_uploads},
+    {"sync_uploads", &sam3d_counters::sync_uploads},
+    {"async_downloads", &sam3d_counters::async_downloads},
+    {"sync_downloads", &sam3d_counters::sync_downloads},
+    {"bytes_uploaded", &sam3d_counters::bytes_uploaded},
+    {"bytes_downloaded", &sam3d_counters::bytes_downloaded},
+    {"pinned_batches", &sam3d_counters::pinned_batches},
+    {"enqueue_ns", &sam3d_counters::enqueue_ns},
+    {"synchronize_ns", &sam3d_counters::synchronize_ns},
+    {"copy_ns", &sam3d_counters::copy_ns},
+    {"sync_path_ns", &sam3d_counters::sync_path_ns},
+    {"staging_bytes", &sam3d_counters::staging_bytes},
+    {"staging_allocations", &sam3d_counters::staging_allocations},
+};
+
+const void * host_of(const sam3d_upload & u) { return u.src; }
+const void * host_of(const sam3d_download & d) { return d.dst; }
+
+// Whether seam entry `r` transfers the k-th descriptor of `ds`: its tensor, offset and size.
+template <typename D>
+bool transfers(const Record & r, const std::vector<D> & ds, size_t k) {
+    return k < ds.size() && r.tensor == ds[k].tensor && r.offset == ds[k].offset && r.size == ds[k].size;
+}
+
+uint64_t fallbacks(const sam3d_counters & k) {
+    uint64_t n = 0;
+    for (uint64_t f : k.fallbacks) {
+        n += f;
+    }
+    return n;
+}
+
+}  // namespace
+
+NO_COVERAGE Snapshot snapshot() {
+    Snapshot s;
+    s.blocks = blocks();
+    for (int w = 0; w < kWorlds; ++w) {
+        for (const Block & b : s.blocks) {
+            const uint8_t * p = resolve(b.ref, w);
+            s.host[w].emplace_back(p, p + b.size);
+        }
+        s.tensors[w].assign(buffer_base(g_env[w]), buffer_base(g_env[w]) + buffer_size(g_env[w]));
+        s.counters[w].struct_size = sizeof s.counters[w];
+        sam3d_session_counters(g_env[w].session, &s.counters[w]);
+        s.in_flight[w] = sam3d_session_staging_in_flight(g_env[w].session);
+    }
+    return s;
+}
+
+std::string where(const char * what, int w) { return std::string(what) + " (session " + kWorldName[w] + ")"; }
+
+NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> & allowed) {
+    const std::vector<Block> now = blocks();
+    for (int w = 0; w < kWorlds; ++w) {
+        for (size_t k = 0; k < before.blocks.size(); ++k) {
+            const Block & b = before.blocks[k];
+            const bool live = std::any_of(now.begin(), now.end(), [&](const Block & n) { return same_block(n.ref, b.ref); });
+            if (!live) {
+                continue;
+            }
+            const uint8_t * p = resolve(b.ref, w);
+            if (std::memcmp(p, before.host[w][k].data(), b.size) == 0) {
+                continue;
+            }
+            for (size_t i = 0; i < b.size; ++i) {
+                CHECK(p[i] == before.host[w][k][i] || covers(allowed, b, i),
+                      "a call writes caller memory only at its downloads' dst, and a rejected or failed call none",
+                      where(b.ref.kind == HostRef::Arena ? "arena" : "slot", w) + " byte " + str(i) + " changed");
+            }
+        }
+    }
+    const std::vector<Region> flying = in_flight_outputs();
+    for (const Block & b : now) {
+        const uint8_t * ref = resolve(b.ref, kOff);
+        for (int w = 1; w < kWorlds; ++w) {
+            const uint8_t * p = resolve(b.ref, w);
+            if (std::memcmp(p, ref, b.size) == 0) {
+                continue;
+            }
+            for (size_t i = 0; i < b.size; ++i) {
+                CHECK(p[i] == ref[i] || covers(flying, b, i), "an accepted call gives exactly the batching-off result",
+                      where(b.ref.kind == HostRef::Arena ? "arena" : "slot", w) + " byte " + str(i) + " differs from off");
+            }
+        }
+    }
+}
+
+NO_COVERAGE void check_tensors_unchanged(const Snapshot & before, const char * op) {
+    for (int w = 0; w < kWorlds; ++w) {
+        CHECK(std::memcmp(before.tensors[w].data(), buffer_base(g_env[w]), before.tensors[w].size()) == 0,
+              "a rejected request submits nothing (tensors unchanged)", where(op, w));
+    }
+}
+
+NO_COVERAGE void check_tensors_equal() {
+    if (outstanding_model() != 0) {
+        return;  // tensors are comparable once every call has completed
+    }
+    for (int w = 1; w < kWorlds; ++w) {
+        CHECK(std::memcmp(buffer_base(g_env[w]), buffer_base(g_env[kOff]), buffer_size(g_env[kOff])) == 0,
+              "an accepted call gives exactly the batching-off result (tensor bytes)", where("tensors", w));
+    }
+}
+
+// The state every operation leaves: outstanding tickets and ring bytes as the model says,
+// failed_calls within its bounds.
+void check_state() {
+    const size_t outstanding = outstanding_model();
+    for (int w = 0; w < kWorlds; ++w) {
+        Env & e = g_env[w];
+        CHECK(sam3d_session_outstanding(e.session) == outstanding, "outstanding counts the queued calls not waited",
+              where("outstanding", w) + " " + str(sam3d_session_outstanding(e.session)) + " != " + str(outstanding));
+        const size_t flight = sam3d_session_staging_in_flight(e.session);
+        CHECK(flight <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || flight == 0),
+              "staging in flight stays within the bound (and 0 without pinned staging)", where("in flight", w) + " " + str(flight));
+        sam3d_counters k{};
+        k.struct_size = sizeof k;
+        sam3d_session_counters(e.session, &k);
+        CHECK(k.failed_calls >= g_model.failed_lo && k.failed_calls <= g_model.failed_hi, "failed_calls counts failed calls",
+              where("failed_calls", w) + " " + str(k.failed_calls) + " not in [" + str(g_model.failed_lo) + ", " +
+                  str(g_model.failed_hi) + "]");
+        CHECK(k.staging_bytes <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || k.staging_bytes == 0),
+              "staging_bytes stays within the bound (and 0 without pinned staging)", where("staging_bytes", w));
+    }
+}
+
+void check_counters_only(const sam3d_counters & a, const sam3d_counters & b, std::initializer_list<Counter> may_change,
+                         const char * invariant, const std::string & what) {
+    for (const Field & f : kFields) {
+        const bool may = std::find(may_change.begin(), may_change.end(), f.member) != may_change.end();
+        CHECK(may || a.*f.member == b.*f.member, invariant, what + ": " + f.name + " changed");
+    }
+    for (int r = 0; r < SAM3D_FALLBACK_COUNT; ++r) {
+        CHECK(a.fallbacks[r] == b.fallbacks[r], invariant, what + ": fallbacks changed");
+    }
+}
+
+void check_records_only(int w, std::initializer_list<Record::What> allowed, const char * invariant, const char * op) {
+    for (const Record & r : g_env[w].records) {
+        CHECK(std::find(allowed.begin(), allowed.end(), r.what) != allowed.end(), invariant,
+              where(op, w) + ": seam entry " + str(static_cast<size_t>(r.what)));
+    }
+}
+
+void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool fails, const Verdict & v,
+                         const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before, const char * op) {
+    const Env & e = g_env[w];
+    size_t set = 0, get = 0, set_async = 0, get_async = 0, compute = 0, compute_async = 0;
+    for (const Record & r : e.records) {
+        const bool in_arena = r.data >= e.arena.data() && r.data < e.arena.data() + kArena;
+        switch (r.what) {
+            case Record::Set:
+                CHECK(transfers(r, m.ups, set) && r.data == host_of(m.ups[set]),
+                      "the synchronous path is ggml_backend_tensor_set per upload, in order, from src", where(op, w));
+                ++set;
+                break;
+            case Record::Get:
+                CHECK(transfers(r, m.downs, get) && r.data == host_of(m.downs[get]),
+                      "the synchronous path is ggml_backend_tensor_get per download, in order, into dst", where(op, w));
+                ++get;
+                break;
+            case Record::SetAsync:
+                CHECK(transfers(r, m.ups, set_async), "the staged path uploads each descriptor once, in order", where(op, w));
+                CHECK(zero_copy ? r.data == host_of(m.ups[set_async]) : !in_arena,
+                      "zero-copy uploads read the slot in place; copying ones read staging", where(op, w));
+                ++set_async;
+                break;
+            case Record::GetAsync:
+                CHECK(transfers(r, m.downs, get_async), "the staged path downloads each descriptor once, in order",
+                      where(op, w));
+                CHECK(zero_copy ? r.data == host_of(m.downs[get_async]) : !in_arena,
+                      "zero-copy downloads write the slot in place; copying ones write staging", where(op, w));
+                ++get_async;
+                break;
+            case Record::Compute:
+            case Record::ComputeAsync:
+                CHECK(r.data == e.graph && c.graph, "a call computes its own graph, once", where(op, w));
+                (r.what == Record::Compute ? compute : compute_async) += 1;
+                break;
+            case Record::Synchronize:
+            case Record::Alloc:
+                break;
+        }
+    }
+    const size_t nu = c.ups.size();
+    const size_t nd = c.downs.size();
+    const bool async = set_async + get_async + compute_async > 0;
+    const bool sync = set + get + compute > 0;
+    CHECK(!(async && sync), "a call takes one path, synchronous or staged", where(op, w));
+    CHECK(compute + compute_async == (c.graph ? 1u : 0u), "a call computes its graph once", where(op, w));
+    CHECK((set == nu || set_async == nu) && set + set_async == nu, "every upload is made once", where(op, w));
+    CHECK(fails ? get + get_async == 0 : (get == nd || get_async == nd) && get + get_async == nd,
+          "every download is made once (none after a failed compute)", where(op, w));
+    const bool batching = w != kOff && !c.synchronous;
+    CHECK(batching || !async, "batching off and synchronous calls are the blocking GGML calls", where(op, w));
+
+    // Counters: one count per descriptor for transfers and bytes.
+    const uint64_t d_async_up = b.async_uploads - a.async_uploads, d_sync_up = b.sync_uploads - a.sync_uploads;
+    const uint64_t d_async_down = b.async_downloads - a.async_downloads, d_sync_down = b.sync_downloads - a.sync_downloads;
+    uint64_t up_bytes = 0, down_bytes = 0;
+    for (const Desc & d : c.ups) {
+        up_bytes += d.size;
+    }
+    for (const Desc & d : c.downs) {
+        down_bytes += d.size;
+    }
+    const uint64_t d_up_bytes = b.bytes_uploaded - a.bytes_uploaded, d_down_bytes = b.bytes_downloaded - a.bytes_downloaded;
+    const std::string what = where(op, w);
+    CHECK(b.calls == a.calls + 1 && b.rejected_calls == a.rejected_calls, "an accepted call counts one call", what);
+    if (!fails) {
+        CHECK(d_async_up == set_async && d_sync_up == set && d_async_down == get_async && d_sync_down == get,
+              "transfers are counted once per descriptor, on the path they took", what);
+        CHECK(d_up_bytes == up_bytes && d_down_bytes == down_bytes, "bytes are counted per descriptor", what);
+    } else {
+        CHECK(d_async_up + d_sync_up + d_async_down + d_sync_down == 0 && d_up_bytes == 0 && d_down_bytes == 0,
+              "a call failing after submission counts none of its transfers or bytes", what);
+    }
+    const uint64_t pinned = b.pinned_batches - a.pinned_batches;
+    const uint64_t fell = fallbacks(b) - fallbacks(a);
+    if (!batching) {
+        CHECK(pinned == 0 && fell == 0, "batching off and synchronous calls count neither pinned batches nor fallbacks", what);
+    } else if (nu + nd == 0) {
+        CHECK(pinned == 0 && fell == 0,
+              "a call with no transfers stages nothing: no pinned batch, no fallback (as without batching)", what);
+    } else {
+        CHECK(pinned + fell == 1, "a batching call with transfers counts one pinned batch or one fallback (failed or not)", what + ": pinned " + str(pinned) +
+                  " + fallbacks " + str(fell));
+        CHECK(pinned == 0 || async, "a pinned batch takes the staged path", what);
+        CHECK(fell == 0 || !async, "a fallback takes the synchronous path", what);
+        const uint64_t reason_ok[kWorlds] = {
+            0,
+            b.fallbacks[SAM3D_FALLBACK_OVERSIZED] - a.fallbacks[SAM3D_FALLBACK_OVERSIZED],
+            b.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS] - a.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS],
+            b.fallbacks[SAM3D_FALLBACK_OVERSIZED] - a.fallbacks[SAM3D_FALLBACK_OVERSIZED] +
+                b.fallbacks[SAM3D_FALLBACK_PINNED_UNAVAILABLE] - a.fallbacks[SAM3D_FALLBACK_PINNED_UNAVAILABLE],
+        };
+        CHECK(reason_ok[w] == fell, "the fallback reason is the session's (no_caps: no_async_caps; unpinned: "
+                                    "pinned_unavailable or oversized; staged: oversized)", what);
+        bool kept_pinned = true;
+        for (int s : v.kept_sources) {
+            kept_pinned = kept_pinned && g_model.sets[s].pinned[w];
+        }
+        CHECK(w == kStaged || pinned == 0, "without pinned staging no call is a pinned batch", what);
+        if (zero_copy && v.own) {
+            const bool set_pinned = g_model.sets[g_model.pending].pinned[w];
+            CHECK(pinned == (set_pinned ? 1u : 0u), "a zero-copy call is a pinned batch exactly when its reservation is pinned",
+                  what);
+        }
+        if (zero_copy && !v.own && pinned == 1) {
+            CHECK(kept_pinned,
+                  "a zero-copy call reading kept slots is a pinned batch only if they are pinned staging", what);
+        }
+        if (!zero_copy && w == kStaged && in_flight_before == 0) {
+            CHECK(pinned == 1, "a small copying call with the ring empty is a pinned batch", what);
+        }
+    }
+    if (zero_copy) {
+        CHECK(b.copy_ns == a.copy_ns, "zero-copy calls copy nothing (copy_ns unchanged)", what);
+    }
+    if (w == kOff) {
+        CHECK(b.enqueue_ns == a.enqueue_ns && b.synchronize_ns == a.synchronize_ns && b.copy_ns == a.copy_ns &&
+                  b.staging_allocations == a.staging_allocations,
+              "batching off stages nothing", what);
+    }
+}
+
+void check_message(sam3d_status st, const std::string & msg, const Verdict & v, int w, const char * op) {
+    const std::string prefix = std::string(sam3d_status_name(st)) + ":";
+    CHECK(msg.rfind(prefix, 0) == 0, "an error's message starts with its status name", where(op, w) + ": '" + msg + "'");
+    bool named = false, any = false;
+    for (const auto & n : v.names) {
+        if (n.first == st) {
+            any = true;
+            named = named || msg.find(n.second) != std::string::npos;
+        }
+    }
+    CHECK(!any || named, "an error's message names the descriptor (and field) that is wrong", where(op, w) + ": '" + msg + "'");
+}
+
+void check_same_status(const std::array<sam3d_status, kWorlds> & st, const std::array<std::string, kWorlds> & msg,
+                       const char * op) {
+    for (int w = 1; w < kWorlds; ++w) {
+        CHECK(st[w] == st[kOff], "every session returns the batching-off status",
+              where(op, w) + ": " + sam3d_status_name(st[w]) + " ('" + msg[w] + "') vs off's " + sam3d_status_name(st[kOff]) +
+                  " ('" + msg[kOff] + "')");
+    }
+}
+
+}  // namespace fuzz

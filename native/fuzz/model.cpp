@@ -1,0 +1,267 @@
+// The reference model (model.h says what it holds).
+#include "model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "invariant.h"
+
+namespace fuzz {
+
+Model g_model;
+
+uint8_t * resolve(const HostRef & r, int w) {
+    switch (r.kind) {
+        case HostRef::Null: return nullptr;
+        case HostRef::Arena: return g_env[w].arena.data() + r.at;
+        case HostRef::Slot: return g_model.sets[r.set].ptr[w][r.slot] + r.at;
+    }
+    return nullptr;
+}
+
+NO_COVERAGE void write_all(const HostRef & ref, size_t n, bool canary) {
+    const uint32_t seed = ++g_model.fills;
+    for (int w = 0; w < kWorlds; ++w) {
+        uint8_t * p = resolve(ref, w);
+        if (canary) {
+            std::memset(p, kCanary, n);
+        } else {
+            fill(p, n, seed);
+        }
+    }
+}
+
+std::vector<Block> blocks() {
+    std::vector<Block> b = {{{HostRef::Arena, 0, -1, 0}, kArena}};
+    for (size_t s = 0; s < g_model.sets.size(); ++s) {
+        const SlotSet & set = g_model.sets[s];
+        if (set.state == SlotSet::Expired) {
+            continue;
+        }
+        for (size_t j = 0; j < set.sizes.size(); ++j) {
+            b.push_back({{HostRef::Slot, 0, static_cast<int>(s), j}, shadow_of(set, j)});
+        }
+    }
+    return b;
+}
+
+bool same_block(const HostRef & a, const HostRef & b) {
+    return a.kind == b.kind && (a.kind != HostRef::Slot || (a.set == b.set && a.slot == b.slot));
+}
+
+NO_COVERAGE bool covers(const std::vector<Region> & rs, const Block & b, size_t i) {
+    for (const Region & r : rs) {
+        if (same_block(r.ref, b.ref) && i >= r.ref.at && i - r.ref.at < r.size) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::vector<Region> in_flight_outputs() {
+    std::vector<Region> r;
+    for (const TicketModel & t : g_model.tickets) {
+        if (t.in_flight()) {
+            r.insert(r.end(), t.outputs.begin(), t.outputs.end());
+        }
+    }
+    return r;
+}
+
+size_t outstanding_model() {
+    size_t n = 0;
+    for (const TicketModel & t : g_model.tickets) {
+        n += t.in_flight();
+    }
+    return n;
+}
+
+WorldCall materialize(const Call & c, int w) {
+    WorldCall m;
+    Env & e = g_env[w];
+    for (const Desc & d : c.ups) {
+        m.ups.push_back({e.tensors[d.tensor], resolve(d.host, w), d.offset, d.size});
+    }
+    for (const Desc & d : c.downs) {
+        m.downs.push_back({e.tensors[d.tensor], resolve(d.host, w), d.offset, d.size});
+    }
+    m.call.uploads = c.null_ups ? nullptr : m.ups.data();
+    m.call.n_uploads = m.ups.size();
+    m.call.downloads = c.null_downs ? nullptr : m.downs.data();
+    m.call.n_downloads = m.downs.size();
+    m.call.graph = c.graph ? e.graph : nullptr;
+    m.call.synchronous = c.synchronous;
+    if (m.call.n_uploads == 0 && !c.null_ups) {
+        m.call.uploads = nullptr;
+    }
+    if (m.call.n_downloads == 0 && !c.null_downs) {
+        m.call.downloads = nullptr;
+    }
+    return m;
+}
+
+bool touches_in_flight(const Call & c) {
+    const std::vector<Region> flying = in_flight_outputs();
+    auto hits = [&](const Desc & d) {
+        if (d.host.kind != HostRef::Arena) {
+            return false;
+        }
+        const size_t n = std::min(d.size, kArena - d.host.at);
+        for (const Region & r : flying) {
+            if (r.ref.kind == HostRef::Arena && d.host.at < r.ref.at + r.size && r.ref.at < d.host.at + n) {
+                return true;
+            }
+        }
+        return false;
+    };
+    return std::any_of(c.ups.begin(), c.ups.end(), hits) || std::any_of(c.downs.begin(), c.downs.end(), hits);
+}
+
+namespace {
+
+std::string dname(bool up, size_t i, const char * field) {
+    return std::string(up ? "uploads[" : "downloads[") + str(i) + "]." + field;
+}
+
+}  // namespace
+
+Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int w) {
+    Verdict v;
+    auto must = [&](sam3d_status st, std::string name = "") {
+        v.must.push_back(st);
+        if (!name.empty()) {
+            v.names.emplace_back(st, std::move(name));
+        }
+    };
+    const bool zero_copy = flags & SAM3D_SUBMIT_ZERO_COPY;
+    const bool queued = flags & SAM3D_SUBMIT_QUEUED;
+    const bool keep = flags & SAM3D_SUBMIT_KEEP_SLOTS;
+    if (submit && ((flags & ~7u) != 0 || ((queued || keep) && ticket_null) || (keep && !zero_copy))) {
+        must(SAM3D_ERR_INVALID_ARGUMENT);
+        v.flag_error = true;
+    }
+    if ((c.null_ups && !c.ups.empty()) || (c.null_downs && !c.downs.empty())) {
+        must(SAM3D_ERR_INVALID_ARGUMENT);
+        return v;
+    }
+    struct Span {
+        const void * key;
+        uintptr_t begin, end;
+        size_t index;
+    };
+    std::vector<Span> up_spans, down_spans;
+    const Env & e = g_env[w];
+    for (size_t k = 0; k < c.ups.size() + c.downs.size(); ++k) {
+        const bool up = k < c.ups.size();
+        const size_t i = up ? k : k - c.ups.size();
+        const Desc & d = up ? c.ups[i] : c.downs[i];
+        const ggml_tensor * t = e.tensors[d.tensor];
+        const uint8_t * host = resolve(d.host, w);
+        if (t == nullptr) {
+            must(SAM3D_ERR_NULL_TENSOR, dname(up, i, "tensor"));
+            continue;
+        }
+        bool valid = true;
+        if (host == nullptr) {
+            must(SAM3D_ERR_NULL_POINTER, dname(up, i, up ? "src" : "dst"));
+            valid = false;
+        }
+        const ggml_backend_buffer_t buffer = t->view_src != nullptr ? t->view_src->buffer : t->buffer;
+        if (t->data == nullptr || buffer == nullptr) {
+            must(SAM3D_ERR_UNALLOCATED_TENSOR, dname(up, i, "tensor"));
+            continue;
+        }
+        if (t->buffer == nullptr) {
+            v.late_views.push_back(dname(up, i, "tensor"));
+        }
+        if (!ggml_is_contiguous(t)) {
+            must(SAM3D_ERR_NOT_CONTIGUOUS, dname(up, i, "tensor"));
+            valid = false;
+        }
+        const size_t nbytes = ggml_nbytes(t);
+        if (d.size == 0 || d.offset > nbytes || d.size > nbytes - d.offset) {
+            // The field that is wrong: the size when it is 0, the offset or the size alone past
+            // the end, else both.
+            const std::string field = d.size == 0          ? dname(up, i, "size")
+                                      : d.offset > nbytes ? dname(up, i, "offset")
+                                      : d.size > nbytes   ? dname(up, i, "size")
+                                                          : dname(up, i, "offset") + " + " + dname(up, i, "size");
+            must(SAM3D_ERR_EXTENT, field);
+            valid = false;
+        }
+        if (valid) {
+            if (up) {
+                const uintptr_t b = reinterpret_cast<uintptr_t>(t->data) + d.offset;
+                up_spans.push_back({buffer, b, b + d.size, i});
+            } else {
+                const uintptr_t b = reinterpret_cast<uintptr_t>(host);
+                down_spans.push_back({nullptr, b, b + d.size, i});
+            }
+        }
+    }
+    auto overlap = [&](const std::vector<Span> & spans, sam3d_status st, const char * array) {
+        for (size_t a = 0; a < spans.size(); ++a) {
+            for (size_t b = a + 1; b < spans.size(); ++b) {
+                if (spans[a].key == spans[b].key && spans[a].begin < spans[b].end && spans[b].begin < spans[a].end) {
+                    const size_t lo = std::min(spans[a].index, spans[b].index);
+                    const size_t hi = std::max(spans[a].index, spans[b].index);
+                    must(st, std::string(array) + "[" + str(lo) + "]");
+                    v.names.emplace_back(st, std::string(array) + "[" + str(hi) + "]");
+                }
+            }
+        }
+    };
+    overlap(up_spans, SAM3D_ERR_OVERLAPPING_UPLOADS, "uploads");
+    overlap(down_spans, SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads");
+    if (submit && zero_copy) {
+        // Every host pointer is a distinct slot of the current reservation, or an upload's
+        // bytes lie inside a kept slot of a reported call.
+        std::vector<bool> used(g_model.pending >= 0 ? g_model.sets[g_model.pending].sizes.size() : 0, false);
+        for (size_t k = 0; k < c.ups.size() + c.downs.size(); ++k) {
+            const bool up = k < c.ups.size();
+            const Desc & d = up ? c.ups[k] : c.downs[k - c.ups.size()];
+            if (d.host.kind == HostRef::Null) {
+                continue;  // null_pointer above
+            }
+            bool ok = false;
+            if (d.host.kind == HostRef::Slot && d.host.set == g_model.pending && d.host.at == 0) {
+                const SlotSet & s = g_model.sets[d.host.set];
+                ok = !used[d.host.slot] && d.size <= s.sizes[d.host.slot];
+                used[d.host.slot] = true;
+                v.own = true;
+            } else if (up && d.host.kind == HostRef::Slot) {
+                const SlotSet & s = g_model.sets[d.host.set];
+                const size_t n = s.sizes[d.host.slot];
+                bool reported = false;
+                for (const TicketModel & t : g_model.tickets) {
+                    reported = reported || (t.set == d.host.set && t.reported());
+                }
+                // A kept set belongs to a ticket (kept slots always do).
+                ok = s.kept && reported && d.host.at < n && d.size <= n - d.host.at;
+                if (ok) {
+                    v.kept_sources.push_back(d.host.set);
+                }
+            }
+            if (!ok) {
+                must(SAM3D_ERR_INVALID_ARGUMENT);
+            }
+        }
+    }
+    return v;
+}
+
+bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w) {
+    if ((w != kStaged && w != kUnpinned) || c.synchronous || c.ups.size() + c.downs.size() == 0) {
+        return false;
+    }
+    if (zero_copy) {
+        bool pinned = !v.own || g_model.sets[g_model.pending].pinned[w];
+        for (int s : v.kept_sources) {
+            pinned = pinned && g_model.sets[s].pinned[w];
+        }
+        return pinned;
+    }
+    return true;
+}
+
+}  // namespace fuzz

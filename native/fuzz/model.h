@@ -1,0 +1,154 @@
+// The reference model: what the caller knows (reservations as slot sets, tickets, the current
+// reservation, the failures it armed), a request in terms of no world (Call, what the input
+// decoder builds), the same request as each world's sam3d_call, and what the contract says of
+// it (judge: the errors that apply; takes_staged_path: which sessions batch it). The operations
+// (operations.cpp) update the model; the checks (checks.cpp) compare the worlds against it.
+// model.cpp owns g_model.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worlds.h"
+
+namespace fuzz {
+
+constexpr size_t kShadow = 256;   // bytes of each slot the checks read and write
+constexpr uint8_t kCanary = 0xC3;
+constexpr size_t kMiB = size_t{1} << 20;
+
+// What the caller knows: reservations (slot sets), tickets, the current reservation. Host memory
+// is named the same in every world (resolve() gives each world's bytes).
+struct HostRef {
+    enum Kind { Null, Arena, Slot } kind = Null;
+    size_t at = 0;  // Arena: offset in the arena; Slot: offset in the slot
+    int set = -1;   // Slot: index in g_model.sets
+    size_t slot = 0;
+};
+
+struct Region {
+    HostRef ref;
+    size_t size;
+};
+
+struct SlotSet {
+    enum State { Pending, InFlight, Reported, Expired } state = Pending;
+    std::vector<size_t> sizes;
+    std::array<std::vector<uint8_t *>, kWorlds> ptr;
+    std::array<bool, kWorlds> pinned{};
+    bool kept = false;  // kept slots not released yet
+};
+
+struct TicketModel {
+    std::array<sam3d_ticket, kWorlds> id{};
+    bool queued = false;
+    bool zero_copy = false;
+    bool fails = false;     // its compute was armed to fail
+    bool waited = false;    // a queued call's wait returned
+    bool kept = false;      // holds kept slots now (release is valid once reported)
+    bool lower_bound_counts = true;  // its failure counts toward failed_calls' lower bound
+    int set = -1;           // the reservation it consumed
+    std::vector<Region> outputs;
+    bool in_flight() const { return queued && !waited; }
+    bool reported() const { return !queued || waited; }
+};
+
+struct Model {
+    std::vector<SlotSet> sets;
+    int pending = -1;
+    std::vector<TicketModel> tickets;
+    bool armed = false;          // the next call's compute fails
+    uint64_t failed_lo = 0;      // failed_calls is within [failed_lo, failed_hi]
+    uint64_t failed_hi = 0;
+    uint32_t fills = 0;          // seeds for harness writes
+};
+extern Model g_model;
+
+// The bytes `r` names in world w (NULL for HostRef::Null).
+uint8_t * resolve(const HostRef & r, int w);
+
+inline size_t shadow_of(const SlotSet & s, size_t slot) { return std::min(s.sizes[slot], kShadow); }
+
+// Writes the same bytes to [ref, ref+n) in every world (the caller writing its memory): a fresh
+// fill, or the canary.
+void write_all(const HostRef & ref, size_t n, bool canary);
+
+// Caller memory the checks compare: the arena and the first kShadow bytes of every live slot.
+struct Block {
+    HostRef ref;
+    size_t size;
+};
+
+std::vector<Block> blocks();
+bool same_block(const HostRef & a, const HostRef & b);
+// Whether byte i of block b lies in one of `rs`.
+bool covers(const std::vector<Region> & rs, const Block & b, size_t i);
+// The outputs of the queued calls not waited yet, and how many such calls there are.
+std::vector<Region> in_flight_outputs();
+size_t outstanding_model();
+
+// ------------------------------------------------------------------------ requests
+// A request in terms of no world: tensors by TensorId, host memory by HostRef.
+
+struct Desc {
+    int tensor = kNullTensor;
+    HostRef host;
+    size_t offset = 0;
+    size_t size = 0;
+};
+
+struct Call {
+    std::vector<Desc> ups;
+    std::vector<Desc> downs;
+    bool null_ups = false;
+    bool null_downs = false;
+    bool graph = false;
+    bool synchronous = false;
+};
+
+// The request as world w's session receives it.
+struct WorldCall {
+    std::vector<sam3d_upload> ups;
+    std::vector<sam3d_download> downs;
+    sam3d_call call{};
+};
+
+WorldCall materialize(const Call & c, int w);
+
+// Reading or writing caller memory of a call still in flight is the caller's error: such
+// calls are not made (nothing else is excluded).
+bool touches_in_flight(const Call & c);
+
+// What the contract says of a request: `must` holds the errors that apply (the call is rejected
+// with one of them); `names` the descriptor names an error message may give for each status;
+// `late_views` the descriptors whose tensor is a view without a buffer of its own (GGML's
+// blocking set/get take it, the staged path refuses it: unallocated_tensor).
+struct Verdict {
+    std::vector<sam3d_status> must;
+    std::vector<std::pair<sam3d_status, std::string>> names;
+    std::vector<std::string> late_views;
+    bool own = false;               // uses a slot of the current reservation
+    std::vector<int> kept_sources;  // slot sets whose kept slots it reads
+    bool flag_error = false;
+    bool rejects() const { return !must.empty(); }
+    bool allows(sam3d_status st) const {
+        return must.empty() ? st == SAM3D_OK || st == SAM3D_ERR_COMPUTE
+                            : std::find(must.begin(), must.end(), st) != must.end();
+    }
+};
+
+// `w`: the session whose host pointers count (slots of different sessions lie differently, so a
+// download larger than its slot may overlap the next slot in one session and not in another).
+Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int w);
+
+// Whether world w's session takes the staged path for a call it accepts (plan.cpp): batching on,
+// not synchronous, no static fallback, and for a zero-copy call every slot set it names pinned.
+// (Valid descriptors are far below the bound: never oversized.)
+bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w);
+
+}  // namespace fuzz
