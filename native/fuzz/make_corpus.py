@@ -169,6 +169,9 @@ FINDINGS = {
     # call, that call counted a pinned batch.
     "kept-heap-pinned": encode(reserve(SBOUND1), submit(ZC | K, call(downs=[desc(OUT, slot(0))])),
                                reserve(S64), submit(ZC, call(ups=[desc(A, kept(0, 0))]))),
+    # With a reservation holding the whole ring, a run naming a view without its own buffer fell
+    # back (oversized, no room) and was taken, where the same run with room was refused.
+    "late-view-no-room": encode(reserve(SBOUND), run(call(ups=[desc(LATE_VIEW, arena(0))]))),
 }
 
 

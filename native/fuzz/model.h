@@ -146,9 +146,11 @@ struct Verdict {
 // download larger than its slot may overlap the next slot in one session and not in another).
 Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int w);
 
-// Whether world w's session takes the staged path for a call it accepts (plan.cpp): batching on,
-// not synchronous, no static fallback, and for a zero-copy call every slot set it names pinned.
-// (Valid descriptors are far below the bound: never oversized.)
+// Whether world w's session would take the staged path for a call it accepts (plan.cpp, the
+// plan's batchable()): batching on, not synchronous, no static fallback, and for a zero-copy
+// call every slot set it names pinned. Valid descriptors are far below the bound, and a ring
+// without room does not count (docs/contract.md, rule 1): the path-dependent refusal does not
+// depend on what is in flight.
 bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w);
 
 }  // namespace fuzz

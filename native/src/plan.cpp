@@ -72,7 +72,9 @@ Plan plan(const Session & s, const Request & r) {
     p.held = r.entry != Entry::Run;
     const size_t capacity = p.allocate > 0 ? p.allocate : staging_size(s);
     if (!ring_fit(s, capacity, need, &p.begin)) {
-        return sync(SAM3D_FALLBACK_OVERSIZED);  // the ring is full of calls not yet released
+        Plan full = sync(SAM3D_FALLBACK_OVERSIZED);  // the ring is full of calls not yet released
+        full.no_room = true;
+        return full;
     }
     p.end = p.begin + need;
     return p;

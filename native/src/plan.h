@@ -49,8 +49,12 @@ struct Plan {
     size_t begin = 0;     // Grow, Ring: the region's offset in the staging buffer
     size_t end = 0;
     bool held = false;    // Ring: the call or reservation holds the region until released (A5)
+    bool no_room = false; // Sync: only a ring without room now kept the call from batching
 
     bool batched() const { return path != Path::Sync; }
+    // Whether the path-dependent refusals apply: the batched path, or the one fallback that
+    // depends on the work in flight (a refusal must not depend on the ring's occupancy).
+    bool batchable() const { return batched() || no_room; }
 };
 
 // The aligned bytes of a call's descriptors (rule 3); SIZE_MAX when the sum overflows.

@@ -221,7 +221,7 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
 sam3d_status admit(Session & s, const Request & r, Admitted * out) {
     out->request = r;
     out->plan = plan(s, r);
-    if (r.call != nullptr && out->plan.batched()) {
+    if (r.call != nullptr && out->plan.batchable()) {
         return check_batched(*r.call);
     }
     return SAM3D_OK;

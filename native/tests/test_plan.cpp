@@ -210,6 +210,20 @@ TEST_P(PlanCounting, ViewsWithoutTheirOwnBufferRunWhereGgmlsBlockingCallsTakeThe
         ASSERT_EQ(ggml_backend_view_init(v), GGML_STATUS_SUCCESS);
         EXPECT_EQ(roundtrip(on, false), SAM3D_OK) << sam3d_last_error();
         EXPECT_EQ(r.counters(on).pinned_batches, 1u);
+        // The refusal does not depend on what the ring holds: with a reservation filling it, a
+        // call of allocated tensors takes the synchronous path (oversized, no room), and one
+        // naming a view without its own buffer is still refused.
+        sam3d_slot_request whole_ring[] = {{SAM3D_STAGING_BOUND_BYTES}};
+        void * slot[] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(on, whole_ring, 1, slot), SAM3D_OK) << sam3d_last_error();
+        ASSERT_TRUE(sam3d_session_reservation_pinned(on));
+        EXPECT_EQ(roundtrip(on, false), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(r.counters(on).fallbacks[SAM3D_FALLBACK_OVERSIZED], 1u) << "the ring has no room";
+        v = ggml_view_1d(r.ctx(), big, n, 2048 * sizeof(float));
+        ggml_set_name(v, "late_view_2");
+        EXPECT_EQ(roundtrip(on, false), SAM3D_ERR_UNALLOCATED_TENSOR) << "a ring without room refused nothing";
+        EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].tensor ('late_view_2') is a view without a buffer of its own");
+        EXPECT_EQ(r.counters(on).rejected_calls, 2u);
     } else {
         EXPECT_EQ(st, SAM3D_OK) << "the synchronous path takes the view: " << sam3d_last_error();
     }
