@@ -122,6 +122,10 @@ sam3d_session * open_session(Env & e) {
     e.seam = seam_for(e.world);
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = e.world == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_ON;
+    // The staged world copies in pieces of 64 bytes (docs/contract.md, rule 2), so the decoder's
+    // small calls are split as the profile's megabytes are by the default piece; the unpinned
+    // world keeps the default (one piece each).
+    o.staging_piece_bytes = e.world == kStaged ? 64 : 0;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_testing_session_create(g_backend, &o, &e.seam, &s);
     CHECK(st == SAM3D_OK, "a session is created", sam3d_last_error());

@@ -161,27 +161,93 @@ sam3d_status execute_blocking(Session & s, const sam3d_call & c, ggml_status * c
     return SAM3D_OK;
 }
 
+// Records piece event k after the work enqueued so far: on GGML's Vulkan backend a record
+// submits it, so the piece transfers while the next one is copied (rule 2). False when the
+// session has no event k (no events, or event_new returned NULL): nothing is recorded.
+bool record_piece(Session & s, size_t k) {
+    if (k >= s.piece_events.size()) {
+        return false;
+    }
+    PieceEvent & e = s.piece_events[k];
+    if (e.recorded) {
+        s.ggml.event_synchronize(e.event);  // complete (an earlier call's piece): GGML may recycle it
+    }
+    s.ggml.event_record(e.event, s.backend);
+    e.recorded = true;
+    return true;
+}
+
+// The inputs of a copying call, piece by piece: each piece's copy into staging, then its
+// uploads, then its event (the last piece's work is submitted by what follows). Zero-copy: the
+// uploads alone. Counts its host time (copy_ns, enqueue_ns); returns the piece events recorded.
+size_t stage_and_upload(Session & s, const sam3d_call & c, bool copying) {
+    size_t k = 0;
+    for (size_t i = 0; i < c.n_uploads;) {
+        const size_t j = copying ? upload_piece_end(s, c, i) : c.n_uploads;
+        uint64_t t1 = now_ns();
+        if (copying) {
+            stage_inputs(s, c, i, j);
+            const uint64_t t0 = t1;
+            t1 = now_ns();
+            s.counters.copy_ns += t1 - t0;
+        }
+        enqueue_uploads(s, c, i, j);
+        if (j < c.n_uploads && record_piece(s, k)) {
+            k += 1;
+        }
+        s.counters.enqueue_ns += now_ns() - t1;
+        i = j;
+    }
+    return k;
+}
+
+// A run's outputs, piece by piece: every download enqueued with an event after each piece but
+// the last; then each piece with an event is copied out once its event completed, while the
+// later pieces still transfer; one synchronize completes the rest, copied out last. Events
+// from `k` on are free for this call.
+void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t t) {
+    const size_t first = k;
+    for (size_t i = 0; i < c.n_downloads;) {
+        const size_t j = download_piece_end(s, c, i);
+        enqueue_downloads(s, c, i, j);
+        if (j < c.n_downloads && record_piece(s, k)) {
+            k += 1;
+        }
+        i = j;
+    }
+    s.counters.enqueue_ns += now_ns() - t;
+    size_t i = 0;
+    for (size_t e = first; e < k; ++e) {
+        const size_t j = download_piece_end(s, c, i);
+        t = now_ns();
+        s.ggml.event_synchronize(s.piece_events[e].event);
+        const uint64_t t2 = now_ns();
+        s.counters.synchronize_ns += t2 - t;
+        copy_outputs(s, c, i, j);
+        s.counters.copy_ns += now_ns() - t2;
+        i = j;
+    }
+    drain(s);
+    t = now_ns();
+    copy_outputs(s, c, i, c.n_downloads);
+    s.counters.copy_ns += now_ns() - t;
+}
+
 // The staged path, for sam3d_session_run, queued copying, zero-copy and queued zero-copy calls.
 // `region`: the staging bytes a copying call copies through (nullptr: zero-copy, the host
 // pointers are the slots). `queued`: the call to complete at its wait (its event is recorded,
 // a copying call's output copies stored; its uploads wait for the newest outstanding call's
 // event, A6); nullptr: complete the session's outstanding queued work first (A6), then
-// synchronize and finish here. On any failure or exception the session's outstanding work is
-// completed before returning (rule 5). A compute failure returns SAM3D_ERR_COMPUTE (queued:
-// also stored in the call, reported at its wait).
+// synchronize and finish here. A copying call goes in pieces (rule 2). On any failure or
+// exception the session's outstanding work is completed before returning (rule 5). A compute
+// failure returns SAM3D_ERR_COMPUTE (queued: also stored in the call, reported at its wait).
 sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued, ggml_status * compute) {
     const bool copying = region != nullptr;
     order_uploads(s, c, queued == nullptr);
     lay_out(s, c, region);
-    uint64_t t = now_ns();
-    if (copying) {
-        stage_inputs(s, c);
-        const uint64_t t2 = now_ns();
-        s.counters.copy_ns += t2 - t;
-        t = t2;
-    }
     try {
-        enqueue_uploads(s, c);
+        const size_t recorded = stage_and_upload(s, c, copying);
+        uint64_t t = now_ns();
         if (c.graph != nullptr && s.perf_logger && s.drain_before_compute) {
             // Rule 7: GGML_VK_PERF_LOGGER's query-pool reset asserts that no transfer context
             // is open (GGML_ASSERT(ctx->compute_ctx.expired())); diagnostic runs only.
@@ -196,7 +262,11 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
             *compute = st;
             return fail(SAM3D_ERR_COMPUTE, compute_message(st));
         }
-        enqueue_downloads(s, c);
+        if (queued == nullptr && copying) {
+            download_and_copy_out(s, c, recorded, t);
+            return SAM3D_OK;
+        }
+        enqueue_downloads(s, c, 0, c.n_downloads);
         if (queued != nullptr) {
             if (queued->event != nullptr) {
                 s.ggml.event_record(queued->event, s.backend);
@@ -211,11 +281,6 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
         } else {
             s.counters.enqueue_ns += now_ns() - t;
             drain(s);
-            if (copying) {
-                t = now_ns();
-                copy_outputs(s, c);
-                s.counters.copy_ns += now_ns() - t;
-            }
         }
     } catch (...) {
         drain(s);  // rule 5, for an exception from a GGML entry point too
@@ -270,16 +335,45 @@ void commit(Session & s, const Plan & p) {
     }
 }
 
-// The executor's scratch, sized before submission.
-void reserve_scratch(Session & s, const sam3d_call & c) {
+// The number of pieces of `n` descriptors from `end` (upload_piece_end or download_piece_end).
+template <class End>
+size_t pieces(const Session & s, const sam3d_call & c, size_t n, End end) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i = end(s, c, i)) {
+        k += 1;
+    }
+    return k;
+}
+
+// The executor's scratch and the piece events of a copying call (rule 2: one after every piece
+// but the last, downloads' only when they complete here), made before submission. An event
+// GGML does not create (NULL) is left out: its piece goes with the next.
+void reserve_scratch(Session & s, const Plan & p, const sam3d_call & c, bool copying) {
     s.alloc.reserve(s.up_ptrs, c.n_uploads);
     s.alloc.reserve(s.down_ptrs, c.n_downloads);
+    if (!s.events || !copying || !p.batched()) {
+        return;
+    }
+    const size_t up = pieces(s, c, c.n_uploads, upload_piece_end);
+    const size_t down = p.path == Path::Staged ? pieces(s, c, c.n_downloads, download_piece_end) : 0;
+    const size_t need = (up > 0 ? up - 1 : 0) + (down > 0 ? down - 1 : 0);
+    if (s.piece_events.size() >= need) {
+        return;
+    }
+    s.alloc.reserve(s.piece_events, need);
+    while (s.piece_events.size() < need) {
+        ggml_backend_event_t e = s.ggml.event_new(s.dev);
+        if (e == nullptr) {
+            return;
+        }
+        s.piece_events.push_back({e});
+    }
 }
 
 // sam3d_session_run's work once admitted (also a submit without flags).
 sam3d_status run_admitted(Session & s, Admitted & a, const sam3d_call & c) {
     apply(s, &a.plan);
-    reserve_scratch(s, c);
+    reserve_scratch(s, a.plan, c, a.plan.batched());
     commit(s, a.plan);
     count_submitted(s, a.plan, c);
     ggml_status compute = GGML_STATUS_SUCCESS;
@@ -323,7 +417,7 @@ sam3d_status submit_locked(Session & s, const sam3d_call * call, unsigned flags,
     if (p.path == Path::Queued && !zero_copy) {
         s.alloc.reserve(k.copies, c.n_downloads);
     }
-    reserve_scratch(s, c);
+    reserve_scratch(s, p, c, !zero_copy);
     if (p.path == Path::Queued && s.events) {
         acquire_event(s, k);
     }

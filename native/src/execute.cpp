@@ -42,14 +42,36 @@ void lay_out(Session & s, const sam3d_call & c, uint8_t * region) {
     }
 }
 
-void stage_inputs(Session & s, const sam3d_call & c) {
-    for (size_t i = 0; i < c.n_uploads; ++i) {
+namespace {
+
+template <class D>
+size_t piece_end(const Session & s, const D * d, size_t n, size_t i) {
+    size_t bytes = 0;  // at most the bound (rule 3): no overflow
+    do {
+        bytes += align_up(d[i].size, s.alignment);
+        ++i;
+    } while (i < n && bytes < s.piece_bytes);
+    return i;
+}
+
+}  // namespace
+
+size_t upload_piece_end(const Session & s, const sam3d_call & c, size_t i) {
+    return piece_end(s, c.uploads, c.n_uploads, i);
+}
+
+size_t download_piece_end(const Session & s, const sam3d_call & c, size_t i) {
+    return piece_end(s, c.downloads, c.n_downloads, i);
+}
+
+void stage_inputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
         std::memcpy(const_cast<uint8_t *>(s.up_ptrs[i]), c.uploads[i].src, c.uploads[i].size);
     }
 }
 
-void enqueue_uploads(Session & s, const sam3d_call & c) {
-    for (size_t i = 0; i < c.n_uploads; ++i) {
+void enqueue_uploads(Session & s, const sam3d_call & c, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
         const sam3d_upload & u = c.uploads[i];
         s.ggml.tensor_set_async(s.backend, u.tensor, s.up_ptrs[i], u.offset, u.size);
     }
@@ -59,15 +81,15 @@ ggml_status enqueue_graph(Session & s, const sam3d_call & c) {
     return c.graph != nullptr ? s.ggml.graph_compute_async(s.backend, c.graph) : GGML_STATUS_SUCCESS;
 }
 
-void enqueue_downloads(Session & s, const sam3d_call & c) {
-    for (size_t i = 0; i < c.n_downloads; ++i) {
+void enqueue_downloads(Session & s, const sam3d_call & c, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
         const sam3d_download & d = c.downloads[i];
         s.ggml.tensor_get_async(s.backend, d.tensor, s.down_ptrs[i], d.offset, d.size);
     }
 }
 
-void copy_outputs(Session & s, const sam3d_call & c) {
-    for (size_t i = 0; i < c.n_downloads; ++i) {
+void copy_outputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
         std::memcpy(c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size);
     }
 }

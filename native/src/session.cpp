@@ -160,6 +160,7 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
     std::unique_ptr<sam3d_session> s(new sam3d_session(backend, sm));
     s->alloc = alloc;
     s->batching = batching;
+    s->piece_bytes = opts.staging_piece_bytes != 0 ? opts.staging_piece_bytes : SAM3D_STAGING_PIECE_BYTES;
     s->perf_logger = sm.perf_logger < 0 ? std::getenv("GGML_VK_PERF_LOGGER") != nullptr : sm.perf_logger != 0;
     s->drain_before_compute = sm.drain_before_compute != 0;
     // Rule 6: capabilities are read once, here.
@@ -192,6 +193,9 @@ sam3d_session::~sam3d_session() {
     }
     for (ggml_backend_event_t e : event_pool) {
         ggml.event_free(e);
+    }
+    for (const sam3d::PieceEvent & e : piece_events) {
+        ggml.event_free(e.event);
     }
     if (staging != nullptr) {
         ggml_backend_buffer_free(staging);

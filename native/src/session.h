@@ -165,6 +165,14 @@ struct Call {
     bool freed_at_wait() const { return slots.empty() && !keep; }
 };
 
+// An event marking the end of one piece of a copying call (rule 2): recorded after the piece's
+// uploads so GGML submits them before the next piece is copied, or after a download piece so
+// it can be copied out while the next pieces still transfer. Reused by the next call.
+struct PieceEvent {
+    ggml_backend_event_t event;
+    bool recorded = false;  // recorded once: synchronized before it is recorded again
+};
+
 }  // namespace sam3d
 
 struct sam3d_session {
@@ -175,6 +183,7 @@ struct sam3d_session {
     bool perf_logger = false;
     bool drain_before_compute = true;
     bool events = false;  // props.caps.events
+    size_t piece_bytes = SAM3D_STAGING_PIECE_BYTES;  // options.staging_piece_bytes (rule 2)
     sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
     ggml_backend_buffer_type_t host_buft = nullptr;
     size_t alignment = 0;
@@ -189,6 +198,7 @@ struct sam3d_session {
     size_t ring_head = 0;
     std::vector<ggml_backend_event_t> event_pool;  // events of freed calls, for reuse
     size_t events_created = 0;
+    std::vector<sam3d::PieceEvent> piece_events;   // the pieces' events, created as calls need them
 
     // Scratch reused across calls (sized through the allocation point): the validation's
     // ranges and slot marks, the executor's staging pointers.

@@ -171,6 +171,9 @@ class Rig {
     sam3d_session * session(sam3d_batching batching) {
         sam3d_session_options o = sam3d_session_default_options();
         o.batching = batching;
+        return session(o);
+    }
+    sam3d_session * session(const sam3d_session_options & o) {
         sam3d_session * s = nullptr;
         const sam3d_status st = sam3d_testing_session_create(backend_, &o, &seam_, &s);
         EXPECT_EQ(st, SAM3D_OK) << sam3d_last_error();

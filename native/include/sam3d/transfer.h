@@ -21,11 +21,15 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.2.0"
+#define SAM3D_CORE_VERSION "0.3.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
 #define SAM3D_STAGING_BOUND_BYTES ((size_t)33554432)
+
+// The staged path's default piece (rule 2): a copying call's inputs are copied and uploaded,
+// and a run's outputs downloaded and copied out, this many bytes at a time (1 MiB).
+#define SAM3D_STAGING_PIECE_BYTES ((size_t)1048576)
 
 typedef enum sam3d_status {
     SAM3D_OK = 0,
@@ -125,6 +129,7 @@ typedef struct sam3d_counters {
 typedef struct sam3d_session_options {
     size_t         struct_size; // sizeof(sam3d_session_options) of the caller's header
     sam3d_batching batching;    // SAM3D_BATCHING_FROM_ENV by default
+    size_t         staging_piece_bytes; // bytes per piece of the staged path (0: SAM3D_STAGING_PIECE_BYTES; SIZE_MAX: one piece)
 } sam3d_session_options;
 
 typedef struct sam3d_session sam3d_session;

@@ -1,0 +1,247 @@
+// Rule 2's pieces (docs/contract.md): a copying call's inputs are copied into staging and
+// uploaded piece by piece, each piece but the last followed by an event before the next is
+// copied; a run's outputs are copied out piece by piece, each once its own event completed; the
+// piece events are synchronized before they are recorded again; results are the same for every
+// piece size, on every backend.
+#include <cstring>
+#include <map>
+
+#include "cases.h"
+#include "deferred.h"
+#include "probe.h"
+#include "rig.h"
+
+using rig::Kind;
+using rig::Rig;
+
+namespace {
+
+constexpr int kTensors = 4;
+constexpr int64_t kFloats = 1024;               // 4 KiB per tensor: one piece each at 4 KiB
+constexpr size_t kBytes = kFloats * sizeof(float);
+
+// What the seam saw during one call, on the deferred queue with events (cpu_staged).
+struct Seen {
+    const std::vector<std::vector<float>> * inputs = nullptr;
+    std::vector<std::vector<float>> * outputs = nullptr;
+    const std::vector<std::vector<float>> * expected = nullptr;
+    int uploads = 0;
+    int downloads = 0;
+    std::vector<bool> next_staged;      // at upload i's enqueue: upload i+1's staging holds its input
+    std::vector<int> records_after;     // uploads enqueued when each upload-phase event was recorded
+    std::vector<int> copied_out;        // outputs already in the caller's dst at each download-phase event wait
+    std::map<ggml_backend_event_t, bool> pending;  // recorded and not synchronized since
+    bool rerecorded_pending = false;
+};
+Seen g_seen;
+
+int outputs_copied_out() {
+    int n = 0;
+    for (int i = 0; i < kTensors; ++i) {
+        n += (*g_seen.outputs)[i] == (*g_seen.expected)[i];
+    }
+    return n;
+}
+
+void set_async(ggml_backend_t b, ggml_tensor * t, const void * data, size_t off, size_t size) {
+    const int i = g_seen.uploads++;
+    if (i + 1 < kTensors) {
+        // The layout (rule 2): upload i+1's staging follows upload i's, aligned (4 KiB is).
+        const auto * next = static_cast<const uint8_t *>(data) + size;
+        g_seen.next_staged.push_back(std::memcmp(next, (*g_seen.inputs)[i + 1].data(), kBytes) == 0);
+    }
+    deferred::set_async(b, t, data, off, size);
+}
+void get_async(ggml_backend_t b, const ggml_tensor * t, void * data, size_t off, size_t size) {
+    g_seen.downloads += 1;
+    deferred::get_async(b, t, data, off, size);
+}
+void event_record(ggml_backend_event_t e, ggml_backend_t b) {
+    g_seen.rerecorded_pending = g_seen.rerecorded_pending || g_seen.pending[e];
+    g_seen.pending[e] = true;
+    if (g_seen.downloads == 0) {
+        g_seen.records_after.push_back(g_seen.uploads);
+    }
+    deferred::event_record(e, b);
+}
+void event_synchronize(ggml_backend_event_t e) {
+    deferred::event_synchronize(e);
+    g_seen.pending[e] = false;
+    if (g_seen.downloads == kTensors) {
+        g_seen.copied_out.push_back(outputs_copied_out());
+    }
+}
+
+// kTensors tensors; one call uploads input i into tensor i and downloads it back into output i
+// (an in-order queue: the download reads what the upload wrote).
+struct Roundtrip {
+    ggml_tensor * t[kTensors];
+    std::vector<std::vector<float>> in, out;
+
+    explicit Roundtrip(Rig & r) : in(kTensors), out(kTensors) {
+        for (int i = 0; i < kTensors; ++i) {
+            t[i] = r.f32(kFloats, ("t" + std::to_string(i)).c_str());
+        }
+    }
+    sam3d_status run(sam3d_session * s, float seed) {
+        sam3d_upload u[kTensors];
+        sam3d_download d[kTensors];
+        for (int i = 0; i < kTensors; ++i) {
+            in[i] = rig::ramp(kFloats, seed + 10.0f * static_cast<float>(i));
+            out[i].assign(kFloats, -1.0f);
+            u[i] = rig::up(t[i], in[i].data(), kBytes);
+            d[i] = rig::down(t[i], out[i].data(), kBytes);
+        }
+        const sam3d_call c{u, kTensors, nullptr, d, kTensors, false};
+        return sam3d_session_run(s, &c);
+    }
+};
+
+sam3d_session_options pieces_of(size_t bytes) {
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.staging_piece_bytes = bytes;
+    return o;
+}
+
+class Pieces : public testing::TestWithParam<Kind> {
+   protected:
+    void SetUp() override {
+        probe::reset();
+        deferred::reset();
+        g_seen = Seen{};
+    }
+    void TearDown() override { deferred::reset(); }
+};
+
+class PiecesOrder : public testing::Test {
+   protected:
+    void SetUp() override {
+        probe::reset();
+        deferred::reset();
+        g_seen = Seen{};
+    }
+    void TearDown() override { deferred::reset(); }
+};
+
+}  // namespace
+
+// One descriptor per piece (4 KiB pieces): each upload is enqueued before the next input is
+// copied into staging, with an event recorded after each piece but the last; each output but
+// the last is in the caller's dst when the core waits for the next piece's event; the events
+// of the first call are synchronized before the second records them again. Checked on the
+// second call, whose staging still holds the first call's (different) inputs.
+TEST_F(PiecesOrder, EachPieceTransfersWhileTheNextIsCopied) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());
+    r.seam().tensor_set_async = set_async;
+    r.seam().tensor_get_async = get_async;
+    r.seam().event_record = event_record;
+    r.seam().event_synchronize = event_synchronize;
+    Roundtrip w(r);
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(kBytes));
+    ASSERT_NE(s, nullptr);
+    for (float seed : {1.0f, 500.0f}) {
+        g_seen.uploads = g_seen.downloads = 0;
+        g_seen.next_staged.clear();
+        g_seen.records_after.clear();
+        g_seen.copied_out.clear();
+        g_seen.inputs = &w.in;
+        g_seen.outputs = &w.out;
+        g_seen.expected = &w.in;
+        ASSERT_EQ(w.run(s, seed), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(w.out, w.in) << "seed " << seed;
+    }
+    EXPECT_EQ(g_seen.next_staged, std::vector<bool>(kTensors - 1, false))
+        << "an input was copied into staging before the previous piece was enqueued";
+    EXPECT_EQ(g_seen.records_after, (std::vector<int>{1, 2, 3})) << "an event after each input piece but the last";
+    EXPECT_EQ(g_seen.copied_out, (std::vector<int>{0, 1, 2}))
+        << "each output piece is copied out once its own event completed, before the next wait";
+    EXPECT_FALSE(g_seen.rerecorded_pending) << "a piece event was recorded again before it was synchronized";
+    EXPECT_EQ(deferred::g_events_new, 2 * (kTensors - 1)) << "the events of the first call are reused";
+    EXPECT_EQ(deferred::g_syncs, 2) << "one synchronize per call (rule 2)";
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.pinned_batches, 2u);
+    EXPECT_EQ(k.async_uploads, 2u * kTensors);
+    EXPECT_GT(k.copy_ns, 0u);
+}
+
+// One piece (SIZE_MAX): every input is staged before the first upload, no piece event is made,
+// and every output is copied out after the one synchronize.
+TEST_F(PiecesOrder, OnePieceStagesEverythingFirstAndMakesNoEvent) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());
+    r.seam().tensor_set_async = set_async;
+    r.seam().tensor_get_async = get_async;
+    r.seam().event_record = event_record;
+    r.seam().event_synchronize = event_synchronize;
+    Roundtrip w(r);
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(SIZE_MAX));
+    ASSERT_NE(s, nullptr);
+    g_seen.inputs = &w.in;
+    g_seen.outputs = &w.out;
+    g_seen.expected = &w.in;
+    ASSERT_EQ(w.run(s, 3.0f), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(w.out, w.in);
+    EXPECT_EQ(g_seen.next_staged, std::vector<bool>(kTensors - 1, true));
+    EXPECT_EQ(deferred::g_events_new, 0);
+    EXPECT_EQ(deferred::g_event_records, 0);
+    EXPECT_EQ(deferred::g_syncs, 1);
+}
+
+// Without events (GGML's event_new returns NULL), pieces still stage and upload in order; every
+// output is copied out after the synchronize; results exact.
+TEST_F(PiecesOrder, WithoutEventsPiecesJoinTheNext) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());
+    deferred::g_fail_event_new = true;
+    r.seam().tensor_set_async = set_async;
+    r.seam().tensor_get_async = get_async;
+    Roundtrip w(r);
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(kBytes));
+    ASSERT_NE(s, nullptr);
+    g_seen.inputs = &w.in;
+    ASSERT_EQ(w.run(s, 7.0f), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(w.out, w.in);
+    EXPECT_EQ(deferred::g_event_records, 0);
+    EXPECT_EQ(deferred::g_syncs, 1);
+}
+
+// Every piece size gives the workload's exact result, for runs and queued copying calls, on
+// every backend (lavapipe's real events included): 1 byte (one descriptor per piece), a size
+// that splits the call unevenly, the default, one piece.
+TEST_P(Pieces, EveryPieceSizeGivesTheSameBytes) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 70001;  // not a multiple of any alignment
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    Roundtrip trip(r);
+    r.alloc();
+    const std::vector<float> a = rig::ramp(n, 4.0f), b = rig::ramp(n, 9.0f);
+    for (size_t piece : {size_t{1}, size_t{100000}, size_t{0}, SIZE_MAX}) {
+        sam3d_session * s = r.session(pieces_of(piece));
+        ASSERT_NE(s, nullptr);
+        for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
+            std::vector<float> out(n, -1.0f);
+            sam3d_upload u[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
+            sam3d_download d[] = {rig::down(w.out, out.data(), n * 4)};
+            const sam3d_call c{u, 2, w.graph, d, 1, false};
+            sam3d_ticket t = 0;
+            ASSERT_EQ(sam3d_session_submit(s, &c, flags, &t), SAM3D_OK) << sam3d_last_error();
+            if (flags & SAM3D_SUBMIT_QUEUED) {
+                ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+            }
+            EXPECT_EQ(out, cases::expected(a, b)) << "piece " << piece << ", flags " << flags;
+        }
+        ASSERT_EQ(trip.run(s, 11.0f), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(trip.out, trip.in) << "piece " << piece;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Pieces, testing::ValuesIn(rig::kinds()), rig::param_name);
