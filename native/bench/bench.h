@@ -67,6 +67,9 @@ struct Options {
     std::vector<Mode> modes;  // in table order; the required modes when --modes is not given
     bool transfer_only = false;
     bool list_modes = false;
+    // The batched sessions' options.staging_piece_bytes (docs/contract.md, rule 2): the core's
+    // default (SAM3D_STAGING_PIECE_BYTES) unless --staging-piece-bytes names one.
+    size_t staging_piece_bytes = SAM3D_STAGING_PIECE_BYTES;
 };
 
 // The result's name of a --backend value ("cpu" -> "CPU", "vulkan" -> "Vulkan", "cuda" -> "CUDA").

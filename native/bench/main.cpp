@@ -35,9 +35,10 @@
 namespace sam3d_bench {
 namespace {
 
-sam3d_session * make_session(ggml_backend_t backend, sam3d_batching batching) {
+sam3d_session * make_session(ggml_backend_t backend, sam3d_batching batching, size_t piece_bytes) {
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = batching;
+    o.staging_piece_bytes = piece_bytes;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_session_create(backend, &o, &s);
     if (st == SAM3D_ERR_BAD_ENV) {
@@ -169,7 +170,8 @@ int bench(const Options & o) {
     // Sessions first: a wrong environment fails before any allocation.
     SessionPtr sessions[kModeCount];
     for (Mode mode : o.modes) {
-        sessions[mode].s = make_session(backend.get(), mode == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_FROM_ENV);
+        sessions[mode].s = make_session(backend.get(), mode == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_FROM_ENV,
+                                     o.staging_piece_bytes);
         m.runs[mode].session = sessions[mode].s;
     }
     sam3d_session * on = sessions[kOn].s;

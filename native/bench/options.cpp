@@ -58,6 +58,8 @@ std::string usage() {
     }
     u += "  --transfer-only  replay the transfers without compute (graph = NULL): output tensors hold a\n"
          "              fixed pattern, so ratios to the transfer floor can be measured\n"
+         "  --staging-piece-bytes N|max  the batched sessions' piece of the staged path (default 1048576,\n"
+         "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
@@ -70,6 +72,19 @@ int parse_int(const std::string & flag, const char * v, int min) {
         die(1, flag + " " + v + ": expected an integer >= " + std::to_string(min));
     }
     return static_cast<int>(x);
+}
+
+// A piece size in bytes: 1 to the staging bound, or "max" (SIZE_MAX: one piece per call).
+size_t parse_piece_bytes(const std::string & flag, const char * v) {
+    if (std::string(v) == "max") {
+        return SIZE_MAX;
+    }
+    char * end = nullptr;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || v[0] == '-' || x < 1 || x > SAM3D_STAGING_BOUND_BYTES) {
+        die(1, flag + " " + v + ": expected bytes from 1 to " + std::to_string(SAM3D_STAGING_BOUND_BYTES) + ", or max");
+    }
+    return static_cast<size_t>(x);
 }
 
 // The --modes value as modes in table order; refuses unknown and missing required names.
@@ -134,6 +149,8 @@ Options parse_args(int argc, char ** argv) {
             o.out = v;
         } else if (a == "--modes") {
             o.modes = parse_modes(v);
+        } else if (a == "--staging-piece-bytes") {
+            o.staging_piece_bytes = parse_piece_bytes(a, v);
         } else {
             die(1, "unknown option " + a + "\n" + usage());
         }

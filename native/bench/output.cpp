@@ -139,6 +139,7 @@ json document(const Measured & m, const Checks & c) {
           {"problems", c.problems}}},
     };
     if (o.transfer_only) doc["extra"]["transfer_only"] = true;
+    doc["extra"]["staging_piece_bytes"] = o.staging_piece_bytes;
     return doc;
 }
 

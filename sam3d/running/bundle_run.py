@@ -283,7 +283,7 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only):
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, piece_bytes=None):
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "")
     dst = out / f"{tag}.driver.json"
@@ -293,7 +293,8 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only):
         rc = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
                              "--backend", backend, "--device", "0", "--images", str(images),
                              "--warmups", str(warmups), "--out", str(dst)]
-                            + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else []),
+                            + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
+                            + (["--staging-piece-bytes", piece_bytes] if piece_bytes else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None}
@@ -313,6 +314,9 @@ def main():
     p.add_argument("--modes", help="benchmark modes (sam3d_bench --modes; default: the driver's default modes)")
     p.add_argument("--transfer-only", action="store_true",
                    help="also replay the transfers without compute (ratios to the transfer floor)")
+    p.add_argument("--staging-piece-bytes", metavar="N|max",
+                   help="the batched sessions' piece of the staged path (sam3d_bench --staging-piece-bytes; "
+                        "default: the core's)")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
@@ -366,7 +370,8 @@ def main():
                 what = "transfer-only replay" if transfer_only else "benchmark"
                 print(f"[{i}/{len(names)}] {name}: {backend} {what} ({a.modes or 'default modes'}; {a.warmups} warm-ups, "
                       f"{a.images} images)", flush=True)
-                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only)
+                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only,
+                              a.staging_piece_bytes)
                 print(f"    exit {b['exit_code']} ({b['seconds']} s)"
                       + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
                 ok &= b["exit_code"] == 0
