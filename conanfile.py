@@ -64,5 +64,7 @@ class Sam3dCoreConan(ConanFile):
         self.cpp_info.requires = ["ggml::ggml-base", "ggml::ggml-cpu"] + (
             ["ggml::ggml-vulkan"] if self.options.vulkan else []) + (
             ["ggml::ggml-cuda"] if self.options.cuda else [])
+        if self.settings.os in ("Linux", "FreeBSD"):
+            self.cpp_info.system_libs = ["pthread"]  # the staged copies' worker threads
         self.cpp_info.defines = (["SAM3D_VULKAN=1"] if self.options.vulkan else []) + (
             ["SAM3D_CUDA=1"] if self.options.cuda else [])

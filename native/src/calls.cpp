@@ -351,6 +351,7 @@ size_t pieces(const Session & s, const sam3d_call & c, size_t n, End end) {
 void reserve_scratch(Session & s, const Plan & p, const sam3d_call & c, bool copying) {
     s.alloc.reserve(s.up_ptrs, c.n_uploads);
     s.alloc.reserve(s.down_ptrs, c.n_downloads);
+    s.alloc.reserve(s.spans, std::max(c.n_uploads, c.n_downloads));
     if (!s.events || !copying || !p.batched()) {
         return;
     }
@@ -500,9 +501,11 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
     }
     if (c.status == SAM3D_OK && !c.copies.empty()) {
         const uint64_t t0 = now_ns();
-        for (const Call::Copy & k : c.copies) {
-            std::memcpy(k.dst, k.src, k.size);
+        size_t bytes = 0;
+        for (const Span & k : c.copies) {
+            bytes += k.size;
         }
+        s.copier->copy(c.copies.data(), c.copies.size(), bytes);
         s.counters.copy_ns += now_ns() - t0;
     }
     const sam3d_status st = c.status;

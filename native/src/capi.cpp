@@ -171,6 +171,10 @@ sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session) {
     return session ? session->static_fallback : SAM3D_FALLBACK_COUNT;
 }
 
+unsigned sam3d_session_copy_threads(const sam3d_session * session) {
+    return session ? session->copier->threads() : 1;
+}
+
 size_t sam3d_session_staging_alignment(const sam3d_session * session) { return session ? session->alignment : 0; }
 
 sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {

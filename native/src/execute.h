@@ -20,7 +20,7 @@ void lay_out(Session & s, const sam3d_call & c, uint8_t * region);
 // the last piece may hold less); downloads likewise.
 size_t upload_piece_end(const Session & s, const sam3d_call & c, size_t i);
 size_t download_piece_end(const Session & s, const sam3d_call & c, size_t i);
-// Copies uploads [begin, end) into their staging (a copying call).
+// Copies uploads [begin, end) into their staging (a copying call), on the session's copy threads.
 void stage_inputs(Session & s, const sam3d_call & c, size_t begin, size_t end);
 // ggml_backend_tensor_set_async of uploads [begin, end) from their staging.
 void enqueue_uploads(Session & s, const sam3d_call & c, size_t begin, size_t end);
@@ -28,7 +28,8 @@ void enqueue_uploads(Session & s, const sam3d_call & c, size_t begin, size_t end
 ggml_status enqueue_graph(Session & s, const sam3d_call & c);
 // ggml_backend_tensor_get_async of downloads [begin, end) into their staging.
 void enqueue_downloads(Session & s, const sam3d_call & c, size_t begin, size_t end);
-// Copies downloads [begin, end), complete, from their staging into the callers' dst.
+// Copies downloads [begin, end), complete, from their staging into the callers' dst, on the
+// session's copy threads.
 void copy_outputs(Session & s, const sam3d_call & c, size_t begin, size_t end);
 
 // The message of a failed compute.

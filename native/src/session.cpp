@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace sam3d {
 
@@ -124,6 +125,21 @@ sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props &
     return SAM3D_FALLBACK_FOREIGN_HOST_BUFFER;
 }
 
+namespace {
+
+// The copy threads of options.staging_copy_threads (validated): as asked, or for 0
+// SAM3D_STAGING_COPY_THREADS, at most the hardware threads (std::thread::hardware_concurrency,
+// where it knows them): more threads than cores only wait for each other.
+unsigned copy_threads(unsigned option) {
+    if (option != 0) {
+        return option;
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw != 0 ? std::min(SAM3D_STAGING_COPY_THREADS, hw) : SAM3D_STAGING_COPY_THREADS;
+}
+
+}  // namespace
+
 // Creation: the environment, the seam, props and caps, once. Every allocation goes through the
 // counted point; the session is owned by a unique_ptr until it is handed out.
 sam3d_status create(ggml_backend_t backend, const sam3d_session_options * options, const sam3d_ggml_seam * seam,
@@ -155,6 +171,11 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.batching is " + std::to_string(opts.batching) +
                                                     ": use SAM3D_BATCHING_FROM_ENV, _OFF or _ON");
     }
+    if (opts.staging_copy_threads > SAM3D_STAGING_COPY_THREADS_MAX) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.staging_copy_threads is " +
+                                                    std::to_string(opts.staging_copy_threads) + ": use 0 (default) to " +
+                                                    std::to_string(SAM3D_STAGING_COPY_THREADS_MAX));
+    }
     Allocations alloc(sm.fail_allocation);
     alloc();
     std::unique_ptr<sam3d_session> s(new sam3d_session(backend, sm));
@@ -172,9 +193,14 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
     }
     s->events = props.caps.events;
     s->static_fallback = static_fallback(*s, props);
+    // The staged copies' workers (rule 2, "Copy threads"), only where a call can stage.
+    const bool stages = s->batching && s->static_fallback == SAM3D_FALLBACK_COUNT;
+    s->alloc();
+    s->copier.reset(new Copier(stages ? copy_threads(opts.staging_copy_threads) : 1));
     s->alloc.reserve(s->ranges, 64);
     s->alloc.reserve(s->up_ptrs, 32);
     s->alloc.reserve(s->down_ptrs, 32);
+    s->alloc.reserve(s->spans, 32);
     *out = s.release();
     return SAM3D_OK;
 }

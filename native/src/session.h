@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "copier.h"
 #include "sam3d/testing.h"
 #include "sam3d/transfer.h"
 
@@ -141,12 +142,6 @@ struct Call {
         Kept,      // reported, kept: slots held until sam3d_session_release (A4)
         Released,  // kept and released: freed once every call that read it completed
     };
-    struct Copy {
-        void * dst;
-        const uint8_t * src;
-        size_t size;
-    };
-
     uint64_t id = 0;
     State state = State::InFlight;
     bool queued = false;
@@ -157,7 +152,7 @@ struct Call {
     uint64_t last_reader = 0;           // the newest call whose uploads read these (kept) slots
     sam3d_status status = SAM3D_OK;
     ggml_status compute_status = GGML_STATUS_SUCCESS;
-    std::vector<Copy> copies;           // a copying queued call's outputs, copied at the wait
+    std::vector<Span> copies;           // a copying queued call's outputs, copied at the wait
 
     bool done() const { return state != State::InFlight; }
     // Whether the call holds no slots the caller may read after its wait (a copying call, or a
@@ -184,6 +179,7 @@ struct sam3d_session {
     bool drain_before_compute = true;
     bool events = false;  // props.caps.events
     size_t piece_bytes = SAM3D_STAGING_PIECE_BYTES;  // options.staging_piece_bytes (rule 2)
+    std::unique_ptr<sam3d::Copier> copier;           // the staged copies' threads (rule 2)
     sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
     ggml_backend_buffer_type_t host_buft = nullptr;
     size_t alignment = 0;
@@ -212,6 +208,7 @@ struct sam3d_session {
     std::vector<bool> used;
     std::vector<const uint8_t *> up_ptrs;
     std::vector<uint8_t *> down_ptrs;
+    std::vector<sam3d::Span> spans;  // the host copies of one piece
 
     sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam);
     ~sam3d_session();

@@ -3,8 +3,11 @@
 // copied; a run's outputs are copied out piece by piece, each once its own event completed; the
 // piece events are synchronized before they are recorded again; results are the same for every
 // piece size, on every backend.
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <string>
+#include <thread>
 
 #include "cases.h"
 #include "deferred.h"
@@ -97,11 +100,30 @@ struct Roundtrip {
     }
 };
 
-sam3d_session_options pieces_of(size_t bytes) {
+sam3d_session_options pieces_of(size_t bytes, unsigned copy_threads = 0) {
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = SAM3D_BATCHING_ON;
     o.staging_piece_bytes = bytes;
+    o.staging_copy_threads = copy_threads;
     return o;
+}
+
+// One call of the workload on a and b, submitted with `flags` (0: a run; SAM3D_SUBMIT_QUEUED:
+// queued, then waited): its output (-1 where nothing was written; empty if a call failed).
+std::vector<float> scale_add_once(sam3d_session * s, const cases::ScaleAdd & w, const std::vector<float> & a,
+                                  const std::vector<float> & b, unsigned flags) {
+    const size_t bytes = a.size() * sizeof(float);
+    std::vector<float> out(a.size(), -1.0f);
+    sam3d_upload u[] = {rig::up(w.a, a.data(), bytes), rig::up(w.b, b.data(), bytes)};
+    sam3d_download d[] = {rig::down(w.out, out.data(), bytes)};
+    const sam3d_call c{u, 2, w.graph, d, 1, false};
+    sam3d_ticket t = 0;
+    sam3d_status st = sam3d_session_submit(s, &c, flags, &t);
+    if (st == SAM3D_OK && (flags & SAM3D_SUBMIT_QUEUED)) {
+        st = sam3d_session_wait(s, t);
+    }
+    EXPECT_EQ(st, SAM3D_OK) << sam3d_last_error();
+    return st == SAM3D_OK ? out : std::vector<float>{};
 }
 
 class Pieces : public testing::TestWithParam<Kind> {
@@ -228,20 +250,69 @@ TEST_P(Pieces, EveryPieceSizeGivesTheSameBytes) {
         sam3d_session * s = r.session(pieces_of(piece));
         ASSERT_NE(s, nullptr);
         for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
-            std::vector<float> out(n, -1.0f);
-            sam3d_upload u[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
-            sam3d_download d[] = {rig::down(w.out, out.data(), n * 4)};
-            const sam3d_call c{u, 2, w.graph, d, 1, false};
-            sam3d_ticket t = 0;
-            ASSERT_EQ(sam3d_session_submit(s, &c, flags, &t), SAM3D_OK) << sam3d_last_error();
-            if (flags & SAM3D_SUBMIT_QUEUED) {
-                ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
-            }
-            EXPECT_EQ(out, cases::expected(a, b)) << "piece " << piece << ", flags " << flags;
+            EXPECT_EQ(scale_add_once(s, w, a, b, flags), cases::expected(a, b)) << "piece " << piece << ", flags " << flags;
         }
         ASSERT_EQ(trip.run(s, 11.0f), SAM3D_OK) << sam3d_last_error();
         EXPECT_EQ(trip.out, trip.in) << "piece " << piece;
     }
 }
 
+// Every number of copy threads gives the workload's exact result with every piece size, for
+// runs and queued copying calls, on every backend: 1.2 MB per tensor, so that each thread's
+// part of a piece (at least 64 KiB, docs/contract.md rule 2 "Copy threads") starts and ends
+// inside a descriptor, and 8 threads split one piece of both inputs into parts of ~300 KB.
+TEST_P(Pieces, EveryCopyThreadCountGivesTheSameBytes) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 300001;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    // Every float of every call distinct (exact in float: below 2^24), so that a byte copied
+    // from the wrong place, or left from the previous call, shows.
+    const auto distinct = [n](float first) {
+        std::vector<float> v(n);
+        for (int64_t i = 0; i < n; ++i) {
+            v[i] = first + static_cast<float>(i);
+        }
+        return v;
+    };
+    float seed = 1.0f;
+    for (unsigned threads : {1u, 2u, 3u, 8u}) {
+        for (size_t piece : {size_t{0}, size_t{700000}, SIZE_MAX}) {
+            sam3d_session * s = r.session(pieces_of(piece, threads));
+            ASSERT_NE(s, nullptr);
+            const bool stages = sam3d_session_static_fallback(s) == SAM3D_FALLBACK_COUNT;
+            EXPECT_EQ(sam3d_session_copy_threads(s), stages ? threads : 1u);
+            for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
+                const std::vector<float> a = distinct(seed), b = distinct(seed + 2000000.0f);
+                seed += 1.0f;
+                ASSERT_EQ(scale_add_once(s, w, a, b, flags), cases::expected(a, b))
+                    << threads << " threads, piece " << piece << ", flags " << flags;
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Pieces, testing::ValuesIn(rig::kinds()), rig::param_name);
+
+// The copy threads a session reports: as asked (up to 64), the default at most the hardware
+// threads, 1 where the session never stages; 65 is refused, naming the field.
+TEST_F(PiecesOrder, CopyThreadsAreWhatTheOptionAsked) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    const unsigned hw = std::thread::hardware_concurrency();
+    EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0))),
+              hw != 0 ? std::min(SAM3D_STAGING_COPY_THREADS, hw) : SAM3D_STAGING_COPY_THREADS);
+    EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0, 3))), 3u);
+    EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0, SAM3D_STAGING_COPY_THREADS_MAX))),
+              SAM3D_STAGING_COPY_THREADS_MAX);
+    sam3d_session_options off = pieces_of(0, 3);
+    off.batching = SAM3D_BATCHING_OFF;
+    EXPECT_EQ(sam3d_session_copy_threads(r.session(off)), 1u);
+    sam3d_session_options many = pieces_of(0, SAM3D_STAGING_COPY_THREADS_MAX + 1);
+    sam3d_session * s = nullptr;
+    EXPECT_EQ(sam3d_testing_session_create(r.backend(), &many, &r.seam(), &s), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(s, nullptr);
+    EXPECT_NE(std::string(sam3d_last_error()).find("staging_copy_threads is 65"), std::string::npos)
+        << sam3d_last_error();
+}

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.3.0"
+#define SAM3D_CORE_VERSION "0.4.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
@@ -30,6 +30,11 @@ extern "C" {
 // The staged path's default piece (rule 2): a copying call's inputs are copied and uploaded,
 // and a run's outputs downloaded and copied out, this many bytes at a time (1 MiB).
 #define SAM3D_STAGING_PIECE_BYTES ((size_t)1048576)
+
+// The staged path's copy threads (rule 2): by default the caller's thread and up to 7 workers
+// copy each piece (at most the machine's hardware threads); an option may ask for up to 64.
+#define SAM3D_STAGING_COPY_THREADS 8u
+#define SAM3D_STAGING_COPY_THREADS_MAX 64u
 
 typedef enum sam3d_status {
     SAM3D_OK = 0,
@@ -130,6 +135,7 @@ typedef struct sam3d_session_options {
     size_t         struct_size; // sizeof(sam3d_session_options) of the caller's header
     sam3d_batching batching;    // SAM3D_BATCHING_FROM_ENV by default
     size_t         staging_piece_bytes; // bytes per piece of the staged path (0: SAM3D_STAGING_PIECE_BYTES; SIZE_MAX: one piece)
+    unsigned       staging_copy_threads; // threads copying each piece, the caller's included (0: SAM3D_STAGING_COPY_THREADS; 1: the caller's only)
 } sam3d_session_options;
 
 typedef struct sam3d_session sam3d_session;
@@ -141,7 +147,8 @@ sam3d_session_options sam3d_session_default_options(void);
 // buffer type, alignment, SAM3D_BATCHED_TRANSFERS and GGML_VK_PERF_LOGGER once (rule 6).
 // options NULL: defaults. *out is NULL on error.
 // Errors: SAM3D_ERR_INVALID_ARGUMENT (null backend/out, unknown batching, a struct_size below
-// sizeof(size_t), or bytes past this library's options that are not 0), SAM3D_ERR_BAD_ENV,
+// sizeof(size_t), bytes past this library's options that are not 0, or staging_copy_threads
+// over SAM3D_STAGING_COPY_THREADS_MAX), SAM3D_ERR_BAD_ENV,
 // SAM3D_ERR_OUT_OF_MEMORY.
 sam3d_status sam3d_session_create(ggml_backend_t backend, const sam3d_session_options * options,
                                   sam3d_session ** out);
@@ -161,6 +168,11 @@ bool sam3d_session_batching(const sam3d_session * session);
 // The fallback every batching call of this session takes (NO_ASYNC_CAPS or
 // FOREIGN_HOST_BUFFER, decided at creation), or SAM3D_FALLBACK_COUNT when none.
 sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session);
+
+// The threads that copy the staged path's pieces, the caller's included: options.
+// staging_copy_threads, or the default; fewer if a thread could not be started; 1 when the
+// session never stages (batching off, or a fallback decided at creation).
+unsigned sam3d_session_copy_threads(const sam3d_session * session);
 
 // Alignment in bytes of the host buffer type (ggml_backend_buft_get_alignment); 0 without one.
 size_t sam3d_session_staging_alignment(const sam3d_session * session);
