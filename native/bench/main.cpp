@@ -35,10 +35,11 @@
 namespace sam3d_bench {
 namespace {
 
-sam3d_session * make_session(ggml_backend_t backend, sam3d_batching batching, size_t piece_bytes) {
+sam3d_session * make_session(ggml_backend_t backend, sam3d_batching batching, const Options & opts) {
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = batching;
-    o.staging_piece_bytes = piece_bytes;
+    o.staging_piece_bytes = opts.staging_piece_bytes;
+    o.staging_copy_threads = opts.staging_copy_threads;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_session_create(backend, &o, &s);
     if (st == SAM3D_ERR_BAD_ENV) {
@@ -170,8 +171,7 @@ int bench(const Options & o) {
     // Sessions first: a wrong environment fails before any allocation.
     SessionPtr sessions[kModeCount];
     for (Mode mode : o.modes) {
-        sessions[mode].s = make_session(backend.get(), mode == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_FROM_ENV,
-                                     o.staging_piece_bytes);
+        sessions[mode].s = make_session(backend.get(), mode == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_FROM_ENV, o);
         m.runs[mode].session = sessions[mode].s;
     }
     sam3d_session * on = sessions[kOn].s;
@@ -197,7 +197,8 @@ int bench(const Options & o) {
                  m.device_bytes, sam3d_fallback_name(sam3d_session_static_fallback(on)),
                  sam3d_session_staging_alignment(on));
 
-    Probes probes(backend.get(), dev, profile, sam3d_session_staging_alignment(on), o.images, o.transfer_only);
+    Probes probes(backend.get(), dev, profile, sam3d_session_staging_alignment(on), sam3d_session_copy_threads(on),
+                  o.images, o.transfer_only);
     measure_modes(o, replay, probes, m);
     m.floor = probes.floor();
     m.round_trips = probes.round_trips();

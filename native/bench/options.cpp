@@ -60,6 +60,8 @@ std::string usage() {
          "              fixed pattern, so ratios to the transfer floor can be measured\n"
          "  --staging-piece-bytes N|max  the batched sessions' piece of the staged path (default 1048576,\n"
          "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
+         "  --staging-copy-threads N  the batched sessions' threads copying each piece, the caller's\n"
+         "              included (default: SAM3D_STAGING_COPY_THREADS, at most the hardware threads)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
@@ -151,6 +153,12 @@ Options parse_args(int argc, char ** argv) {
             o.modes = parse_modes(v);
         } else if (a == "--staging-piece-bytes") {
             o.staging_piece_bytes = parse_piece_bytes(a, v);
+        } else if (a == "--staging-copy-threads") {
+            const int n = parse_int(a, v, 1);
+            if (n > static_cast<int>(SAM3D_STAGING_COPY_THREADS_MAX)) {
+                die(1, a + " " + v + ": at most " + std::to_string(SAM3D_STAGING_COPY_THREADS_MAX));
+            }
+            o.staging_copy_threads = static_cast<unsigned>(n);
         } else {
             die(1, "unknown option " + a + "\n" + usage());
         }

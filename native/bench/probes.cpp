@@ -8,8 +8,10 @@
 #include "probes.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ggml-alloc.h"
@@ -91,6 +93,7 @@ struct Probes::State {
     uint8_t * staging = nullptr;
     std::vector<Copy> copies;
     size_t memcpy_up = 0, memcpy_down = 0, memcpy_descriptors_up = 0, memcpy_descriptors_down = 0;
+    unsigned memcpy_threads = 1;  // the 'on' session's copy threads (sam3d_session_copy_threads)
     float rt_host_heap = 0;
     Series f_up, f_down, f_both, cp, rt_down, rt_graph, rt_down_event, rt_graph_event, b2b;
     // The modes' GGML calls alone (transfer-only runs): every descriptor at its own aligned
@@ -383,16 +386,46 @@ struct Probes::State {
         return now_ms() - t0;
     }
 
-    double memcpy_sample() {
-        const double t0 = now_ms();
-        for (const Copy & c : copies) {
+    // Bytes [begin, end) of the concatenation of every staged copy, copied.
+    void copy_part(size_t begin, size_t end) {
+        size_t at = 0;
+        for (size_t i = 0; i < copies.size() && at < end; at += copies[i].size, ++i) {
+            const Copy & c = copies[i];
+            const size_t lo = std::max(begin, at), hi = std::min(end, at + c.size);
+            if (lo >= hi) continue;
             if (c.upload) {
-                std::memcpy(staging + c.staging_offset, call_src.data() + c.caller_offset, c.size);
+                std::memcpy(staging + c.staging_offset + (lo - at), call_src.data() + c.caller_offset + (lo - at), hi - lo);
             } else {
-                std::memcpy(call_dst.data() + c.caller_offset, staging + c.staging_offset, c.size);
+                std::memcpy(call_dst.data() + c.caller_offset + (lo - at), staging + c.staging_offset + (lo - at), hi - lo);
             }
         }
-        return now_ms() - t0;
+    }
+
+    // One image's staged copies on memcpy_threads threads, each a contiguous part of the bytes
+    // (the best split the core's copy threads can reach, docs/contract.md rule 2 "Copy
+    // threads"), timed from the moment every thread is running to the end of the last part.
+    double memcpy_sample() {
+        const size_t bytes = memcpy_up + memcpy_down;
+        const unsigned n = memcpy_threads;
+        std::atomic<unsigned> ready{0}, done{0};
+        std::atomic<bool> go{false};
+        std::vector<std::thread> workers;
+        for (unsigned k = 1; k < n; ++k) {
+            workers.emplace_back([&, k] {
+                ready.fetch_add(1);
+                while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+                copy_part(bytes / n * k, k + 1 == n ? bytes : bytes / n * (k + 1));
+                done.fetch_add(1, std::memory_order_release);
+            });
+        }
+        while (ready.load() != n - 1) std::this_thread::yield();
+        const double t0 = now_ms();
+        go.store(true, std::memory_order_release);
+        copy_part(0, n == 1 ? bytes : bytes / n);
+        while (done.load(std::memory_order_acquire) != n - 1) std::this_thread::yield();
+        const double ms = now_ms() - t0;
+        for (std::thread & w : workers) w.join();
+        return ms;
     }
 
     void compute() {
@@ -463,8 +496,10 @@ struct Probes::State {
 };
 
 Probes::Probes(ggml_backend_t backend, ggml_backend_dev_t dev, const Profile & profile, size_t staging_alignment,
-               int images, bool calls)
-    : s_(std::make_unique<State>(backend, dev, profile, staging_alignment, images, calls)) {}
+               unsigned copy_threads, int images, bool calls)
+    : s_(std::make_unique<State>(backend, dev, profile, staging_alignment, images, calls)) {
+    s_->memcpy_threads = std::max(1u, copy_threads);
+}
 Probes::~Probes() = default;
 
 void Probes::round(int image, bool timed) { s_->round(image, timed); }
@@ -525,11 +560,12 @@ json Probes::staging_memcpy() const {
                 {"upload_descriptors", s.memcpy_descriptors_up},
                 {"download_descriptors", s.memcpy_descriptors_down},
                 {"into_host_buffer", s.host != nullptr},
+                {"threads", s.memcpy_threads},
                 {"gb_per_s", gb_per_s(s.memcpy_up + s.memcpy_down, s.cp.best())},
                 {"what", "std::memcpy of every upload and download of the batched graphs between caller memory and "
-                         "staging (the host buffer type's memory), descriptor by descriptor at the alignment: the "
-                         "staged path's copies at plain memcpy speed; one sample per round, the smallest block "
-                         "median"}};
+                         "staging (the host buffer type's memory), descriptor by descriptor at the alignment, the "
+                         "bytes split into one contiguous part per copy thread of the 'on' session: the staged "
+                         "path's copies at plain memcpy speed; one sample per round, the smallest block median"}};
 }
 
 json Probes::ggml_calls() const {

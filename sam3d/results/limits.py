@@ -16,8 +16,9 @@ it too), all in ms per image:
 - RT: a round trip (extra.round_trips): rows with compute use the graph round trip (a one-node
   graph + synchronize), transfer-only rows the download round trip (4 bytes + synchronize).
 - G: the profile's graphs (83): one synchronization per call.
-- memcpy: a plain memcpy of the staged path's bytes, descriptor by descriptor
-  (extra.staging_memcpy.median_ms): the staged design's copies at memcpy speed. The staged path
+- memcpy: a plain memcpy of the staged path's bytes, descriptor by descriptor, on the 'on'
+  session's copy threads (extra.staging_memcpy.median_ms, .threads): the staged design's copies
+  at memcpy speed. The staged path
   copies in pieces, each piece's copy running while the previous piece transfers
   (docs/contract.md, rule 2), so copies and DMA overlap at best completely: the slower of the
   two counts (floor + memcpy was the limit while the copies ran before and after the DMA).

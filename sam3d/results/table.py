@@ -125,7 +125,7 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
     if any(row.get("x limit") for row in table):
         notes.append("x limit: median over the mode's modelled limit from the same run's measurements and the "
                      "profile (ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at "
-                     "plain memcpy speed (they overlap, piece by piece); zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
+                     "plain memcpy speed on the session's copy threads (they overlap, piece by piece); zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
                      "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
                      "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
                      "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "

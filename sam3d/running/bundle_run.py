@@ -283,7 +283,8 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, piece_bytes=None):
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=()):
+    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "")
     dst = out / f"{tag}.driver.json"
@@ -294,7 +295,7 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, pi
                              "--backend", backend, "--device", "0", "--images", str(images),
                              "--warmups", str(warmups), "--out", str(dst)]
                             + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
-                            + (["--staging-piece-bytes", piece_bytes] if piece_bytes else []),
+                            + list(staging),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None}
@@ -317,12 +318,17 @@ def main():
     p.add_argument("--staging-piece-bytes", metavar="N|max",
                    help="the batched sessions' piece of the staged path (sam3d_bench --staging-piece-bytes; "
                         "default: the core's)")
+    p.add_argument("--staging-copy-threads", metavar="N",
+                   help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
+                        "default: the core's)")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
     p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
     a = p.parse_args()
     names = a.variants or list(manifest["variants"])
+    staging = [x for flag, v in (("--staging-piece-bytes", a.staging_piece_bytes),
+                                 ("--staging-copy-threads", a.staging_copy_threads)) if v for x in (flag, v)]
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
         sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
@@ -370,8 +376,7 @@ def main():
                 what = "transfer-only replay" if transfer_only else "benchmark"
                 print(f"[{i}/{len(names)}] {name}: {backend} {what} ({a.modes or 'default modes'}; {a.warmups} warm-ups, "
                       f"{a.images} images)", flush=True)
-                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only,
-                              a.staging_piece_bytes)
+                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only, staging)
                 print(f"    exit {b['exit_code']} ({b['seconds']} s)"
                       + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
                 ok &= b["exit_code"] == 0
