@@ -71,7 +71,7 @@ struct Options {
     // default (SAM3D_STAGING_PIECE_BYTES) unless --staging-piece-bytes names one.
     size_t staging_piece_bytes = SAM3D_STAGING_PIECE_BYTES;
     // The batched sessions' options.staging_copy_threads (rule 2, "Copy threads"): 0, the core's
-    // default (SAM3D_STAGING_COPY_THREADS, at most the hardware threads), unless
+    // default (SAM3D_STAGING_COPY_THREADS, at most the processors), unless
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
 };

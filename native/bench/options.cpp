@@ -61,7 +61,7 @@ std::string usage() {
          "  --staging-piece-bytes N|max  the batched sessions' piece of the staged path (default 1048576,\n"
          "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
          "  --staging-copy-threads N  the batched sessions' threads copying each piece, the caller's\n"
-         "              included (default: SAM3D_STAGING_COPY_THREADS, at most the hardware threads)\n"
+         "              included (default: SAM3D_STAGING_COPY_THREADS, at most the processors)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;

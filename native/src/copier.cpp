@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <system_error>
 
 namespace sam3d {
 
@@ -34,8 +33,10 @@ Copier::Copier(unsigned threads) {
         try {
             Worker & w = workers_[i];
             w.thread = std::thread([this, &w] { run(w); });
-        } catch (const std::system_error &) {
-            break;  // fewer participants: the copies are the same, only slower
+        } catch (...) {
+            // std::system_error (no thread) or std::bad_alloc (no memory for its state): fewer
+            // participants, the same copies, only slower; the started ones are joined by ~Copier.
+            break;
         }
         started_ += 1;
     }
@@ -44,7 +45,7 @@ Copier::Copier(unsigned threads) {
 Copier::~Copier() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
+        stop_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
     for (unsigned i = 0; i < started_; ++i) {
@@ -74,8 +75,8 @@ void Copier::copy(const Span * spans, size_t n, size_t bytes) {
         copy_part(spans, n, 0, bytes);
         return;
     }
-    // Part k is [bytes * k / p, bytes * (k + 1) / p), each inner boundary rounded down to a
-    // cache line so that no two threads write one line; part 0 is the caller's.
+    // Part k starts at bytes / p * k rounded down to 64 bytes of the run (the last part takes the
+    // remainder); part 0 is the caller's.
     const auto edge = [&](unsigned k) { return k == p ? bytes : (bytes / p * k) & ~size_t(63); };
     spans_ = spans;
     n_ = n;
@@ -113,7 +114,7 @@ void Copier::run(Worker & w) {
         for (unsigned spins = 0; g == seen; ++spins) {
             pause();
             if (spins % 64 == 63) {
-                if (std::chrono::steady_clock::now() >= until) {
+                if (stop_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() >= until) {
                     break;
                 }
                 std::this_thread::yield();  // a machine with fewer cores than threads runs the caller
@@ -123,7 +124,9 @@ void Copier::run(Worker & w) {
         if (g == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
             sleepers_ += 1;
-            wake_.wait(lock, [&] { return stop_ || w.posted.load(std::memory_order_acquire) != seen; });
+            wake_.wait(lock, [&] {
+                return stop_.load(std::memory_order_relaxed) || w.posted.load(std::memory_order_acquire) != seen;
+            });
             sleepers_ -= 1;
             g = w.posted.load(std::memory_order_acquire);
             if (g == seen) {

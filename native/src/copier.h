@@ -38,7 +38,8 @@ public:
     // How many participants a copy of `bytes` uses: one per kMinPartBytes, at most threads().
     unsigned parts(size_t bytes) const;
     // Copies spans[0, n) (`bytes`: their sizes' sum), the bytes split into parts(bytes)
-    // contiguous parts of about equal size; part 0 on the caller's thread. Returns when every
+    // contiguous parts of about equal size (edges on 64-byte offsets of the run, not of the
+    // addresses); part 0 on the caller's thread. Returns when every
     // byte is copied: what the workers wrote is visible to the caller (and to what it calls
     // next, GGML included).
     void copy(const Span * spans, size_t n, size_t bytes);
@@ -60,10 +61,10 @@ private:
     const Span * spans_ = nullptr;  // the copy in progress, written before a part is posted
     size_t n_ = 0;
     uint64_t generation_ = 0;
-    std::mutex mutex_;  // guards sleepers_ and stop_, with `wake_`
+    std::mutex mutex_;  // guards sleepers_, and stop_'s store, with `wake_`
     std::condition_variable wake_;
     unsigned sleepers_ = 0;
-    bool stop_ = false;
+    std::atomic<bool> stop_{false};  // also read by spinning workers, without the lock
 };
 
 }  // namespace sam3d

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace sam3d {
 
 namespace {
@@ -127,15 +131,28 @@ sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props &
 
 namespace {
 
+// The processors this process may run on: its CPU affinity (sched_getaffinity, which a
+// container's cpuset narrows) where the system has one, else std::thread::hardware_concurrency
+// (0 where unknown).
+unsigned processors() {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        return static_cast<unsigned>(CPU_COUNT(&set));
+    }
+#endif
+    return std::thread::hardware_concurrency();
+}
+
 // The copy threads of options.staging_copy_threads (validated): as asked, or for 0
-// SAM3D_STAGING_COPY_THREADS, at most the hardware threads (std::thread::hardware_concurrency,
-// where it knows them): more threads than cores only wait for each other.
+// SAM3D_STAGING_COPY_THREADS, at most processors(): more threads than processors only wait for
+// each other.
 unsigned copy_threads(unsigned option) {
     if (option != 0) {
         return option;
     }
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw != 0 ? std::min(SAM3D_STAGING_COPY_THREADS, hw) : SAM3D_STAGING_COPY_THREADS;
+    const unsigned n = processors();
+    return n != 0 ? std::min(SAM3D_STAGING_COPY_THREADS, n) : SAM3D_STAGING_COPY_THREADS;
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
+#include <sched.h>
 
 #include "cases.h"
 #include "deferred.h"
@@ -295,14 +295,16 @@ TEST_P(Pieces, EveryCopyThreadCountGivesTheSameBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Pieces, testing::ValuesIn(rig::kinds()), rig::param_name);
 
-// The copy threads a session reports: as asked (up to 64), the default at most the hardware
-// threads, 1 where the session never stages; 65 is refused, naming the field.
+// The copy threads a session reports: as asked (up to 64), the default at most the processors
+// the test may run on (its affinity), 1 where the session never stages; 65 is refused, naming
+// the field.
 TEST_F(PiecesOrder, CopyThreadsAreWhatTheOptionAsked) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    const unsigned hw = std::thread::hardware_concurrency();
-    EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0))),
-              hw != 0 ? std::min(SAM3D_STAGING_COPY_THREADS, hw) : SAM3D_STAGING_COPY_THREADS);
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    const unsigned cpus = static_cast<unsigned>(CPU_COUNT(&set));
+    EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0))), std::min(SAM3D_STAGING_COPY_THREADS, cpus));
     EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0, 3))), 3u);
     EXPECT_EQ(sam3d_session_copy_threads(r.session(pieces_of(0, SAM3D_STAGING_COPY_THREADS_MAX))),
               SAM3D_STAGING_COPY_THREADS_MAX);

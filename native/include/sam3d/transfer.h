@@ -32,7 +32,7 @@ extern "C" {
 #define SAM3D_STAGING_PIECE_BYTES ((size_t)1048576)
 
 // The staged path's copy threads (rule 2): by default the caller's thread and up to 7 workers
-// copy each piece (at most the machine's hardware threads); an option may ask for up to 64.
+// copy each piece (at most the processors the process may run on); an option may ask for up to 64.
 #define SAM3D_STAGING_COPY_THREADS 8u
 #define SAM3D_STAGING_COPY_THREADS_MAX 64u
 
