@@ -501,11 +501,7 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
     }
     if (c.status == SAM3D_OK && !c.copies.empty()) {
         const uint64_t t0 = now_ns();
-        size_t bytes = 0;
-        for (const Span & k : c.copies) {
-            bytes += k.size;
-        }
-        s.copier->copy(c.copies.data(), c.copies.size(), bytes);
+        s.copier->copy(c.copies.data(), c.copies.size());
         s.counters.copy_ns += now_ns() - t0;
     }
     const sam3d_status st = c.status;

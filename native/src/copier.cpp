@@ -69,7 +69,11 @@ void Copier::copy_part(const Span * spans, size_t n, size_t begin, size_t end) {
     }
 }
 
-void Copier::copy(const Span * spans, size_t n, size_t bytes) {
+void Copier::copy(const Span * spans, size_t n) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+        bytes += spans[i].size;
+    }
     const unsigned p = parts(bytes);
     if (p == 1) {
         copy_part(spans, n, 0, bytes);

@@ -37,12 +37,12 @@ public:
     unsigned threads() const { return 1 + started_; }
     // How many participants a copy of `bytes` uses: one per kMinPartBytes, at most threads().
     unsigned parts(size_t bytes) const;
-    // Copies spans[0, n) (`bytes`: their sizes' sum), the bytes split into parts(bytes)
+    // Copies spans[0, n), their bytes (the sizes' sum) split into parts(bytes)
     // contiguous parts of about equal size (edges on 64-byte offsets of the run, not of the
     // addresses); part 0 on the caller's thread. Returns when every
     // byte is copied: what the workers wrote is visible to the caller (and to what it calls
     // next, GGML included).
-    void copy(const Span * spans, size_t n, size_t bytes);
+    void copy(const Span * spans, size_t n);
 
     // Copies the bytes [begin, end) of the concatenation of spans[0, n).
     static void copy_part(const Span * spans, size_t n, size_t begin, size_t end);

@@ -65,12 +65,10 @@ size_t download_piece_end(const Session & s, const sam3d_call & c, size_t i) {
 
 void stage_inputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
     s.spans.clear();  // capacity reserved before submission
-    size_t bytes = 0;
     for (size_t i = begin; i < end; ++i) {
         s.spans.push_back({const_cast<uint8_t *>(s.up_ptrs[i]), c.uploads[i].src, c.uploads[i].size});
-        bytes += c.uploads[i].size;
     }
-    s.copier->copy(s.spans.data(), s.spans.size(), bytes);
+    s.copier->copy(s.spans.data(), s.spans.size());
 }
 
 void enqueue_uploads(Session & s, const sam3d_call & c, size_t begin, size_t end) {
@@ -93,12 +91,10 @@ void enqueue_downloads(Session & s, const sam3d_call & c, size_t begin, size_t e
 
 void copy_outputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
     s.spans.clear();  // capacity reserved before submission
-    size_t bytes = 0;
     for (size_t i = begin; i < end; ++i) {
         s.spans.push_back({c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size});
-        bytes += c.downloads[i].size;
     }
-    s.copier->copy(s.spans.data(), s.spans.size(), bytes);
+    s.copier->copy(s.spans.data(), s.spans.size());
 }
 
 }  // namespace sam3d

@@ -75,6 +75,15 @@ void event_synchronize(ggml_backend_event_t e) {
     }
 }
 
+// The deferred queue with events, every transfer and event call seen by g_seen.
+void watch(Rig & r) {
+    deferred::install_with_events(r.seam());
+    r.seam().tensor_set_async = set_async;
+    r.seam().tensor_get_async = get_async;
+    r.seam().event_record = event_record;
+    r.seam().event_synchronize = event_synchronize;
+}
+
 // kTensors tensors; one call uploads input i into tensor i and downloads it back into output i
 // (an in-order queue: the download reads what the upload wrote).
 struct Roundtrip {
@@ -156,11 +165,7 @@ class PiecesOrder : public testing::Test {
 TEST_F(PiecesOrder, EachPieceTransfersWhileTheNextIsCopied) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    deferred::install_with_events(r.seam());
-    r.seam().tensor_set_async = set_async;
-    r.seam().tensor_get_async = get_async;
-    r.seam().event_record = event_record;
-    r.seam().event_synchronize = event_synchronize;
+    watch(r);
     Roundtrip w(r);
     r.alloc();
     sam3d_session * s = r.session(pieces_of(kBytes));
@@ -195,11 +200,7 @@ TEST_F(PiecesOrder, EachPieceTransfersWhileTheNextIsCopied) {
 TEST_F(PiecesOrder, OnePieceStagesEverythingFirstAndMakesNoEvent) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    deferred::install_with_events(r.seam());
-    r.seam().tensor_set_async = set_async;
-    r.seam().tensor_get_async = get_async;
-    r.seam().event_record = event_record;
-    r.seam().event_synchronize = event_synchronize;
+    watch(r);
     Roundtrip w(r);
     r.alloc();
     sam3d_session * s = r.session(pieces_of(SIZE_MAX));
