@@ -57,7 +57,7 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     """Builds, runs and reports; returns the exit status (0 only when every result is ok).
 
     Each run writes generated/diagnostics/<run-name>/: one result file per (variant, backend)
-    (schema sam3d-bench-result/1), logs/ (driver output and stderr, build logs), the table and
+    (schema sam3d-bench-result/3), logs/ (driver output and stderr, build logs), the table and
     the evidence folder. A variant that fails to build or run keeps a result file with status
     "failed" and the reason; a run with any failure is kept, marked as not accepted evidence."""
     t_start = time.monotonic()

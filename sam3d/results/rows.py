@@ -1,6 +1,6 @@
 """The rows every reading of results shares: one per batching mode of each result.
 
-Results are dicts in schema sam3d-bench-result/1 (results/schema.py). The table order is the
+Results are dicts in schema sam3d-bench-result/3 (results/schema.py). The table order is the
 variant list's, then backend, device, host, input order, then the schema's batching order.
 """
 
