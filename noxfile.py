@@ -1,7 +1,9 @@
 """Nox sessions: thin wrappers over `python -m sam3d` (the logic lives in the sam3d package).
 
-Each session is one function calling one command of sam3d/cli/main.py; a new command (for
-example a mutation run) gets its session here, next to the others (README, "Architecture").
+Each session is one function running sam3d commands of sam3d/cli/main.py (one, except `tests`:
+build, pytest, ctest); a new command (for example a mutation run) gets its session here, next
+to the others (docs/architecture.md). The sessions table of docs/commands.md is generated from
+this file (`python -m sam3d generate`).
 
 Sessions run in the environment made by ci/bootstrap.sh from requirements.lock, so every
 tool is the locked one. Arguments after `--` go straight to the sam3d command, e.g.
@@ -44,30 +46,30 @@ def _sam3d(session: nox.Session, *args: str) -> None:
 
 @nox.session(tags=["build"])
 def build(session: nox.Session) -> None:
-    """Build GGML and the core in every variant (or the ones named)."""
+    """Build GGML and the core in the default set's variants (or the ones named)."""
     _sam3d(session, "build")
 
 
 @nox.session(tags=["publish"])
 def publish(session: nox.Session) -> None:
-    """Upload each variant's GGML and core packages to the Conan remote (SAM3D_CONAN_REMOTE)."""
+    """Upload the GGML and core packages of the default set's variants (or the ones named) to the Conan remote."""
     _sam3d(session, "publish")
 
 
 @nox.session(tags=["test"])
 def sanitize(session: nox.Session) -> None:
-    """Run `ctest -L normal` in every sanitizer variant; any sanitizer report fails."""
+    """Run `ctest -L normal` in the default set's sanitizer variants (or the ones named); any report fails."""
     _sam3d(session, "ctest", "--sanitizers-only", "-L", "normal")
 
 
 @nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
-    """Build every variant, run the pytest suite, then `ctest -L normal` in the uninstrumented ones.
+    """Build the default set, run the pytest suite, then `ctest -L normal` in its uninstrumented variants.
 
-    Those are the default set's variants without a sanitizer (release, cuda-release); the
-    sanitize session runs the others."""
+    Three commands: `sam3d build`, pytest (arguments after `--` go to it) and `sam3d ctest`; the
+    sanitize session tests the default set's sanitizer variants."""
     _check_env(session)
-    from sam3d.core.variants import select  # the one list; importable once _check_env passed
+    from sam3d.core.variants import select  # the registry; importable once _check_env passed
 
     session.run("python", "-m", "sam3d", "build", external=True)
     session.run("python", "-m", "pytest", "tests", "--junitxml=build/reports/pytest.xml", *session.posargs,
@@ -78,7 +80,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(tags=["fuzz"])
 def fuzz(session: nox.Session) -> None:
-    """Build the fuzz variant and fuzz the C API over native/fuzz's seeds (`-- --max-total-time 600`).
+    """Build the variant with the fuzz role and fuzz the C API over native/fuzz's seeds (`-- --max-total-time 600`).
 
     A failing input lands in build/fuzz/artifacts/."""
     _sam3d(session, "fuzz")
@@ -102,18 +104,19 @@ def report(session: nox.Session) -> None:
 
 @nox.session(tags=["device"])
 def device(session: nox.Session) -> None:
-    """Run `ctest -L device` in the GPU variants (Vulkan and CUDA) on a GPU machine with the build tools.
+    """Run `ctest -L device` in the variants with the device role on a GPU machine with the build tools.
 
-    The variants come from the variant list. Without a GPU every case reports "skipped: no GPU"."""
+    The variants come from the registry (sam3d/core/variants.py). Without a GPU every case reports
+    "skipped: no GPU"."""
     _check_env(session)
-    from sam3d.core.variants import gpu_variants  # the one list; importable once _check_env passed
+    from sam3d.core.variants import DEVICE, with_role  # the registry; importable once _check_env passed
 
-    _sam3d(session, "ctest", "-L", "device", *(v.name for v in gpu_variants()))
+    _sam3d(session, "ctest", "-L", "device", *(v.name for v in with_role(DEVICE)))
 
 
 @nox.session(tags=["bundle"])
 def bundle(session: nox.Session) -> None:
-    """Pack the GPU variants (Vulkan and CUDA) into build/bundle/sam3d-device.tar.gz for a GPU machine.
+    """Pack the variants with the bundle role (or the GPU variants named) into build/bundle/sam3d-device.tar.gz.
 
     One bundle per variant instead when one would pass 64 MiB compressed.
 
@@ -124,5 +127,7 @@ def bundle(session: nox.Session) -> None:
 
 @nox.session(tags=["mutants"])
 def mutants(session: nox.Session) -> None:
-    """Mutation check of the core: every mutant in native/mutants.toml must be killed by its variant's normal suite."""
+    """Mutation check of the core: every mutant in native/mutants.toml must be killed by its variant's normal suite.
+
+    Ends with a table of the killers; a CI workflow job (too long for .ci/run)."""
     _sam3d(session, "mutants")

@@ -1,8 +1,9 @@
 """The CI matrix and the completeness check of .github/workflows/variants.yml.
 
-The matrix is generated from the variant list (core/variants.py records(), which `python -m
-sam3d variants --json` prints): one job per variant and container, so adding a variant to
-sam3d/core/variants.py adds its jobs with no other edit. Each job's results travel as the artifact ``results-<variant>-<os>``,
+The matrix is generated from the variant registry (core/variants.py records(), which `python -m
+sam3d variants --json` prints): one job per variant that declares the ci role and per
+container, so a registry entry with that role gets its jobs with no other edit. Each job's
+results travel as the artifact ``results-<variant>-<os>``,
 whose evidence folder is ``ci-<variant>-<os>`` (the bench run name); the final job downloads
 every ``results-*`` artifact into one folder and checks here that each expected job left an
 accepted result file before the merged table counts as complete.
@@ -71,11 +72,15 @@ def _name(v: object) -> str:
 def matrix(records: Sequence[Mapping] | None = None,
            containers: Mapping[str, str] = CONTAINERS) -> dict:
     """The GitHub Actions matrix ({"include": [...]}) for the variant records, one entry per
-    variant and container, in variant-list order."""
+    variant with the ci role and per container, in registry order."""
     if records is None:
         records = _variants.records()
+    if any("roles" not in r for r in records):
+        raise Sam3dError("variant records without roles: make them with `python -m sam3d variants --json`")
     include = []
     for r in records:
+        if _variants.CI not in r["roles"]:
+            continue
         for os_slug, image in containers.items():
             e = Expected(r["name"], os_slug)
             include.append({
@@ -90,16 +95,16 @@ def matrix(records: Sequence[Mapping] | None = None,
                 "artifact": e.artifact,
             })
     if not include:
-        raise Sam3dError("the variant list is empty: no CI jobs to run")
+        raise Sam3dError("no variant declares the ci role: no CI jobs to run")
     return {"include": include}
 
 
 def expected_results(variants: Iterable | None = None,
                      containers: Iterable[str] = CONTAINERS) -> list[Expected]:
     """The (variant, os) results the merge must find: variants are Variant objects, records of
-    `variants --json`, or names (all of sam3d.variants.VARIANTS when None)."""
+    `variants --json`, or names (the variants with the ci role when None)."""
     if variants is None:
-        variants = _variants.VARIANTS
+        variants = _variants.with_role(_variants.CI)
     oses = list(containers)
     return [Expected(_name(v), o) for v in variants for o in oses]
 
@@ -125,14 +130,14 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
     its path. Each expected job needs at least one result of its own variant, and every
     result must have status "ok" (a failed run keeps its file, marked as not accepted).
-    With require_gpu, the results-gpu artifact must hold an accepted result of every GPU
-    variant of the variant list on each of its GPU backends (Vulkan, CUDA).
+    With require_gpu, the results-gpu artifact must hold an accepted result of every variant
+    with the bundle role (what the GPU job's bundle packs) on each of its GPU backends.
     """
     if expected is None:
         expected = expected_results()
     problems: list[str] = []
     found: dict[Expected, int] = {e: 0 for e in expected}
-    gpu_ok: dict[tuple[str, str], int] = {(v.name, b): 0 for v in _variants.gpu_variants()
+    gpu_ok: dict[tuple[str, str], int] = {(v.name, b): 0 for v in _variants.with_role(_variants.BUNDLE)
                                           for b in v.backends if b != "CPU"}
     for f in files:
         f = Path(f)

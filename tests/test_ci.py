@@ -57,7 +57,7 @@ def test_matrix_from_the_cli_has_one_entry_per_variant_and_container(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert line.count("\n") == 1, "GITHUB_OUTPUT needs the matrix on one line"
     m = json.loads(line)
-    assert [(e["variant"], e["os"]) for e in m["include"]] == _expected_pairs(variants.VARIANTS)
+    assert [(e["variant"], e["os"]) for e in m["include"]] == _expected_pairs(variants.with_role(variants.CI))
     by_name = {v.name: v for v in variants.VARIANTS}
     for e in m["include"]:
         v = by_name[e["variant"]]
@@ -66,21 +66,23 @@ def test_matrix_from_the_cli_has_one_entry_per_variant_and_container(tmp_path):
         assert e["run_name"] == f"ci-{v.name}-{e['os']}" and e["artifact"] == f"results-{v.name}-{e['os']}"
     assert {e["container"] for e in m["include"]} == {"debian:12", "debian:13"}
     assert [e["variant"] for e in m["include"] if e["sanitize"]] == \
-        [v.name for v in variants.sanitizer_variants() for _ in ci.CONTAINERS]
+        [v.name for v in variants.with_role(variants.CI) if v.sanitizer for _ in ci.CONTAINERS]
 
 
 def test_adding_a_variant_changes_the_matrix_with_no_other_edit(monkeypatch):
     before = ci.matrix()
     extra = variants.Variant(name="cpu-asan-o2", summary="CPU backend, ASan, -O2", build_type="Debug",
-                             opt_flags=("-O2", "-g"), sanitizer="Address")
-    monkeypatch.setattr(variants, "VARIANTS", variants.VARIANTS + (extra,))
-    after = ci.matrix()  # from the variant list's records, as `python -m sam3d variants --json` prints them
+                             opt_flags=("-O2", "-g"), roles=(variants.CI,), sanitizer="Address")
+    idle = variants.Variant(name="cpu-idle", summary="CPU backend, no role", build_type="Release",
+                            opt_flags=("-O2",), roles=())
+    monkeypatch.setattr(variants, "VARIANTS", variants.VARIANTS + (extra, idle))
+    after = ci.matrix()  # from the registry's records, as `python -m sam3d variants --json` prints them
     new = [e for e in after["include"] if e not in before["include"]]
     assert len(after["include"]) == len(before["include"]) + len(ci.CONTAINERS)
     assert [(e["variant"], e["os"], e["sanitize"]) for e in new] == \
         [("cpu-asan-o2", o, True) for o in ci.CONTAINERS]
-    assert _pairs(ci.expected_results()) == {(v.name, o) for v in variants.VARIANTS
-                                                      for o in ci.CONTAINERS}
+    assert _pairs(ci.expected_results()) == {(v.name, o) for v in variants.VARIANTS if variants.CI in v.roles
+                                             for o in ci.CONTAINERS}
     assert ("cpu-asan-o2", "debian13") in _pairs(ci.expected_results())
     # ... and the workflow names no variant, so nothing else needs the edit.
     text = WORKFLOW.read_text()
@@ -182,7 +184,7 @@ def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cac
 
 def test_expected_results_one_per_variant_and_container():
     es = ci.expected_results()
-    assert [(e.variant, e.os) for e in es] == _expected_pairs(variants.VARIANTS)
+    assert [(e.variant, e.os) for e in es] == _expected_pairs(variants.with_role(variants.CI))
     assert ci.expected_results(["a"], ["debian12"]) == [ci.Expected("a", "debian12")]
     assert ci.expected_results([{"name": "a"}], ["x"])[0].run_name == "ci-a-x"
 
@@ -232,19 +234,19 @@ def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path):
     _lay_out(tmp_path, es)
     files = ci.result_files(tmp_path)
     assert ci.check_complete(files, es, require_gpu=False) == []
-    # Every GPU variant of the variant list, on each of its GPU backends.
-    want = [(v.name, b) for v in variants.gpu_variants() for b in v.backends if b != "CPU"]
-    assert want == [("vulkan-ubsan", "Vulkan"), ("release", "Vulkan"), ("cuda-release", "CUDA"),
-                    ("cuda-asan", "CUDA")]
+    # Every variant with the bundle role (what the GPU job's bundle packs), on each of its GPU backends.
+    want = [(v.name, b) for v in variants.with_role(variants.BUNDLE) for b in v.backends if b != "CPU"]
+    assert want and all(b in ("Vulkan", "CUDA") for _, b in want)
     assert ci.check_complete(files, es, require_gpu=True) == [
         f"missing result: {v} {b} from the GPU job (no accepted result in artifact results-gpu)" for v, b in want]
     (tmp_path / "results-gpu").mkdir()
     for v, b in want[:-1]:
         (tmp_path / "results-gpu" / f"{v}-{b}.json").write_text(json.dumps(_result(v, backend=b)))
+    last_v, last_b = want[-1]
     assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == [
-        "missing result: cuda-asan CUDA from the GPU job (no accepted result in artifact results-gpu)"]
-    (tmp_path / "results-gpu" / "cuda-asan-CUDA.json").write_text(
-        json.dumps(_result("cuda-asan", backend="CUDA (transfer-only)")))
+        f"missing result: {last_v} {last_b} from the GPU job (no accepted result in artifact results-gpu)"]
+    (tmp_path / "results-gpu" / f"{last_v}-{last_b}.json").write_text(
+        json.dumps(_result(last_v, backend=f"{last_b} (transfer-only)")))
     assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == []
 
 
@@ -276,7 +278,7 @@ def test_check_cli_exit_status(tmp_path, capsys):
 def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
     """Three real result files from one local bench run (cpu-asan CPU, release CPU, release
     Vulkan), spread over per-job artifact folders as CI uploads them, merge into the same table
-    the local run printed. Needs the drivers built (`nox -s tests` builds every variant)."""
+    the local run printed. Needs the drivers built (`nox -s tests` builds the default set)."""
     import os
 
     from sam3d.cli import bench

@@ -1,8 +1,9 @@
-"""The variant list and the Conan profiles generated from it."""
+"""The variant registry (invariants over it, never its list of names) and the Conan profiles made from it."""
 
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -11,38 +12,64 @@ from sam3d.core import paths, variants
 from sam3d.tools import conan
 
 
-def test_required_variants_and_their_flags():
-    assert variants.NAMES == ("cpu-asan", "cpu-tsan", "vulkan-ubsan", "release", "cuda-release", "cuda-asan")
-    asan = variants.get("cpu-asan")
-    assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
-    assert (asan.asan, asan.ubsan, asan.tsan, asan.vulkan) == (True, True, False, False)
-    tsan = variants.get("cpu-tsan")
-    assert tsan.compile_flags == ("-O1", "-g", "-fsanitize=thread")
-    assert (tsan.asan, tsan.ubsan, tsan.tsan, tsan.vulkan, tsan.build_type) == (False, False, True, False, "Debug")
-    ub = variants.get("vulkan-ubsan")
-    assert ub.compile_flags == ("-O2", "-g", "-DNDEBUG", "-fsanitize=undefined")
-    assert (ub.asan, ub.ubsan, ub.tsan, ub.vulkan, ub.compiler) == (False, True, False, True, "clang")
-    assert (asan.compiler, tsan.compiler, variants.get("release").compiler) == ("clang", "gcc", "gcc")
-    assert [v.name for v in variants.VARIANTS if v.fuzz] == ["cpu-asan"]
-    rel = variants.get("release")
-    assert rel.compile_flags == ("-O2", "-DNDEBUG")
-    assert (rel.sanitizer, rel.tsan, rel.vulkan, rel.backends) == (None, False, True, ("CPU", "Vulkan"))
+def test_the_registry_is_consistent():
+    assert variants.problems() == []
 
 
-def test_cuda_variants_and_their_flags():
-    rel = variants.get("cuda-release")
-    assert (rel.build_type, rel.compile_flags, rel.sanitizer) == ("Release", ("-O2", "-DNDEBUG"), None)
-    assert (rel.cuda, rel.vulkan, rel.backends, rel.cuda_architectures) == (True, False, ("CPU", "CUDA"), "90-real")
-    assert rel.cuda_flags == ("-O2", "-DNDEBUG")
-    asan = variants.get("cuda-asan")
-    assert asan.compile_flags == ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
-    assert (asan.asan, asan.ubsan, asan.cuda, asan.compiler) == (True, True, True, "gcc")
-    # nvcc takes -O and -g itself (host code); the rest reaches the host compiler, one
-    # -fsanitize= per sanitizer since -Xcompiler splits its value at commas.
-    assert asan.cuda_flags == ("-O1", "-g", "-Xcompiler=-fno-omit-frame-pointer", "-Xcompiler=-fsanitize=address",
-                               "-Xcompiler=-fsanitize=undefined")
-    assert [v.name for v in variants.gpu_variants()] == ["vulkan-ubsan", "release", "cuda-release", "cuda-asan"]
-    assert not any(v.cuda for v in variants.VARIANTS[:4])
+def test_flags_follow_the_sanitizers_and_the_build_type():
+    for v in variants.VARIANTS:
+        cfg = v.opt_flags + (() if v.build_type == "Debug" else ("-DNDEBUG",))
+        san = ("-fsanitize=" + ",".join(s.fsanitize for s in v.sanitizers),) if v.sanitizer else ()
+        assert v.compile_flags == cfg + san, v.name
+        assert (v.asan, v.ubsan, v.tsan) == tuple(variants.sanitizer(k) in v.sanitizers
+                                                  for k in ("address", "undefined", "thread"))
+        assert v.backends == ("CPU",) + (("Vulkan",) if v.vulkan else ()) + (("CUDA",) if v.cuda else ())
+        assert v.canaries == tuple(s.canary for s in v.sanitizers)
+
+
+def test_cuda_flags_give_nvcc_its_own_and_the_host_compiler_the_rest():
+    for v in variants.VARIANTS:
+        own = [f for f in v.config_flags if f.startswith(("-O", "-D")) or f == "-g"]
+        host = [f for f in v.config_flags if f not in own]
+        # -Xcompiler splits its value at commas: one -fsanitize= per sanitizer.
+        want = own + [f"-Xcompiler={f}" for f in host] + [f"-Xcompiler=-fsanitize={s.fsanitize}" for s in v.sanitizers]
+        assert list(v.cuda_flags) == want, v.name
+        assert not any("," in f for f in v.cuda_flags if f.startswith("-Xcompiler="))
+
+
+def test_roles_are_declared_and_what_each_needs_is_checked():
+    fuzz = variants.with_role(variants.FUZZ)
+    assert len(fuzz) == 1 and fuzz[0].compiler == "clang" and fuzz[0].asan
+    for role in (variants.BUNDLE, variants.DEVICE):
+        assert all(v.gpu for v in variants.with_role(role))
+    assert all(v.built for v in variants.VARIANTS if v.roles)
+    assert variants.select(None) == variants.with_role(variants.DEFAULT)
+    # A role is declared, never inferred: a second Clang+ASan variant does not take the fuzz role ...
+    twin = replace(fuzz[0], name="twin", roles=(variants.CI,))
+    assert variants.problems(variants.VARIANTS + (twin,)) == [] and not twin.fuzz
+    # ... and the checks catch what cannot work.
+    bad = [replace(fuzz[0], name="b1", roles=(variants.FUZZ,)),
+           replace(fuzz[0], name="b2", roles=(variants.BUNDLE,)),
+           replace(fuzz[0], name="b3", roles=(variants.CI,), built=False),
+           replace(fuzz[0], name="b4", roles=(), sanitizer="Memory")]
+    found = variants.problems(variants.VARIANTS + tuple(bad))
+    assert any("2 variants declare the fuzz role" in p for p in found)
+    assert any(p.startswith("b2: the bundle and device roles need a GPU") for p in found)
+    assert any(p.startswith("b3: not yet built") for p in found)
+    assert any(p.startswith("b4: compiler.sanitizer 'Memory'") for p in found)
+
+
+def test_sanitizer_settings_are_their_sanitizers_parts():
+    keys = [s.key for s in variants.SANITIZERS]
+    for setting, parts in variants.SANITIZER_SETTINGS.items():
+        assert setting == "".join(variants.sanitizer(k).conan for k in sorted(parts, key=keys.index))
+    assert {v.sanitizer for v in variants.sanitizer_variants()} <= set(variants.SANITIZER_SETTINGS)
+
+
+def test_gpu_variants_are_those_with_a_gpu_backend():
+    assert variants.gpu_variants() == [v for v in variants.VARIANTS if v.vulkan or v.cuda]
+    for v in variants.VARIANTS:
+        assert v.ggml_switches == {s.ggml_switch: s in v.sanitizers and not v.cuda for s in variants.SANITIZERS}
 
 
 def test_cuda_profile_names_the_toolkit_and_the_architectures(tmp_path):
@@ -51,7 +78,7 @@ def test_cuda_profile_names_the_toolkit_and_the_architectures(tmp_path):
         p = _profile_dict(conan.profile_text(v, "12", None, tk if v.cuda else None))
         o, c = p["options"], p["conf"]
         assert o["ggml/*:cuda"] == o["sam3d-core/*:cuda"] == str(v.cuda)
-        assert o.get("ggml/*:cuda_architectures") == ("90-real" if v.cuda else None)
+        assert o.get("ggml/*:cuda_architectures") == (v.cuda_architectures if v.cuda else None)
         assert c.get("user.sam3d:cuda_toolkit") == (str(tk.root) if v.cuda else None)
         assert c.get("user.sam3d:cuda_toolkit_id") == ("cuda-13.0.88-abc" if v.cuda else None)
         flags = eval(c["tools.cmake.cmaketoolchain:extra_variables"])  # a Python literal, as Conan reads it
@@ -62,11 +89,11 @@ def test_cuda_profile_names_the_toolkit_and_the_architectures(tmp_path):
 
 
 def test_every_sanitizer_setting_is_a_conan_setting():
-    """Each compiler.sanitizer value a variant uses is declared in conan/settings_user.yml."""
+    """Each compiler.sanitizer value of the registry is declared in conan/settings_user.yml."""
     declared = yaml.safe_load((paths.root() / "conan" / "settings_user.yml").read_text())["compiler"]
     for v in variants.sanitizer_variants():
         assert v.sanitizer in declared[v.compiler]["sanitizer"], v.name
-    assert set(variants.SANITIZER_FLAGS) <= set(declared["gcc"]["sanitizer"]) & set(declared["clang"]["sanitizer"])
+    assert set(variants.SANITIZER_SETTINGS) <= set(declared["gcc"]["sanitizer"]) & set(declared["clang"]["sanitizer"])
 
 
 def test_names_are_unique_and_profiles_distinct():
@@ -85,9 +112,11 @@ def test_unknown_variant_lists_valid_names():
 
 
 def test_select_keeps_list_order():
-    assert [v.name for v in variants.select(["release", "cpu-asan"])] == ["cpu-asan", "release"]
+    names = list(variants.NAMES)
+    assert variants.select(names[::-1]) == list(variants.VARIANTS)
     assert variants.select([]) == [v for v in variants.VARIANTS if v.default_local]
-    assert variants.select(["cuda-asan"]) == [variants.get("cuda-asan")]  # built by name always
+    for v in variants.VARIANTS:
+        assert variants.select([v.name]) == [v]  # any variant by name, with or without roles
 
 
 def test_cli_unknown_variant_fails_at_once():
@@ -95,7 +124,7 @@ def test_cli_unknown_variant_fails_at_once():
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "unknown variant 'no-such-variant'" in r.stderr + r.stdout
-    assert "cpu-asan, cpu-tsan, vulkan-ubsan, release, cuda-release, cuda-asan" in r.stderr + r.stdout
+    assert ", ".join(variants.NAMES) in r.stderr + r.stdout
 
 
 def _profile_dict(text):
@@ -142,21 +171,28 @@ def test_vulkan_include_dir_only_in_vulkan_profiles(tmp_path):
         assert (f"user.sam3d:vulkan_include_dir={tmp_path}" in text) == v.vulkan
 
 
-def lsan_entries_breaking_the_rule(text: str) -> list[str]:
-    """The entries of an lsan.supp that break its rule (its header): an entry is `leak:<frame>`
-    naming a frame in libcuda, libcudart or libcublas, right after a comment giving its cause."""
+def entries_breaking_the_rule(text: str, may_name: str) -> list[str]:
+    """The entries of a suppression file that break its sanitizer's rule (variants.SANITIZERS
+    may_suppress): an entry is `<kind>:<frame>` naming what ``may_name`` matches, right after a
+    comment giving its cause."""
     bad, previous = [], ""
     for line in (ln.strip() for ln in text.splitlines()):
         if line and not line.startswith("#"):
-            m = re.fullmatch(r"leak:(\S+)", line)
-            if not m or not re.search(r"libcuda\b|libcudart|libcublas", m.group(1)) or not previous.startswith("#"):
+            m = re.fullmatch(r"[\w-]+:(\S+)", line)
+            if not m or not re.search(may_name, m.group(1)) or not previous.startswith("#"):
                 bad.append(line)
         previous = line
     return bad
 
 
-def test_lsan_suppressions_name_only_nvidia_runtime_frames_each_with_its_cause():
-    assert lsan_entries_breaking_the_rule((paths.root() / "native" / "sanitizers" / "lsan.supp").read_text()) == []
+@pytest.mark.parametrize("s", variants.SANITIZERS, ids=lambda s: s.key)
+def test_suppressions_name_only_what_their_sanitizer_allows_each_with_its_cause(s):
+    text = (paths.root() / variants.SUPPRESSIONS_DIR / s.suppressions).read_text()
+    assert entries_breaking_the_rule(text, s.may_suppress[0]) == []
+
+
+def test_the_rule_catches_a_bad_entry():
     sample = ("# cuInit's driver state, freed at exit by the driver (NVIDIA)\nleak:libcuda.so\n"
               "leak:libcublasLt.so\n# GGML\nleak:ggml_backend_cuda_init\nleak:\n")
-    assert lsan_entries_breaking_the_rule(sample) == ["leak:libcublasLt.so", "leak:ggml_backend_cuda_init", "leak:"]
+    may = variants.sanitizer("address").may_suppress[0]
+    assert entries_breaking_the_rule(sample, may) == ["leak:libcublasLt.so", "leak:ggml_backend_cuda_init", "leak:"]

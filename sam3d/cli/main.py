@@ -23,15 +23,17 @@ from ..running import bundle, fuzz, mutants
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
+from . import generate
 
 def cmd_variants(args: argparse.Namespace) -> int:
-    """The variants named, or all of them (the CI matrix is every variant)."""
+    """The variants named, or all of them, with their roles (the CI matrix takes those with the ci role)."""
     vs = variants.select(args.variants) if args.variants else list(variants.VARIANTS)
     if args.json:
         print(json.dumps(variants.records(vs), indent=1))
     else:
         for v in vs:
-            print(f"{v.name:14} {v.summary}" + ("" if v.default_local else " [built by name only]"))
+            print(f"{v.name:14} {v.summary} [{', '.join(v.roles) or 'by name only'}"
+                  + ("" if v.built else "; not yet built") + "]")
     return 0
 
 
@@ -158,11 +160,11 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     """Builds the GPU variants (unless --no-build), then packs them into build/bundle/sam3d-device.tar.gz
     (or one bundle per variant, sam3d-device-<variant>.tar.gz, when one would be too large to
     carry). Packing reads each build's GGML record (sam3d/tools/ggml_package.py): no Conan call."""
-    vs = variants.select(args.variants) if args.variants else bundle.gpu_variants()
+    vs = variants.select(args.variants) if args.variants else bundle.default_variants()
     no_gpu = [v.name for v in vs if not v.gpu]
     if no_gpu:
         raise Sam3dError(f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
-                         + ", ".join(v.name for v in bundle.gpu_variants()))
+                         + ", ".join(v.name for v in variants.gpu_variants()))
     failed = [] if args.no_build else build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
@@ -219,6 +221,11 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Writes (or with --check, checks) the files and page parts derived from the code."""
+    return generate.run(args.check, parser())
+
+
 def _at_least(minimum: int):
     """An argparse type: an integer >= minimum."""
     def parse(text: str) -> int:
@@ -252,16 +259,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_variants)
 
-    s = sub.add_parser("build", help="build GGML and the core in each variant (all when none named)")
+    s = sub.add_parser("build", help="build GGML and the core in each variant named (the default set when none is)")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("publish", help="upload each variant's GGML and core packages to the Conan remote "
-                                       "(SAM3D_CONAN_REMOTE; all variants when none named)")
+                                       "(SAM3D_CONAN_REMOTE; the default set when no variant is named)")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.set_defaults(func=cmd_publish)
 
-    s = sub.add_parser("ctest", help="build, then run a CTest label in each variant")
+    s = sub.add_parser("ctest", help="build, then run a CTest label in each variant named (the default set when "
+                                     "none is)")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.add_argument("-L", "--label", default="normal", help="a CTest label of every variant named (default normal; "
                    "`ctest --print-labels` in a build folder lists them)")
@@ -269,7 +277,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true", help="test the build folders as they are: no Conan call, no lock")
     s.set_defaults(func=cmd_ctest)
 
-    s = sub.add_parser("package", help="`conan create .` on a variant's profile (default release): the sam3d-core "
+    s = sub.add_parser("package", help="`conan create .` on each variant's profile (default release): the sam3d-core "
                                        "package and its test_package")
     s.add_argument("variants", nargs="*", metavar="VARIANT")
     s.set_defaults(func=cmd_package)
@@ -313,7 +321,8 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
                                       "with only a GPU driver and python3")
-    s.add_argument("variants", nargs="*", metavar="VARIANT", help="GPU variants (default: all of them)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT",
+                   help="GPU variants (default: those with the bundle role)")
     s.add_argument("--limit-mib", type=_at_least(0), default=bundle.BUNDLE_LIMIT // 2**20, metavar="MIB",
                    help="above this many MiB compressed, one bundle per variant (default %(default)s, what one "
                         "transfer to the GPU machine carries; 0: always one bundle)")
@@ -340,6 +349,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true",
                    help="use the variants' build folders as they are (no Conan build first)")
     s.set_defaults(func=cmd_mutants)
+
+    s = sub.add_parser("generate", help="write the files and page parts derived from the code (the variant registry, "
+                                        "the sessions, these commands, the result schema)")
+    s.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each derived file that differs")
+    s.set_defaults(func=cmd_generate)
     return p
 
 

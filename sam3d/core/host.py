@@ -7,6 +7,7 @@ facts and runs the binaries with the same sanitizer options as the build machine
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -81,26 +82,31 @@ def runner_env(base: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in base.items() if k not in RUNNER_REMOVED_ENV}
 
 
+# The runtime options of each compiler.sanitizer value come from the variant registry
+# (core/variants.py sanitizer_runtime()); in the GPU bundle, where this file is host.py beside
+# run.py, from RUNTIME_FILE, which sam3d/running/bundle.py writes from the same registry.
+RUNTIME_FILE = "sanitizers.json"
+
+
+def _runtime() -> dict:
+    try:
+        from .variants import sanitizer_runtime  # pylint: disable=import-outside-toplevel
+    except ImportError:  # host.py of the bundle: no package around it
+        return json.loads(Path(__file__).with_name(RUNTIME_FILE).read_text())
+    return sanitizer_runtime()
+
+
 def sanitizer_env(sanitizer: str | None, suppressions: Path, cuda: bool = False) -> dict[str, str]:
     """The sanitizer runtime options for binaries built with Conan's ``compiler.sanitizer``
-    value ``sanitizer`` (None: none). Any report is fatal: ASan and LSan halt on the first
-    error; UBSan is compiled recoverable (so suppressions work) and made fatal with
-    halt_on_error=1; TSan exits on its first report (halt_on_error=1) and shows where both
-    mutexes of a lock-order inversion were taken. ``suppressions`` is the folder holding
-    lsan.supp, ubsan.supp and tsan.supp. With ``cuda`` (a variant with GGML's CUDA backend),
-    ASan leaves its shadow gap unprotected: the CUDA driver maps memory there, which ASan's
-    protected gap refuses (google/sanitizers#629), so cuInit fails without it."""
-    env = {}
-    if sanitizer and "Address" in sanitizer:
-        env["ASAN_OPTIONS"] = ("halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:"
-                               "detect_stack_use_after_return=1:check_initialization_order=1"
-                               + (":protect_shadow_gap=0" if cuda else ""))
-        env["LSAN_OPTIONS"] = f"suppressions={suppressions / 'lsan.supp'}:print_suppressions=0"
-    if sanitizer and "UndefinedBehavior" in sanitizer:
-        env["UBSAN_OPTIONS"] = f"halt_on_error=1:print_stacktrace=1:suppressions={suppressions / 'ubsan.supp'}"
-    if sanitizer == "Thread":
-        env["TSAN_OPTIONS"] = (f"halt_on_error=1:second_deadlock_stack=1:"
-                               f"suppressions={suppressions / 'tsan.supp'}")
+    value ``sanitizer`` (None: none), as the registry gives them (core/variants.py SANITIZERS:
+    any report is fatal). ``suppressions`` is the folder holding the suppression files. With
+    ``cuda`` (a variant with GGML's CUDA backend), each sanitizer's CUDA options are added."""
+    if not sanitizer:
+        return {}
+    table = _runtime()[sanitizer]
+    env = {var: opts.replace("{dir}", str(suppressions)) for var, opts in table["env"]}
+    for var, opts in table["cuda"] if cuda else ():
+        env[var] = f"{env[var]}:{opts}" if var in env else opts
     return env
 
 

@@ -2,8 +2,8 @@
 
 The GPU machine has neither a package registry nor build tools, so the work is split in two:
 
-1. Here, `make()` packs the GPU variants (those with Vulkan or CUDA) into one relocatable
-   bundle, build/bundle/sam3d-device.tar.gz: per variant the device tests, the benchmark
+1. Here, `make()` packs the GPU variants (those with the bundle role, or the ones named) into
+   one relocatable bundle, build/bundle/sam3d-device.tar.gz: per variant the device tests, the benchmark
    driver and the floor probe, GGML's libraries and the shared libraries they need that a bare GPU host may lack
    (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
    build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
@@ -66,8 +66,16 @@ class BundleError(Sam3dError):
     pass
 
 
-def gpu_variants() -> list[variants.Variant]:
-    return variants.gpu_variants()
+def default_variants() -> list[variants.Variant]:
+    """The variants a bundle packs when none is named: those declaring the bundle role."""
+    return variants.with_role(variants.BUNDLE)
+
+
+def pack_host(stage: Path) -> None:
+    """host.py beside run.py, with its sanitizer options from the registry (RUNTIME_FILE: the
+    bundle has no sam3d package, so core/host.py reads them from there)."""
+    shutil.copy2(host.__file__, stage / "host.py")
+    (stage / host.RUNTIME_FILE).write_text(json.dumps(variants.sanitizer_runtime(), indent=1) + "\n")
 
 
 def _run(cmd: list[str]) -> str:
@@ -107,7 +115,7 @@ def _split_debug(elf: Path, debug_dir: Path) -> None:
 
 def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
          limit: int | None = BUNDLE_LIMIT) -> list[Path]:
-    """Builds the bundle from the already-built GPU variants (all, or `vs`); returns the
+    """Builds the bundle from the already-built GPU variants (the bundle role's, or `vs`); returns the
     tarballs' paths: one, or one per variant when one would pass ``limit`` bytes (None: one)."""
     out_dir = out_dir or paths.root() / "build" / "bundle"
     stage = out_dir / BUNDLE_NAME
@@ -118,7 +126,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
     prof = {"sha256": profile.sha256(), "version": profile.load()["version"]}
     shutil.copy2(profile.path(), stage / "profile.json")
     shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
-    shutil.copy2(host.__file__, stage / "host.py")
+    pack_host(stage)
     for supp in sorted((paths.root() / "native" / "sanitizers").glob("*.supp")):  # what sanitizer_env names
         shutil.copy2(supp, stage / supp.name)
     commit, dirty = provenance.git_commit()
@@ -132,10 +140,11 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         "profile": {"path": "profile.json", "sha256": prof["sha256"], "version": prof["version"]},
         "variants": {},
     }
-    vs = vs or gpu_variants()
+    vs = vs or default_variants()
     for v in vs:
         if not v.gpu:
-            raise BundleError(f"{v.name} has no GPU backend; GPU variants: {', '.join(g.name for g in gpu_variants())}")
+            raise BundleError(f"{v.name} has no GPU backend; GPU variants: "
+                              f"{', '.join(g.name for g in variants.gpu_variants())}")
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
                     driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}

@@ -1,6 +1,6 @@
 """`python -m sam3d fuzz`: the libFuzzer target of the C API (native/fuzz), run by hand or in CI.
 
-The target is built in the one variant whose compiler is Clang with ASan (Variant.fuzz). It
+The target runs in the one variant that declares the fuzz role (core/variants.py). It
 runs over the seed corpus and the findings in native/fuzz/ (read only); the inputs libFuzzer
 adds go to build/fuzz/corpus/, a failing input to build/fuzz/artifacts/. The normal suite runs
 the same target for a fixed number of inputs (CTest Fuzz.capi_2000_runs).
@@ -24,10 +24,10 @@ class FuzzError(Sam3dError):
 
 
 def variant() -> variants.Variant:
-    """The variant that builds the fuzz target."""
-    vs = [v for v in variants.VARIANTS if v.fuzz]
+    """The variant the fuzz target runs in (its role), which builds it."""
+    vs = variants.with_role(variants.FUZZ)
     if len(vs) != 1:
-        raise FuzzError(f"{len(vs)} variants build the fuzz target (want 1: Clang with ASan in sam3d/core/variants.py)")
+        raise FuzzError(f"{len(vs)} variants declare the fuzz role in sam3d/core/variants.py (want 1)")
     return vs[0]
 
 

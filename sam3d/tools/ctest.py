@@ -86,7 +86,13 @@ def labels(v: Variant) -> tuple[list[str], str]:
         if r.returncode == 0 and "All Labels:" in r.stdout:
             return sorted(line.strip() for line in r.stdout.split("All Labels:", 1)[1].splitlines()
                           if line.strip()), f"ctest --print-labels in {folder}"
-    return sorted(("normal", "bench") + (("device",) if v.gpu else ())), "native/'s CMake lists (not built yet)"
+    return declared_labels(v), "native/'s CMake lists (not built yet)"
+
+
+def declared_labels(v: Variant) -> list[str]:
+    """The CTest labels native/'s CMake lists give a variant: normal and bench in every one,
+    device with a GPU backend (native/tests/CMakeLists.txt: SAM3D_VULKAN OR SAM3D_CUDA)."""
+    return sorted(("normal", "bench") + (("device",) if v.gpu else ()))
 
 
 def check_label(vs: list[Variant], label: str) -> None:
