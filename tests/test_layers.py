@@ -1,4 +1,4 @@
-"""sam3d/'s layers (README, "Architecture"): every import goes down the fixed layer order, or
+"""sam3d/'s layers (docs/architecture.md, "The layers of `sam3d/`"): every import goes down the fixed layer order, or
 stays in its layer, and the imports form no cycle. Read from the source with ast, so a lazy
 import inside a function counts as much as one at the top."""
 

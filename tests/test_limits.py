@@ -47,7 +47,7 @@ def _cells(rs):
 # --- mandatory waits ------------------------------------------------------------------------
 
 def test_mandatory_waits_of_the_committed_profile():
-    """50 dependency points for 82 batched graphs (README), the image encoder's synchronous
+    """50 dependency points for 82 batched graphs (docs/getting-started.md, "The benchmark run"), the image encoder's synchronous
     path (3 uploads, 1 download, and its compute with compute), no ring waits (the profile keeps
     at most about 13.6 MiB in flight), the end."""
     prof = profile.load()
