@@ -10,6 +10,7 @@
 #include "execute.h"
 #include "plan.h"
 #include "ring.h"
+#include "runs.h"
 #include "validate.h"
 
 namespace sam3d {
@@ -32,11 +33,14 @@ void count_submitted(Session & s, const Plan & p, const sam3d_call & c) {
     s.counters.pinned_batches += p.batched() && c.n_uploads + c.n_downloads > 0;  // a graph only stages nothing
 }
 
-// The per-descriptor counts of a call that succeeded.
+// The per-descriptor counts of a call that succeeded, and its GGML copies (rule 10: one per
+// run on the batched path, one per descriptor on the synchronous one).
 void count_transfers(Session & s, bool batched, const sam3d_call & c) {
     sam3d_counters & k = s.counters;
     (batched ? k.async_uploads : k.sync_uploads) += c.n_uploads;
     (batched ? k.async_downloads : k.sync_downloads) += c.n_downloads;
+    k.upload_copies += batched ? s.up_runs.size() : c.n_uploads;
+    k.download_copies += batched ? s.down_runs.size() : c.n_downloads;
     for (size_t i = 0; i < c.n_uploads; ++i) {
         k.bytes_uploaded += c.uploads[i].size;
     }
@@ -182,8 +186,9 @@ bool record_piece(Session & s, size_t k) {
 // uploads alone. Counts its host time (copy_ns, enqueue_ns); returns the piece events recorded.
 size_t stage_and_upload(Session & s, const sam3d_call & c, bool copying) {
     size_t k = 0;
-    for (size_t i = 0; i < c.n_uploads;) {
-        const size_t j = copying ? upload_piece_end(s, c, i) : c.n_uploads;
+    const size_t n = s.up_runs.size();
+    for (size_t i = 0; i < n;) {
+        const size_t j = copying ? piece_end(s, s.up_runs, i) : n;
         uint64_t t1 = now_ns();
         if (copying) {
             stage_inputs(s, c, i, j);
@@ -191,8 +196,8 @@ size_t stage_and_upload(Session & s, const sam3d_call & c, bool copying) {
             t1 = now_ns();
             s.counters.copy_ns += t1 - t0;
         }
-        enqueue_uploads(s, c, i, j);
-        if (j < c.n_uploads && record_piece(s, k)) {
+        enqueue_uploads(s, i, j);
+        if (j < n && record_piece(s, k)) {
             k += 1;
         }
         s.counters.enqueue_ns += now_ns() - t1;
@@ -207,10 +212,11 @@ size_t stage_and_upload(Session & s, const sam3d_call & c, bool copying) {
 // from `k` on are free for this call.
 void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t t) {
     const size_t first = k;
-    for (size_t i = 0; i < c.n_downloads;) {
-        const size_t j = download_piece_end(s, c, i);
-        enqueue_downloads(s, c, i, j);
-        if (j < c.n_downloads && record_piece(s, k)) {
+    const size_t n = s.down_runs.size();
+    for (size_t i = 0; i < n;) {
+        const size_t j = piece_end(s, s.down_runs, i);
+        enqueue_downloads(s, i, j);
+        if (j < n && record_piece(s, k)) {
             k += 1;
         }
         i = j;
@@ -218,7 +224,7 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
     s.counters.enqueue_ns += now_ns() - t;
     size_t i = 0;
     for (size_t e = first; e < k; ++e) {
-        const size_t j = download_piece_end(s, c, i);
+        const size_t j = piece_end(s, s.down_runs, i);
         t = now_ns();
         s.ggml.event_synchronize(s.piece_events[e].event);
         const uint64_t t2 = now_ns();
@@ -229,7 +235,7 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
     }
     drain(s);
     t = now_ns();
-    copy_outputs(s, c, i, c.n_downloads);
+    copy_outputs(s, c, i, n);
     s.counters.copy_ns += now_ns() - t;
 }
 
@@ -244,7 +250,7 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
 sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued, ggml_status * compute) {
     const bool copying = region != nullptr;
     order_uploads(s, c, queued == nullptr);
-    lay_out(s, c, region);
+    lay_out(s, c, region, queued != nullptr ? queued->spans : s.span_tensors);
     try {
         const size_t recorded = stage_and_upload(s, c, copying);
         uint64_t t = now_ns();
@@ -266,7 +272,7 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
             download_and_copy_out(s, c, recorded, t);
             return SAM3D_OK;
         }
-        enqueue_downloads(s, c, 0, c.n_downloads);
+        enqueue_downloads(s, 0, s.down_runs.size());
         if (queued != nullptr) {
             if (queued->event != nullptr) {
                 s.ggml.event_record(queued->event, s.backend);
@@ -335,28 +341,32 @@ void commit(Session & s, const Plan & p) {
     }
 }
 
-// The number of pieces of `n` descriptors from `end` (upload_piece_end or download_piece_end).
-template <class End>
-size_t pieces(const Session & s, const sam3d_call & c, size_t n, End end) {
+// The number of pieces of `runs`.
+size_t pieces(const Session & s, const std::vector<Run> & runs) {
     size_t k = 0;
-    for (size_t i = 0; i < n; i = end(s, c, i)) {
+    for (size_t i = 0; i < runs.size(); i = piece_end(s, runs, i)) {
         k += 1;
     }
     return k;
 }
 
-// The executor's scratch and the piece events of a copying call (rule 2: one after every piece
+// The executor's scratch, the call's span tensors (in `spans`: the session's, or a queued
+// call's own, rule 10) and the piece events of a copying call (rule 2: one after every piece
 // but the last, downloads' only when they complete here), made before submission. An event
 // GGML does not create (NULL) is left out: its piece goes with the next.
-void reserve_scratch(Session & s, const Plan & p, const sam3d_call & c, bool copying) {
+void reserve_scratch(Session & s, const Plan & p, const sam3d_call & c, bool copying, std::vector<ggml_tensor> & spans) {
     s.alloc.reserve(s.up_ptrs, c.n_uploads);
     s.alloc.reserve(s.down_ptrs, c.n_downloads);
     s.alloc.reserve(s.spans, std::max(c.n_uploads, c.n_downloads));
-    if (!s.events || !copying || !p.batched()) {
+    if (!p.batched()) {
         return;
     }
-    const size_t up = pieces(s, c, c.n_uploads, upload_piece_end);
-    const size_t down = p.path == Path::Staged ? pieces(s, c, c.n_downloads, download_piece_end) : 0;
+    s.alloc.reserve(spans, spanning_runs(s));
+    if (!s.events || !copying) {
+        return;
+    }
+    const size_t up = pieces(s, s.up_runs);
+    const size_t down = p.path == Path::Staged ? pieces(s, s.down_runs) : 0;
     const size_t need = (up > 0 ? up - 1 : 0) + (down > 0 ? down - 1 : 0);
     if (s.piece_events.size() >= need) {
         return;
@@ -374,7 +384,7 @@ void reserve_scratch(Session & s, const Plan & p, const sam3d_call & c, bool cop
 // sam3d_session_run's work once admitted (also a submit without flags).
 sam3d_status run_admitted(Session & s, Admitted & a, const sam3d_call & c) {
     apply(s, &a.plan);
-    reserve_scratch(s, a.plan, c, a.plan.batched());
+    reserve_scratch(s, a.plan, c, a.plan.batched(), s.span_tensors);
     commit(s, a.plan);
     count_submitted(s, a.plan, c);
     ggml_status compute = GGML_STATUS_SUCCESS;
@@ -418,7 +428,7 @@ sam3d_status submit_locked(Session & s, const sam3d_call * call, unsigned flags,
     if (p.path == Path::Queued && !zero_copy) {
         s.alloc.reserve(k.copies, c.n_downloads);
     }
-    reserve_scratch(s, p, c, !zero_copy);
+    reserve_scratch(s, p, c, !zero_copy, r.queued ? k.spans : s.span_tensors);
     if (p.path == Path::Queued && s.events) {
         acquire_event(s, k);
     }

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "calls.h"
+#include "runs.h"
 #include "session.h"
 
 namespace {
@@ -147,6 +148,28 @@ sam3d_status sam3d_session_release(sam3d_session * session, sam3d_ticket ticket)
         return no_session();
     }
     return serialized(*session, "releasing kept slots", [&] { return sam3d::release_locked(*session, ticket); });
+}
+
+sam3d_status sam3d_session_add_area(sam3d_session * session, const struct ggml_tensor * area) {
+    if (session == nullptr) {
+        return no_session();
+    }
+    return serialized(*session, "declaring the area", [&] { return sam3d::add_area(*session, area); });
+}
+
+sam3d_status sam3d_session_remove_area(sam3d_session * session, const struct ggml_tensor * area) {
+    if (session == nullptr) {
+        return no_session();
+    }
+    return serialized(*session, "withdrawing the area", [&] { return sam3d::remove_area(*session, area); });
+}
+
+size_t sam3d_session_areas(sam3d_session * session) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    return session->areas.size();
 }
 
 size_t sam3d_session_outstanding(sam3d_session * session) {

@@ -1,5 +1,9 @@
 #include "execute.h"
 
+#include <utility>
+
+#include "runs.h"
+
 
 namespace sam3d {
 
@@ -26,55 +30,75 @@ ggml_status run_blocking(Session & s, const sam3d_call & c) {
     return GGML_STATUS_SUCCESS;
 }
 
-void lay_out(Session & s, const sam3d_call & c, uint8_t * region) {
-    const bool copying = region != nullptr;
-    s.up_ptrs.resize(c.n_uploads);  // capacity reserved before submission
-    s.down_ptrs.resize(c.n_downloads);
-    size_t at = 0;
-    for (size_t i = 0; i < c.n_uploads; ++i) {
-        s.up_ptrs[i] = copying ? region + at : static_cast<const uint8_t *>(c.uploads[i].src);
-        at += align_up(c.uploads[i].size, s.alignment);
-    }
-    for (size_t i = 0; i < c.n_downloads; ++i) {
-        s.down_ptrs[i] = copying ? region + at : static_cast<uint8_t *>(c.downloads[i].dst);
-        at += align_up(c.downloads[i].size, s.alignment);
-    }
-}
-
 namespace {
 
-template <class D>
-size_t piece_end(const Session & s, const D * d, size_t n, size_t i) {
-    size_t bytes = 0;  // at most the bound (rule 3): no overflow
-    do {
-        bytes += align_up(d[i].size, s.alignment);
-        ++i;
-    } while (i < n && bytes < s.piece_bytes);
-    return i;
+const void * host_of(const sam3d_upload & u) { return u.src; }
+const void * host_of(const sam3d_download & d) { return d.dst; }
+
+// The descriptors [first, last) of runs [begin, end).
+std::pair<size_t, size_t> descriptors(const std::vector<Run> & runs, size_t begin, size_t end) {
+    return begin < end ? std::make_pair(runs[begin].first, runs[end - 1].last) : std::make_pair(size_t{0}, size_t{0});
+}
+
+// Lays out `runs` of descriptors `d` from staging offset *at (a copying call) or at the first
+// descriptor's host pointer (zero-copy); each descriptor's host bytes into ptrs.
+template <class D, class P>
+void lay_out_runs(Session & s, const D * d, std::vector<Run> & runs, uint8_t * region, size_t * at,
+                  std::vector<P> & ptrs, ggml_tensor ** span) {
+    for (Run & r : runs) {
+        const uintptr_t begin = reinterpret_cast<uintptr_t>(d[r.first].tensor->data) + d[r.first].offset;
+        r.host = region != nullptr ? region + *at : static_cast<uint8_t *>(const_cast<void *>(host_of(d[r.first])));
+        for (size_t i = r.first; i < r.last; ++i) {
+            const uintptr_t here = reinterpret_cast<uintptr_t>(d[i].tensor->data) + d[i].offset;
+            ptrs[i] = region != nullptr ? r.host + (here - begin) : static_cast<P>(const_cast<void *>(host_of(d[i])));
+        }
+        if (r.last - r.first > 1) {
+            make_span(*span, d[r.first].tensor, d[r.first].offset, r.bytes);
+            r.tensor = *span;
+            r.offset = 0;
+            *span += 1;
+        } else {
+            r.tensor = const_cast<ggml_tensor *>(d[r.first].tensor);
+            r.offset = d[r.first].offset;
+        }
+        *at += align_up(r.bytes, s.alignment);
+    }
 }
 
 }  // namespace
 
-size_t upload_piece_end(const Session & s, const sam3d_call & c, size_t i) {
-    return piece_end(s, c.uploads, c.n_uploads, i);
+void lay_out(Session & s, const sam3d_call & c, uint8_t * region, std::vector<ggml_tensor> & spans) {
+    s.up_ptrs.resize(c.n_uploads);  // capacities reserved before submission
+    s.down_ptrs.resize(c.n_downloads);
+    spans.resize(spanning_runs(s));
+    ggml_tensor * span = spans.data();
+    size_t at = 0;
+    lay_out_runs(s, c.uploads, s.up_runs, region, &at, s.up_ptrs, &span);
+    lay_out_runs(s, c.downloads, s.down_runs, region, &at, s.down_ptrs, &span);
 }
 
-size_t download_piece_end(const Session & s, const sam3d_call & c, size_t i) {
-    return piece_end(s, c.downloads, c.n_downloads, i);
+size_t piece_end(const Session & s, const std::vector<Run> & runs, size_t r) {
+    size_t bytes = 0;  // at most the bound (rule 3): no overflow
+    do {
+        bytes += align_up(runs[r].bytes, s.alignment);
+        ++r;
+    } while (r < runs.size() && bytes < s.piece_bytes);
+    return r;
 }
 
 void stage_inputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
     s.spans.clear();  // capacity reserved before submission
-    for (size_t i = begin; i < end; ++i) {
+    const auto [first, last] = descriptors(s.up_runs, begin, end);
+    for (size_t i = first; i < last; ++i) {
         s.spans.push_back({const_cast<uint8_t *>(s.up_ptrs[i]), c.uploads[i].src, c.uploads[i].size});
     }
     s.copier->copy(s.spans.data(), s.spans.size());
 }
 
-void enqueue_uploads(Session & s, const sam3d_call & c, size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-        const sam3d_upload & u = c.uploads[i];
-        s.ggml.tensor_set_async(s.backend, u.tensor, s.up_ptrs[i], u.offset, u.size);
+void enqueue_uploads(Session & s, size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+        const Run & r = s.up_runs[k];
+        s.ggml.tensor_set_async(s.backend, r.tensor, r.host, r.offset, r.bytes);
     }
 }
 
@@ -82,16 +106,17 @@ ggml_status enqueue_graph(Session & s, const sam3d_call & c) {
     return c.graph != nullptr ? s.ggml.graph_compute_async(s.backend, c.graph) : GGML_STATUS_SUCCESS;
 }
 
-void enqueue_downloads(Session & s, const sam3d_call & c, size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) {
-        const sam3d_download & d = c.downloads[i];
-        s.ggml.tensor_get_async(s.backend, d.tensor, s.down_ptrs[i], d.offset, d.size);
+void enqueue_downloads(Session & s, size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+        const Run & r = s.down_runs[k];
+        s.ggml.tensor_get_async(s.backend, r.tensor, r.host, r.offset, r.bytes);
     }
 }
 
 void copy_outputs(Session & s, const sam3d_call & c, size_t begin, size_t end) {
     s.spans.clear();  // capacity reserved before submission
-    for (size_t i = begin; i < end; ++i) {
+    const auto [first, last] = descriptors(s.down_runs, begin, end);
+    for (size_t i = first; i < last; ++i) {
         s.spans.push_back({c.downloads[i].dst, s.down_ptrs[i], c.downloads[i].size});
     }
     s.copier->copy(s.spans.data(), s.spans.size());

@@ -1,23 +1,9 @@
 #include "plan.h"
 
 #include "ring.h"
+#include "runs.h"
 
 namespace sam3d {
-
-size_t staging_need(const Session & s, const sam3d_call & c) {
-    size_t need = 0;
-    for (size_t i = 0; i < c.n_uploads; ++i) {
-        if (!add_aligned(&need, c.uploads[i].size, s.alignment)) {
-            return SIZE_MAX;
-        }
-    }
-    for (size_t i = 0; i < c.n_downloads; ++i) {
-        if (!add_aligned(&need, c.downloads[i].size, s.alignment)) {
-            return SIZE_MAX;
-        }
-    }
-    return need;
-}
 
 namespace {
 
@@ -48,7 +34,7 @@ Plan plan(const Session & s, const Request & r) {
     if (!transfers) {
         return p;
     }
-    const size_t need = r.entry == Entry::Reserve ? r.reserve_bytes : staging_need(s, *c);
+    const size_t need = r.entry == Entry::Reserve ? r.reserve_bytes : laid_out_bytes(s);
     if (need > SAM3D_STAGING_BOUND_BYTES) {
         return sync(SAM3D_FALLBACK_OVERSIZED);
     }

@@ -1,7 +1,7 @@
 // The plan: for sam3d_session_run, copying and zero-copy submits and sam3d_session_reserve alike,
 // the one place that decides the path, the fallback reason (first match wins: no_async_caps,
-// foreign_host_buffer, oversized, pinned_unavailable) and the staging the call needs. plan()
-// changes nothing; calls.cpp applies it (allocates the staging, takes the ring region), and only
+// foreign_host_buffer, oversized, pinned_unavailable) and the staging the call needs (the
+// laid-out bytes of the runs the validation pass found, runs.h). plan() changes nothing; calls.cpp applies it (allocates the staging, takes the ring region), and only
 // a failed pinned allocation can change it then (to pinned_unavailable, rule 4).
 #pragma once
 
@@ -44,7 +44,7 @@ struct Plan {
     Path path = Path::Sync;
     sam3d_fallback reason = SAM3D_FALLBACK_COUNT;  // counted once per call when not COUNT
     Staging staging = Staging::None;
-    size_t need = 0;      // the aligned bytes of the call's descriptors (rule 3)
+    size_t need = 0;      // the laid-out bytes of the call's runs (rules 3, 10)
     size_t allocate = 0;  // Grow or Ring: the staging allocation to make first, in bytes (0: none)
     size_t begin = 0;     // Grow, Ring: the region's offset in the staging buffer
     size_t end = 0;
@@ -56,9 +56,6 @@ struct Plan {
     // depends on the work in flight (a refusal must not depend on the ring's occupancy).
     bool batchable() const { return batched() || no_room; }
 };
-
-// The aligned bytes of a call's descriptors (rule 3); SIZE_MAX when the sum overflows.
-size_t staging_need(const Session & s, const sam3d_call & c);
 
 Plan plan(const Session & s, const Request & r);
 

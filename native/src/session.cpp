@@ -217,6 +217,9 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
     s->alloc.reserve(s->ranges, 64);
     s->alloc.reserve(s->up_ptrs, 32);
     s->alloc.reserve(s->down_ptrs, 32);
+    s->alloc.reserve(s->up_runs, 32);
+    s->alloc.reserve(s->down_runs, 32);
+    s->alloc.reserve(s->span_tensors, 8);
     s->alloc.reserve(s->spans, 32);
     *out = s.release();
     return SAM3D_OK;

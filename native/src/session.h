@@ -125,6 +125,26 @@ struct Slot {
     size_t size;
 };
 
+// A declared area (rule 10): bytes [begin, end) of `buffer` (device addresses as GGML's tensor
+// data gives them) that the caller owns whole.
+struct Area {
+    ggml_backend_buffer_t buffer;
+    uintptr_t begin;
+    uintptr_t end;
+};
+
+// One GGML copy of a batched call (rule 10): descriptors [first, last) of one direction,
+// adjacent on the device, `bytes` from the first one's first byte to the last one's end (gaps
+// included). lay_out gives it its host bytes and the tensor and offset GGML copies with.
+struct Run {
+    size_t first = 0;
+    size_t last = 0;
+    size_t bytes = 0;
+    uint8_t * host = nullptr;       // staging (a copying call) or the first slot's bytes
+    ggml_tensor * tensor = nullptr; // the descriptor's own tensor, or a span tensor (several)
+    size_t offset = 0;              // bytes into `tensor`
+};
+
 // The current reservation (sam3d_session_reserve), until a submit consumes it or the next
 // reserve drops it.
 struct Reservation {
@@ -153,6 +173,7 @@ struct Call {
     sam3d_status status = SAM3D_OK;
     ggml_status compute_status = GGML_STATUS_SUCCESS;
     std::vector<Span> copies;           // a copying queued call's outputs, copied at the wait
+    std::vector<ggml_tensor> spans;     // a queued call's span tensors, alive until it completes (rule 10)
 
     bool done() const { return state != State::InFlight; }
     // Whether the call holds no slots the caller may read after its wait (a copying call, or a
@@ -209,6 +230,10 @@ struct sam3d_session {
     std::vector<const uint8_t *> up_ptrs;
     std::vector<uint8_t *> down_ptrs;
     std::vector<sam3d::Span> spans;  // the host copies of one piece
+    std::vector<sam3d::Run> up_runs;  // the call's runs (rule 10), found by the validation pass
+    std::vector<sam3d::Run> down_runs;
+    std::vector<ggml_tensor> span_tensors;  // the span tensors of a call completed on return
+    std::vector<sam3d::Area> areas;  // declared areas, sorted by buffer then address, disjoint
 
     sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam);
     ~sam3d_session();

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "runs.h"
+
 namespace sam3d {
 
 Call * kept_slot_owner(Session & s, const void * p, size_t size) {
@@ -220,6 +222,9 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
 // The plan of an accepted request, and the one refusal that depends on its path.
 sam3d_status admit(Session & s, const Request & r, Admitted * out) {
     out->request = r;
+    if (r.call != nullptr) {
+        find_runs(s, *r.call, r.entry == Entry::ZeroCopy);  // the plan's bound counts their bytes
+    }
     out->plan = plan(s, r);
     if (r.call != nullptr && out->plan.batchable()) {
         return check_batched(*r.call);

@@ -34,6 +34,9 @@ inline ScaleAdd scale_add(ggml_context * ctx, int64_t n) {
     w.n = n;
     w.a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
     ggml_set_name(w.a, "a");
+    // a and b do not meet on the device, so each upload is a GGML copy of its own (rule 10's
+    // coalescing has its own cases, test_coalescing.cpp).
+    ggml_set_name(ggml_new_tensor_1d(ctx, GGML_TYPE_I8, 64), "apart");
     w.b = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
     ggml_set_name(w.b, "b");
     w.out = ggml_add(ctx, ggml_scale(ctx, w.a, 2.0f), w.b);

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.4.0"
+#define SAM3D_CORE_VERSION "0.5.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
@@ -35,6 +35,11 @@ extern "C" {
 // copy each piece (at most the processors the process may run on); an option may ask for up to 64.
 #define SAM3D_STAGING_COPY_THREADS 8u
 #define SAM3D_STAGING_COPY_THREADS_MAX 64u
+
+// Coalesced copies (rule 10): consecutive descriptors of one direction whose device ranges are
+// adjacent in one buffer go as one GGML copy; inside an area the caller declared
+// (sam3d_session_add_area) a gap of at most this many bytes between them is bridged (64 KiB).
+#define SAM3D_COALESCE_GAP_BYTES ((size_t)65536)
 
 typedef enum sam3d_status {
     SAM3D_OK = 0,
@@ -127,6 +132,8 @@ typedef struct sam3d_counters {
     uint64_t sync_path_ns;       // host ns in the synchronous path (blocking set, compute, get)
     uint64_t staging_bytes;      // bytes of the staging allocation now held (as asked of GGML)
     uint64_t staging_allocations;// times the staging allocation was (re)allocated
+    uint64_t upload_copies;      // GGML copies made for uploads (set / set_async), both paths; <= uploads (rule 10)
+    uint64_t download_copies;    // GGML copies made for downloads (get / get_async), both paths; <= downloads
 } sam3d_counters;
 
 // Extensible like sam3d_counters: start from sam3d_session_default_options(), which sets
@@ -182,6 +189,21 @@ size_t sam3d_session_staging_alignment(const sam3d_session * session);
 // struct_size is written). Leaves sam3d_last_error() as it was on success.
 // Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or out, struct_size below sizeof(size_t)).
 sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out);
+
+// Declares the bytes of `area` (its data, ggml_nbytes of them) the caller's own whole (rule 10):
+// a batched call may then copy descriptors inside it as one range across the gaps between them,
+// writing the gap bytes on the device, on upload, with unspecified values.
+// Held until sam3d_session_remove_area or the session's free; areas may not overlap.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session, overlaps a declared area), SAM3D_ERR_NULL_TENSOR,
+// SAM3D_ERR_UNALLOCATED_TENSOR, SAM3D_ERR_FOREIGN_TENSOR, SAM3D_ERR_NOT_CONTIGUOUS, SAM3D_ERR_OUT_OF_MEMORY.
+sam3d_status sam3d_session_add_area(sam3d_session * session, const struct ggml_tensor * area);
+
+// Withdraws an area declared with `area` (the same bytes); later calls copy its gaps no more.
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or tensor, no area declared with these bytes).
+sam3d_status sam3d_session_remove_area(sam3d_session * session, const struct ggml_tensor * area);
+
+// Areas declared now.
+size_t sam3d_session_areas(sam3d_session * session);
 
 // Zeroes the counters, except staging_bytes (the allocation still held).
 void sam3d_session_reset_counters(sam3d_session * session);

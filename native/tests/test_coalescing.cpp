@@ -1,0 +1,419 @@
+// Rule 10's coalesced copies (docs/contract.md): consecutive descriptors of one direction whose
+// device ranges meet in one buffer go as one GGML copy on every batched path; inside a declared
+// area a gap of at most SAM3D_COALESCE_GAP_BYTES is bridged; a zero-copy call joins only slots
+// that mirror the device; the bound counts the laid-out bytes; the bytes are the same as one copy
+// per descriptor, and no byte outside the descriptors (and the declared gaps) is written.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cases.h"
+#include "deferred.h"
+#include "rig.h"
+
+using rig::Kind;
+using rig::Rig;
+
+namespace {
+
+constexpr size_t kBytes = 4096;  // a multiple of every backend's buffer alignment here
+
+class Coalescing : public testing::TestWithParam<Kind> {};
+
+// Consecutive tensors of kBytes, allocated back to back in the rig's one buffer.
+struct Adjacent {
+    std::vector<ggml_tensor *> t;
+    Adjacent(Rig & r, int n) {
+        for (int i = 0; i < n; ++i) {
+            t.push_back(r.bytes(static_cast<int64_t>(kBytes), ("t" + std::to_string(i)).c_str()));
+        }
+    }
+    // The precondition of every case below: the tensors meet on the device.
+    void check_adjacent() const {
+        for (size_t i = 1; i < t.size(); ++i) {
+            ASSERT_EQ(static_cast<uint8_t *>(t[i]->data), static_cast<uint8_t *>(t[i - 1]->data) + kBytes)
+                << "the rig's allocation no longer places tensors back to back";
+        }
+    }
+};
+
+std::vector<uint8_t> device_bytes(const ggml_tensor * t) {
+    std::vector<uint8_t> v(ggml_nbytes(t));
+    ggml_backend_tensor_get(t, v.data(), 0, v.size());
+    return v;
+}
+
+// Runs uploads then downloads (no graph) on `s` and returns the counters' difference.
+sam3d_counters run_transfers(Rig & r, sam3d_session * s, const std::vector<sam3d_upload> & ups,
+                             const std::vector<sam3d_download> & downs) {
+    sam3d_session_reset_counters(s);
+    sam3d_call c{};
+    c.uploads = ups.data();
+    c.n_uploads = ups.size();
+    c.downloads = downs.data();
+    c.n_downloads = downs.size();
+    EXPECT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    return r.counters(s);
+}
+
+TEST_P(Coalescing, AdjacentDescriptorsInOrderAreOneCopyPerDirection) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    Adjacent a(r, 3);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    std::vector<std::vector<uint8_t>> in, out(3, std::vector<uint8_t>(kBytes));
+    std::vector<sam3d_upload> ups;
+    std::vector<sam3d_download> downs;
+    for (int i = 0; i < 3; ++i) {
+        in.push_back(rig::pattern(kBytes, 10 + i));
+    }
+    for (int i = 0; i < 3; ++i) {
+        ups.push_back(rig::up(a.t[i], in[i].data(), kBytes));
+        downs.push_back(rig::down(a.t[i], out[i].data(), kBytes));
+    }
+    const sam3d_counters k = run_transfers(r, s, ups, downs);
+    const bool staged = GetParam() != Kind::Cpu;
+    EXPECT_EQ(k.upload_copies, staged ? 1u : 3u) << "one GGML copy for the run of three adjacent uploads";
+    EXPECT_EQ(k.download_copies, staged ? 1u : 3u);
+    EXPECT_EQ(k.async_uploads + k.sync_uploads, 3u) << "transfers still count per descriptor (rule 8)";
+    EXPECT_EQ(k.bytes_uploaded, 3 * kBytes);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(device_bytes(a.t[i]), in[i]) << "t" << i;
+        EXPECT_EQ(out[i], in[i]) << "downloads[" << i << "]";
+    }
+}
+
+TEST_P(Coalescing, OutOfOrderOrSkippedDescriptorsAreSeparateCopies) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    Adjacent a(r, 3);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> before = rig::pattern(kBytes, 7);
+    ggml_backend_tensor_set(a.t[1], before.data(), 0, kBytes);
+    const auto x = rig::pattern(kBytes, 1), y = rig::pattern(kBytes, 2), z = rig::pattern(kBytes, 3);
+    // Descending addresses: each descriptor starts before the run's end, a copy of its own.
+    sam3d_counters k = run_transfers(r, s, {rig::up(a.t[2], z.data(), kBytes), rig::up(a.t[1], y.data(), kBytes),
+                                            rig::up(a.t[0], x.data(), kBytes)}, {});
+    EXPECT_EQ(k.upload_copies, 3u);
+    EXPECT_EQ(device_bytes(a.t[0]), x);
+    EXPECT_EQ(device_bytes(a.t[2]), z);
+    ggml_backend_tensor_set(a.t[1], before.data(), 0, kBytes);
+    // t0 and t2 around an untouched t1: two copies, t1 unchanged.
+    k = run_transfers(r, s, {rig::up(a.t[0], y.data(), kBytes), rig::up(a.t[2], x.data(), kBytes)}, {});
+    EXPECT_EQ(k.upload_copies, 2u);
+    EXPECT_EQ(device_bytes(a.t[1]), before) << "no byte between two runs is written";
+    EXPECT_EQ(device_bytes(a.t[0]), y);
+    EXPECT_EQ(device_bytes(a.t[2]), x);
+}
+
+TEST_P(Coalescing, PartialRangesJoinExactlyWhereTheyMeet) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    Adjacent a(r, 2);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const bool staged = GetParam() != Kind::Cpu;
+    const std::vector<uint8_t> before = rig::pattern(2 * kBytes, 9);
+    ggml_backend_tensor_set(a.t[0], before.data(), 0, kBytes);
+    ggml_backend_tensor_set(a.t[1], before.data() + kBytes, 0, kBytes);
+    const auto in = rig::pattern(2 * kBytes, 4);
+    // [0, 100) and [100, 4096) of t0 and then all of t1: they meet, one copy.
+    sam3d_counters k = run_transfers(r, s, {rig::up(a.t[0], in.data(), 100), rig::up(a.t[0], in.data() + 100, kBytes - 100, 100),
+                                            rig::up(a.t[1], in.data() + kBytes, kBytes)}, {});
+    EXPECT_EQ(k.upload_copies, staged ? 1u : 3u);
+    EXPECT_EQ(device_bytes(a.t[0]), std::vector<uint8_t>(in.begin(), in.begin() + kBytes));
+    EXPECT_EQ(device_bytes(a.t[1]), std::vector<uint8_t>(in.begin() + kBytes, in.end()));
+    // A one-byte gap between [0, 100) and [101, 4096) and one at t1's first byte: three copies
+    // (no area declared), the gap bytes as they were.
+    ggml_backend_tensor_set(a.t[0], before.data(), 0, kBytes);
+    ggml_backend_tensor_set(a.t[1], before.data() + kBytes, 0, kBytes);
+    k = run_transfers(r, s, {rig::up(a.t[0], in.data(), 100), rig::up(a.t[0], in.data() + 101, kBytes - 101, 101),
+                             rig::up(a.t[1], in.data() + kBytes + 1, kBytes - 1, 1)}, {});
+    EXPECT_EQ(k.upload_copies, 3u);
+    const std::vector<uint8_t> t0 = device_bytes(a.t[0]), t1 = device_bytes(a.t[1]);
+    EXPECT_EQ(t0[100], before[100]) << "the gap byte between two descriptors is not written";
+    EXPECT_EQ(t1[0], before[kBytes]) << "the gap byte at t1's start is not written";
+    EXPECT_EQ(t0[99], in[99]);
+    EXPECT_EQ(t0[101], in[101]);
+    EXPECT_EQ(t1[1], in[kBytes + 1]);
+    // Downloads the same way: [0, 100) then [100, 4096): one copy, every byte where it belongs.
+    std::vector<uint8_t> out(kBytes + 16, 0xEE);
+    k = run_transfers(r, s, {}, {rig::down(a.t[0], out.data(), 100), rig::down(a.t[0], out.data() + 116, kBytes - 100, 100)});
+    EXPECT_EQ(k.download_copies, staged ? 1u : 2u);
+    EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 100), std::vector<uint8_t>(t0.begin(), t0.begin() + 100));
+    EXPECT_EQ(std::vector<uint8_t>(out.begin() + 100, out.begin() + 116), std::vector<uint8_t>(16, 0xEE))
+        << "host bytes between two downloads' dst are not written";
+    EXPECT_EQ(std::vector<uint8_t>(out.begin() + 116, out.end()), std::vector<uint8_t>(t0.begin() + 100, t0.end()));
+}
+
+// An area of `bytes` with two views: [0, n) and [n + gap, 2n + gap).
+struct Area {
+    ggml_tensor * area;
+    ggml_tensor * first;
+    ggml_tensor * second;
+    Area(Rig & r, size_t n, size_t gap, size_t bytes) {
+        area = r.bytes(static_cast<int64_t>(bytes), "area");
+        first = ggml_view_1d(r.ctx(), area, static_cast<int64_t>(n), 0);
+        second = ggml_view_1d(r.ctx(), area, static_cast<int64_t>(n), n + gap);
+    }
+};
+
+TEST_P(Coalescing, AnAreaBridgesGapsUpToTheLimit) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t n = 1000;
+    constexpr size_t room = 2 * n + SAM3D_COALESCE_GAP_BYTES + 64;
+    Area at_limit(r, n, SAM3D_COALESCE_GAP_BYTES, room);
+    Area past_limit(r, n, SAM3D_COALESCE_GAP_BYTES + 1, room);
+    Area small(r, n, 24, room);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const bool staged = GetParam() != Kind::Cpu;
+    const auto x = rig::pattern(n, 1), y = rig::pattern(n, 2);
+    const auto copies = [&](const Area & a, std::vector<uint8_t> * out) {
+        std::vector<uint8_t> o(2 * n + 32, 0xEE);
+        sam3d_counters k = run_transfers(r, s, {rig::up(a.first, x.data(), n), rig::up(a.second, y.data(), n)},
+                                         {rig::down(a.first, o.data(), n), rig::down(a.second, o.data() + n + 32, n)});
+        EXPECT_EQ(std::vector<uint8_t>(o.begin(), o.begin() + n), x);
+        EXPECT_EQ(std::vector<uint8_t>(o.begin() + n, o.begin() + n + 32), std::vector<uint8_t>(32, 0xEE))
+            << "host bytes between two downloads' dst are not written, area or not";
+        EXPECT_EQ(std::vector<uint8_t>(o.begin() + n + 32, o.end()), y);
+        if (out) *out = o;
+        EXPECT_EQ(k.upload_copies, k.download_copies);
+        return k.upload_copies;
+    };
+    // Undeclared: the gap is not the caller's, two copies, the gap bytes as they were.
+    const std::vector<uint8_t> fill = rig::pattern(room, 5);
+    ggml_backend_tensor_set(small.area, fill.data(), 0, room);
+    EXPECT_EQ(copies(small, nullptr), 2u);
+    const std::vector<uint8_t> after = device_bytes(small.area);
+    EXPECT_EQ(std::vector<uint8_t>(after.begin() + n, after.begin() + n + 24),
+              std::vector<uint8_t>(fill.begin() + n, fill.begin() + n + 24));
+    // Declared: one copy per direction up to the limit, two past it.
+    for (const Area * a : {&at_limit, &past_limit, &small}) {
+        ASSERT_EQ(sam3d_session_add_area(s, a->area), SAM3D_OK) << sam3d_last_error();
+    }
+    EXPECT_EQ(sam3d_session_areas(s), 3u);
+    EXPECT_EQ(copies(small, nullptr), staged ? 1u : 2u);
+    EXPECT_EQ(copies(at_limit, nullptr), staged ? 1u : 2u) << "a gap of SAM3D_COALESCE_GAP_BYTES is bridged";
+    EXPECT_EQ(copies(past_limit, nullptr), 2u) << "a gap past SAM3D_COALESCE_GAP_BYTES is not";
+    // Withdrawn: two copies again.
+    ASSERT_EQ(sam3d_session_remove_area(s, small.area), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(copies(small, nullptr), 2u);
+    EXPECT_EQ(sam3d_session_areas(s), 2u);
+}
+
+TEST_P(Coalescing, ARunMustLieInOneArea) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t n = 1000;
+    ggml_tensor * whole = r.bytes(4 * n, "whole");
+    ggml_tensor * left = ggml_view_1d(r.ctx(), whole, 2 * n, 0);
+    ggml_tensor * right = ggml_view_1d(r.ctx(), whole, 2 * n, 2 * n);
+    ggml_tensor * a = ggml_view_1d(r.ctx(), whole, n, 0);
+    ggml_tensor * b = ggml_view_1d(r.ctx(), whole, n - 8, n + 8);        // in left, after a gap of 8
+    ggml_tensor * c = ggml_view_1d(r.ctx(), whole, n - 8, 2 * n + 8);    // in right, after a gap of 16
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_add_area(s, left), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_add_area(s, right), SAM3D_OK) << sam3d_last_error();
+    const auto in = rig::pattern(4 * n, 3);
+    const bool staged = GetParam() != Kind::Cpu;
+    const sam3d_counters k = run_transfers(
+        r, s, {rig::up(a, in.data(), n), rig::up(b, in.data() + n + 8, n - 8), rig::up(c, in.data() + 2 * n + 8, n - 8)}, {});
+    EXPECT_EQ(k.upload_copies, staged ? 2u : 3u) << "a and b join in the left area; c's gap straddles two areas";
+    const std::vector<uint8_t> d = device_bytes(whole);
+    EXPECT_EQ(std::vector<uint8_t>(d.begin(), d.begin() + n), std::vector<uint8_t>(in.begin(), in.begin() + n));
+    EXPECT_EQ(std::vector<uint8_t>(d.begin() + 2 * n + 8, d.begin() + 3 * n),
+              std::vector<uint8_t>(in.begin() + 2 * n + 8, in.begin() + 3 * n));
+}
+
+TEST_P(Coalescing, AreaDeclarationsAreChecked) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    ggml_tensor * whole = r.bytes(8192, "whole");
+    ggml_tensor * half = ggml_view_1d(r.ctx(), whole, 4096, 2048);
+    ggml_tensor * other = r.bytes(64, "other");
+    r.alloc();
+    ggml_tensor * unallocated = r.bytes(64, "unallocated");
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    EXPECT_EQ(sam3d_session_add_area(nullptr, whole), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(sam3d_session_add_area(s, nullptr), SAM3D_ERR_NULL_TENSOR);
+    EXPECT_EQ(sam3d_session_add_area(s, unallocated), SAM3D_ERR_UNALLOCATED_TENSOR);
+    EXPECT_CONTAINS(sam3d_last_error(), "unallocated");
+    ASSERT_EQ(sam3d_session_add_area(s, whole), SAM3D_OK) << sam3d_last_error();
+    EXPECT_STREQ(sam3d_last_error(), "");
+    EXPECT_EQ(sam3d_session_add_area(s, half), SAM3D_ERR_INVALID_ARGUMENT) << "overlaps the declared area";
+    EXPECT_CONTAINS(sam3d_last_error(), "overlaps");
+    EXPECT_EQ(sam3d_session_add_area(s, whole), SAM3D_ERR_INVALID_ARGUMENT) << "declared already";
+    EXPECT_EQ(sam3d_session_add_area(s, other), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_areas(s), 2u);
+    EXPECT_EQ(sam3d_session_remove_area(s, half), SAM3D_ERR_INVALID_ARGUMENT) << "not the declared bytes";
+    EXPECT_CONTAINS(sam3d_last_error(), "not a declared area");
+    EXPECT_EQ(sam3d_session_remove_area(s, whole), SAM3D_OK);
+    EXPECT_EQ(sam3d_session_add_area(s, half), SAM3D_OK) << "the bytes are free again";
+    EXPECT_EQ(sam3d_session_areas(s), 2u);
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.rejected_calls, 0u) << "declarations are not calls";
+}
+
+TEST_P(Coalescing, ZeroCopyJoinsOnlySlotsThatMirrorTheDevice) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    Adjacent a(r, 2);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const size_t al = sam3d_session_staging_alignment(s);
+    if (GetParam() == Kind::Cpu || kBytes % (al > 0 ? al : 1) != 0) {
+        GTEST_SKIP() << "slots " << kBytes << " bytes apart need a staging alignment dividing " << kBytes;
+    }
+    const auto submit = [&](bool mirrored) {
+        sam3d_slot_request req[2] = {{kBytes}, {kBytes}};
+        void * slot[2] = {nullptr, nullptr};
+        EXPECT_EQ(sam3d_session_reserve(s, req, 2, slot), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(static_cast<uint8_t *>(slot[1]), static_cast<uint8_t *>(slot[0]) + kBytes);
+        const auto x = rig::pattern(kBytes, mirrored ? 1 : 2), y = rig::pattern(kBytes, mirrored ? 3 : 4);
+        std::memcpy(slot[0], x.data(), kBytes);
+        std::memcpy(slot[1], y.data(), kBytes);
+        // Mirrored: t0 from slot 0, t1 from slot 1; else crossed.
+        sam3d_upload ups[2] = {rig::up(a.t[0], slot[mirrored ? 0 : 1], kBytes), rig::up(a.t[1], slot[mirrored ? 1 : 0], kBytes)};
+        sam3d_call c{};
+        c.uploads = ups;
+        c.n_uploads = 2;
+        sam3d_session_reset_counters(s);
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(device_bytes(a.t[0]), mirrored ? x : y);
+        EXPECT_EQ(device_bytes(a.t[1]), mirrored ? y : x);
+        return r.counters(s).upload_copies;
+    };
+    EXPECT_EQ(submit(true), 1u) << "slots as far apart as the tensors: one copy";
+    EXPECT_EQ(submit(false), 2u) << "slots crossed: a copy each";
+}
+
+// A zero-copy download across a declared gap would write the slot bytes between two dst: the
+// caller's memory. Uploads may bridge it (they only read those bytes); downloads do not.
+TEST_P(Coalescing, ZeroCopyDownloadsNeverBridgeAGap) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t n = 1000, step = 1024;
+    Area a(r, n, step - n, 2 * step);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const size_t al = sam3d_session_staging_alignment(s);
+    if (GetParam() == Kind::Cpu || step % (al > 0 ? al : 1) != 0) {
+        GTEST_SKIP() << "slots " << step << " bytes apart need a staging alignment dividing " << step;
+    }
+    ASSERT_EQ(sam3d_session_add_area(s, a.area), SAM3D_OK) << sam3d_last_error();
+    const std::vector<uint8_t> device = rig::pattern(2 * step, 8);
+    ggml_backend_tensor_set(a.area, device.data(), 0, 2 * step);
+    sam3d_slot_request req[2] = {{step}, {step}};
+    void * slot[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, slot), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(static_cast<uint8_t *>(slot[1]), static_cast<uint8_t *>(slot[0]) + step) << "the host mirrors the device";
+    std::memset(slot[0], 0xC3, 2 * step);
+    sam3d_download downs[2] = {rig::down(a.first, slot[0], n), rig::down(a.second, slot[1], n)};
+    sam3d_call c{};
+    c.downloads = downs;
+    c.n_downloads = 2;
+    sam3d_session_reset_counters(s);
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(r.counters(s).download_copies, 2u);
+    const auto * got = static_cast<const uint8_t *>(slot[0]);
+    EXPECT_EQ(std::vector<uint8_t>(got, got + n), std::vector<uint8_t>(device.begin(), device.begin() + n));
+    EXPECT_EQ(std::vector<uint8_t>(got + n, got + step), std::vector<uint8_t>(step - n, 0xC3))
+        << "the slot bytes between the two dst are the caller's: not written";
+    EXPECT_EQ(std::vector<uint8_t>(got + step, got + step + n), std::vector<uint8_t>(device.begin() + step, device.begin() + step + n));
+}
+
+TEST_P(Coalescing, TheBoundCountsTheLaidOutBytes) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    if (GetParam() == Kind::Cpu) {
+        GTEST_SKIP() << "the CPU backend never batches";
+    }
+    // Two halves of the bound with a 4 KiB gap: their aligned sizes reach the bound exactly (a
+    // batch), but laid out as one run across the declared gap they are 4 KiB over it.
+    constexpr size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    Area a(r, half, 4096, 2 * half + 4096);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    std::vector<uint8_t> in(half, 0x5A);
+    std::vector<sam3d_upload> ups = {rig::up(a.first, in.data(), half), rig::up(a.second, in.data(), half)};
+    sam3d_counters k = run_transfers(r, s, ups, {});
+    EXPECT_EQ(k.pinned_batches, 1u) << "two separate runs: exactly the bound";
+    EXPECT_EQ(k.upload_copies, 2u);
+    ASSERT_EQ(sam3d_session_add_area(s, a.area), SAM3D_OK) << sam3d_last_error();
+    k = run_transfers(r, s, ups, {});
+    EXPECT_EQ(k.pinned_batches, 0u) << "one run of the bound + 4 KiB: over the bound";
+    EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 1u);
+    EXPECT_EQ(k.upload_copies, 2u) << "the synchronous path copies per descriptor";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Coalescing, testing::ValuesIn(rig::kinds()), rig::param_name);
+
+// Two buffers over the two halves of one allocation meet in memory; a run stays in one buffer.
+TEST(CoalescingBuffers, BytesThatMeetAcrossTwoBuffersAreTwoCopies) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    ggml_tensor * t0 = r.bytes(static_cast<int64_t>(kBytes), "t0");
+    ggml_tensor * t1 = r.bytes(static_cast<int64_t>(kBytes), "t1");
+    alignas(64) static uint8_t memory[2 * kBytes];
+    ggml_backend_buffer_t b0 = ggml_backend_cpu_buffer_from_ptr(memory, kBytes);
+    ggml_backend_buffer_t b1 = ggml_backend_cpu_buffer_from_ptr(memory + kBytes, kBytes);
+    ASSERT_EQ(ggml_backend_tensor_alloc(b0, t0, memory), GGML_STATUS_SUCCESS);
+    ASSERT_EQ(ggml_backend_tensor_alloc(b1, t1, memory + kBytes), GGML_STATUS_SUCCESS);
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const auto in = rig::pattern(2 * kBytes, 6);
+    std::vector<uint8_t> out(2 * kBytes);
+    const sam3d_counters k = run_transfers(r, s, {rig::up(t0, in.data(), kBytes), rig::up(t1, in.data() + kBytes, kBytes)},
+                                           {rig::down(t0, out.data(), kBytes), rig::down(t1, out.data() + kBytes, kBytes)});
+    EXPECT_EQ(k.upload_copies, 2u) << "adjacent bytes of two buffers are two runs";
+    EXPECT_EQ(k.download_copies, 2u);
+    EXPECT_EQ(out, in);
+    ggml_backend_buffer_free(b0);
+    ggml_backend_buffer_free(b1);
+}
+
+// A queued call's span tensors are its own until it completed: a later call's runs do not
+// overwrite what the device has not read yet (the deferred queue reads tensors at synchronize,
+// as a device may).
+TEST(CoalescingQueued, SpanTensorsOutliveLaterCalls) {
+    deferred::reset();
+    {
+        Rig r(Kind::CpuStaged);
+        RIG_REQUIRE(r);
+        Adjacent a(r, 4);
+        r.alloc();
+        a.check_adjacent();
+        deferred::install_with_events(r.seam());
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        const auto first = rig::pattern(2 * kBytes, 1), second = rig::pattern(2 * kBytes, 2);
+        sam3d_upload u1[2] = {rig::up(a.t[0], first.data(), kBytes), rig::up(a.t[1], first.data() + kBytes, kBytes)};
+        sam3d_upload u2[2] = {rig::up(a.t[2], second.data(), kBytes), rig::up(a.t[3], second.data() + kBytes, kBytes)};
+        sam3d_call c1{}, c2{};
+        c1.uploads = u1;
+        c1.n_uploads = 2;
+        c2.uploads = u2;
+        c2.n_uploads = 2;
+        sam3d_ticket t1 = 0, t2 = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK) << sam3d_last_error();
+        EXPECT_GT(deferred::pending(), 0u) << "neither call's copy ran yet";
+        ASSERT_EQ(sam3d_session_wait(s, t2), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(r.counters(s).upload_copies, 2u);
+        EXPECT_EQ(device_bytes(a.t[0]), std::vector<uint8_t>(first.begin(), first.begin() + kBytes));
+        EXPECT_EQ(device_bytes(a.t[1]), std::vector<uint8_t>(first.begin() + kBytes, first.end()));
+        EXPECT_EQ(device_bytes(a.t[2]), std::vector<uint8_t>(second.begin(), second.begin() + kBytes));
+        EXPECT_EQ(device_bytes(a.t[3]), std::vector<uint8_t>(second.begin() + kBytes, second.end()));
+    }
+    deferred::reset();
+}
+
+}  // namespace
