@@ -53,6 +53,11 @@ const char * row_name(Mode m);
 json mode_table_json(const std::vector<Mode> & modes);
 
 // ---------------------------------------------------------------- options (options.cpp)
+// The replay's device layout (--layout): the profile's (tensors in creation order, one GGML
+// copy per descriptor), or per-graph I/O areas (docs/contract.md, rule 10; docs/benchmark.md).
+enum class Layout { Scattered, Areas };
+const char * layout_name(Layout l);
+
 struct Options {
     std::string profile;
     std::string backend = "cpu";
@@ -74,6 +79,7 @@ struct Options {
     // default (SAM3D_STAGING_COPY_THREADS, at most the processors), unless
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
+    Layout layout = Layout::Scattered;
 };
 
 // The result's name of a --backend value ("cpu" -> "CPU", "vulkan" -> "Vulkan", "cuda" -> "CUDA").

@@ -188,6 +188,10 @@ int bench(const Options & o) {
     if (!ctx) die(1, "ggml_init failed");
     Replay replay(profile, backend.get(), o.transfer_only);
     replay.prepare(ctx.get());
+    if (o.layout == Layout::Areas) {
+        replay.place_areas(sam3d_session_staging_alignment(on));
+        for (Mode mode : o.modes) replay.declare_areas(sessions[mode].s);
+    }
     std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buffer(
         ggml_backend_alloc_ctx_tensors(ctx.get(), backend.get()), ggml_backend_buffer_free);
     if (!buffer) die(1, "allocating the profile's tensors on " + o.backend + " failed");

@@ -39,6 +39,8 @@ sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b) {
     d.sync_path_ns = b.sync_path_ns - a.sync_path_ns;
     d.staging_bytes = b.staging_bytes;
     d.staging_allocations = b.staging_allocations - a.staging_allocations;
+    d.upload_copies = b.upload_copies - a.upload_copies;
+    d.download_copies = b.download_copies - a.download_copies;
     return d;
 }
 

@@ -62,6 +62,8 @@ std::string usage() {
          "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
          "  --staging-copy-threads N  the batched sessions' threads copying each piece, the caller's\n"
          "              included (default: SAM3D_STAGING_COPY_THREADS, at most the processors)\n"
+         "  --layout scattered|areas  the device layout: the profile's (default), or each graph's inputs\n"
+         "              and outputs in one declared area each (coalesced copies, rule 10)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
@@ -153,6 +155,10 @@ Options parse_args(int argc, char ** argv) {
             o.modes = parse_modes(v);
         } else if (a == "--staging-piece-bytes") {
             o.staging_piece_bytes = parse_piece_bytes(a, v);
+        } else if (a == "--layout") {
+            const std::string l = v;
+            if (l != "scattered" && l != "areas") die(1, a + " " + l + ": expected scattered or areas");
+            o.layout = l == "areas" ? Layout::Areas : Layout::Scattered;
         } else if (a == "--staging-copy-threads") {
             const int n = parse_int(a, v, 1);
             if (n > static_cast<int>(SAM3D_STAGING_COPY_THREADS_MAX)) {
@@ -176,6 +182,8 @@ Options parse_args(int argc, char ** argv) {
     }
     return o;
 }
+
+const char * layout_name(Layout l) { return l == Layout::Areas ? "areas" : "scattered"; }
 
 const char * backend_name(const std::string & backend) {
     static const std::pair<const char *, const char *> kBackends[] = {

@@ -67,6 +67,7 @@ json mode_extra(const Measured & m) {
         const ModeRun & r = m.runs[mode];
         const sam3d_counters & c = r.per_image.front();
         json x = {{"calls_per_image", c.calls},
+                  {"ggml_copies_per_image", c.upload_copies + c.download_copies},
                   {"failed_calls", c.failed_calls},
                   {"rejected_calls", c.rejected_calls},
                   {"staging_bytes", c.staging_bytes},
@@ -140,6 +141,7 @@ json document(const Measured & m, const Checks & c) {
     };
     if (o.transfer_only) doc["extra"]["transfer_only"] = true;
     doc["extra"]["staging_piece_bytes"] = o.staging_piece_bytes;
+    doc["extra"]["layout"] = layout_name(o.layout);
     doc["extra"]["staging_copy_threads"] = sam3d_session_copy_threads(m.runs[kOn].session);
     return doc;
 }

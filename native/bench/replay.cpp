@@ -104,11 +104,65 @@ struct Replay::State {
     // The last image's untimed host time: the producer's writes of inputs into slots and the
     // consumer's reads of outputs out of them (zerocopy, queued).
     double excluded_write_ms = 0, excluded_read_ms = 0;
+    // The areas layout: each graph's input and output areas, their context and buffer, and the
+    // alignment of the offsets in them (1: the scattered layout, slots at their own sizes).
+    std::vector<ggml_tensor *> areas;
+    ggml_context * area_ctx = nullptr;
+    ggml_backend_buffer_t area_buffer = nullptr;
+    size_t area_alignment = 1;
     size_t dependency_waits = 0;  // queued, last image: wait points before an input that takes an earlier download
     size_t ring_waits = 0;        // queued, last image: wait points because the staging ring had no room
     size_t end_waits = 0;         // queued, last image: the wait at the end (0 or 1)
 
     State(const Profile & p, ggml_backend_t be, bool no_compute) : profile(p), backend(be), transfer_only(no_compute) {}
+    ~State() {
+        if (area_buffer) ggml_backend_buffer_free(area_buffer);
+        if (area_ctx) ggml_free(area_ctx);
+    }
+
+    static size_t aligned(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+    void place_areas(size_t staging_alignment) {
+        area_alignment = std::max(ggml_backend_get_alignment(backend), std::max<size_t>(staging_alignment, 1));
+        const size_t ng = graphs.size();
+        ggml_init_params ip = {ggml_tensor_overhead() * 2 * ng, nullptr, true};
+        area_ctx = ggml_init(ip);
+        if (!area_ctx) die(1, "ggml_init failed (areas)");
+        const auto bytes = [&](const std::vector<size_t> & sizes) {
+            size_t n = 0;
+            for (size_t b : sizes) n += aligned(b, area_alignment);
+            return n;
+        };
+        for (size_t g = 0; g < ng; ++g) {
+            const GraphSpec & sp = profile.graphs[g];
+            for (int out = 0; out < 2; ++out) {
+                const size_t n = bytes(out ? sp.downloads : sp.uploads);
+                ggml_tensor * a = ggml_new_tensor_1d(area_ctx, GGML_TYPE_I8, static_cast<int64_t>(std::max<size_t>(n, 1)));
+                ggml_set_name(a, (sp.name + (out ? ".outputs" : ".inputs")).c_str());
+                areas.push_back(a);
+            }
+        }
+        area_buffer = ggml_backend_alloc_ctx_tensors(area_ctx, backend);
+        if (!area_buffer) die(1, "allocating the I/O areas failed");
+        for (size_t g = 0; g < ng; ++g) {
+            for (int out = 0; out < 2; ++out) {
+                const std::vector<ggml_tensor *> & ts = out ? graphs[g].outputs : graphs[g].inputs;
+                uint8_t * at = static_cast<uint8_t *>(areas[2 * g + out]->data);
+                for (ggml_tensor * t : ts) {
+                    if (ggml_backend_tensor_alloc(area_buffer, t, at) != GGML_STATUS_SUCCESS) {
+                        die(1, std::string("placing ") + t->name + " in its area failed");
+                    }
+                    at += aligned(ggml_nbytes(t), area_alignment);
+                }
+            }
+        }
+    }
+
+    void declare_areas(sam3d_session * s) {
+        for (ggml_tensor * a : areas) {
+            if (sam3d_session_add_area(s, a) != SAM3D_OK) die(2, std::string("declaring area ") + a->name + ": " + sam3d_last_error());
+        }
+    }
 
     // Transfer-only replay: output tensors hold a fixed pattern (nothing computes them).
     void fill_outputs() {
@@ -207,9 +261,9 @@ struct Replay::State {
         const GraphSpec & sp = profile.graphs[g];
         req.clear();
         for (size_t i = 0; i < sp.uploads.size(); ++i) {
-            if (fed_by(g, i) == nullptr) req.push_back({sp.uploads[i]});
+            if (fed_by(g, i) == nullptr) req.push_back({aligned(sp.uploads[i], area_alignment)});
         }
-        for (size_t b : sp.downloads) req.push_back({b});
+        for (size_t b : sp.downloads) req.push_back({aligned(b, area_alignment)});
         slots.assign(req.size(), nullptr);
         if (sam3d_session_reserve(session_, req.data(), req.size(), slots.data()) != SAM3D_OK) failed(g, "reserve");
         return sam3d_session_reservation_pinned(session_);
@@ -358,6 +412,8 @@ size_t Replay::context_bytes(const Profile & profile) {
 
 void Replay::prepare(ggml_context * ctx) { s_->prepare(ctx); }
 void Replay::fill_outputs() { s_->fill_outputs(); }
+void Replay::place_areas(size_t staging_alignment) { s_->place_areas(staging_alignment); }
+void Replay::declare_areas(sam3d_session * s) { s_->declare_areas(s); }
 double Replay::run(sam3d_session * s, Mode mode, int data) { return s_->run(s, mode, data); }
 std::string Replay::digest(Mode mode) { return s_->digest(mode); }
 double Replay::excluded_write_ms() const { return s_->excluded_write_ms; }

@@ -21,6 +21,14 @@ class Replay {
     static size_t context_bytes(const Profile & profile);
     // Builds the graphs in ctx (no_alloc) and the inputs and descriptors of every mode.
     void prepare(ggml_context * ctx);
+    // The areas layout (--layout areas): places each graph's inputs in one input area and its
+    // outputs in one output area (ggml_backend_tensor_alloc, at offsets aligned to the larger of
+    // the device's and the staging alignment), in a buffer of their own, before the rest of the
+    // context is allocated; zero-copy slots are then requested at the same aligned sizes, so
+    // a call's slots lie as far apart as its tensors. Declare the areas with declare_areas.
+    void place_areas(size_t staging_alignment);
+    // sam3d_session_add_area of every area on `s` (none in the scattered layout).
+    void declare_areas(sam3d_session * s);
     // Transfer-only replay: writes the fixed pattern into the output tensors (after allocation).
     void fill_outputs();
     // One image in `mode` with input data set `data` (0 or 1). Returns the wall time in ms.
