@@ -616,6 +616,8 @@ void reset_counters(Session & s) {
     s.counters.staging_bytes = held;
 }
 
+void complete_outstanding(Session & s) { complete_all(s); }
+
 void close(Session & s) {
     if (std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return !c.done(); })) {
         s.ggml.synchronize(s.backend);  // A7: outstanding work completes before anything is freed

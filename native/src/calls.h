@@ -22,6 +22,9 @@ size_t staging_in_flight(const Session & s);
 bool reservation_pinned(const Session & s);
 // Zeroes the counters but staging_bytes.
 void reset_counters(Session & s);
+// Rule 5 after an allocation failure: completes every call in flight (one synchronize; none
+// when nothing is in flight); their results stay for their waits.
+void complete_outstanding(Session & s);
 // A7: completes the session's outstanding work (before it is freed).
 void close(Session & s);
 

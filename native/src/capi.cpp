@@ -9,12 +9,19 @@
 namespace {
 
 // Runs `f` with the session's lock held; no exception crosses the C API: an allocation failure
-// becomes SAM3D_ERR_OUT_OF_MEMORY naming `what`, any other exception SAM3D_ERR_INTERNAL.
+// becomes SAM3D_ERR_OUT_OF_MEMORY naming `what` once the session's outstanding work completed
+// (rule 5), any other exception SAM3D_ERR_INTERNAL.
 template <typename F>
 sam3d_status serialized(sam3d_session & s, const char * what, F && f) {
     try {
         std::lock_guard<std::mutex> lock(s.mutex);
-        const sam3d_status st = f();
+        sam3d_status st = SAM3D_OK;
+        try {
+            st = f();
+        } catch (const std::bad_alloc &) {
+            sam3d::complete_outstanding(s);  // rule 5: what the message below says
+            throw;
+        }
         if (st == SAM3D_OK) {
             sam3d::clear_error();
         }

@@ -270,6 +270,36 @@ TEST_F(Failures, CallWithoutAnEventIsWaitedWithASynchronize) {
     sam3d_session_free(s);
 }
 
+// An allocation failure while a queued call is in flight: the message says the session's
+// outstanding work was completed, and it was (rule 5): nothing is pending when it returns, the
+// queued call still reports its own result at its wait.
+TEST_F(Failures, AllocationFailureWithAQueuedCallInFlightCompletesItFirst) {
+    Rig r(Kind::CpuStaged);
+    deferred::install_with_events(r.seam());
+    cases::ScaleAdd w = cases::scale_add(r, 64);
+    r.alloc();
+    sam3d_session * s = create(r, r.seam());
+    const std::vector<float> a = rig::ramp(64, 1.0f), b = rig::ramp(64, 2.0f);
+    std::vector<float> o1(64), o2(64, -1.0f);
+    sam3d_upload u[] = {rig::up(w.a, a.data(), 256), rig::up(w.b, b.data(), 256)};
+    sam3d_download d1[] = {rig::down(w.out, o1.data(), 256)};
+    sam3d_download d2[] = {rig::down(w.out, o2.data(), 256)};
+    sam3d_call c1{u, 2, w.graph, d1, 1, false}, c2{u, 2, w.graph, d2, 1, false};
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_GT(deferred::pending(), 0u) << "the queued call is in flight";
+    sam3d_testing_fail_allocation(s, 1);
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_ERR_OUT_OF_MEMORY);
+    EXPECT_CONTAINS(sam3d_last_error(), "outstanding work was completed");
+    EXPECT_EQ(deferred::pending(), 0u) << "the message says the outstanding work was completed: it must be";
+    EXPECT_EQ(t2, 0u);
+    EXPECT_EQ(o2, std::vector<float>(64, -1.0f)) << "the failed call wrote its dst";
+    EXPECT_EQ(sam3d_session_outstanding(s), 1u) << "the queued call still awaits its wait";
+    ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(o1, cases::expected(a, b));
+    sam3d_session_free(s);
+}
+
 // An exception from a GGML entry point after submission (event_record, graph compute; a
 // std::exception or not) becomes SAM3D_ERR_INTERNAL after the session's work is completed; no
 // dst is written, no region stays held, nothing leaks, and the session goes on exactly.

@@ -284,7 +284,7 @@ def run_probe(name, env, out, tag, backend):
 
 
 def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=()):
-    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py."""
+    """One sam3d_bench run; `staging`: its --staging-* and --layout flags, as given to run.py."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "")
     dst = out / f"{tag}.driver.json"
@@ -321,6 +321,8 @@ def main():
     p.add_argument("--staging-copy-threads", metavar="N",
                    help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
                         "default: the core's)")
+    p.add_argument("--layout", choices=("scattered", "areas"),
+                   help="the replay's device layout (sam3d_bench --layout; default: the profile's, scattered)")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
@@ -328,7 +330,8 @@ def main():
     a = p.parse_args()
     names = a.variants or list(manifest["variants"])
     staging = [x for flag, v in (("--staging-piece-bytes", a.staging_piece_bytes),
-                                 ("--staging-copy-threads", a.staging_copy_threads)) if v for x in (flag, v)]
+                                 ("--staging-copy-threads", a.staging_copy_threads),
+                                 ("--layout", a.layout)) if v for x in (flag, v)]
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
         sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
