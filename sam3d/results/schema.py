@@ -86,6 +86,7 @@ BATCHING = tuple(_DEFS["row"]["properties"]["batching"]["enum"])
 # Rows every driver run has: each row is compared with "off", the others also with "on".
 REQUIRED_ROWS = ("off", "on")
 TRANSFER_ONLY = " (transfer-only)"  # appended to the backend of a replay without compute
+AREAS = " areas"  # appended to the backend of a replay in the areas layout (sam3d_bench --layout areas)
 FALLBACK_REASONS = tuple(_DEFS["row"]["properties"]["counters"]["properties"]["fallbacks"]["required"])
 COUNTERS = tuple(k for k in _DEFS["row"]["properties"]["counters"]["required"] if k != "fallbacks")
 SAMPLE_TIMES = tuple(k for k in _DEFS["sample"]["required"] if k.endswith("_ms"))
@@ -260,6 +261,9 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
         "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
         "backend": name,
     }
+    if doc is not None and (doc.get("extra") or {}).get("layout") == "areas":
+        # Per-graph I/O areas (coalesced copies, docs/contract.md rule 10): their own configuration.
+        r["backend"] += AREAS
     if doc is not None and (doc.get("extra") or {}).get("transfer_only"):
         # A replay without compute is its own configuration in the table.
         r["backend"] += TRANSFER_ONLY
@@ -281,9 +285,10 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
 
 
 def base_backend(result: dict) -> str:
-    """The backend's name without the transfer-only mark."""
+    """The backend's name without the transfer-only and areas marks."""
     name = str(result.get("backend") or "-")
-    return name[: -len(TRANSFER_ONLY)] if name.endswith(TRANSFER_ONLY) else name
+    name = name[: -len(TRANSFER_ONLY)] if name.endswith(TRANSFER_ONLY) else name
+    return name[: -len(AREAS)] if name.endswith(AREAS) else name
 
 
 def key(result: dict) -> tuple[str, str, str]:
