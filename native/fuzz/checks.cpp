@@ -31,6 +31,8 @@ const Field kFields[] = {
     {"sync_path_ns", &sam3d_counters::sync_path_ns},
     {"staging_bytes", &sam3d_counters::staging_bytes},
     {"staging_allocations", &sam3d_counters::staging_allocations},
+    {"upload_copies", &sam3d_counters::upload_copies},
+    {"download_copies", &sam3d_counters::download_copies},
 };
 
 const void * host_of(const sam3d_upload & u) { return u.src; }
@@ -40,6 +42,37 @@ const void * host_of(const sam3d_download & d) { return d.dst; }
 template <typename D>
 bool transfers(const Record & r, const std::vector<D> & ds, size_t k) {
     return k < ds.size() && r.tensor == ds[k].tensor && r.offset == ds[k].offset && r.size == ds[k].size;
+}
+
+// Whether seam entry `r` is the one GGML copy of expected run `run` of `ds` (rule 10): exactly the
+// run's device bytes, in its buffer; a run of one with the descriptor's own tensor and offset, a
+// run of several through a span tensor (a 1-D GGML_TYPE_I8 header over exactly those bytes, in
+// the run's buffer, no view) from its byte 0.
+template <typename D>
+bool copies_run(const Record & r, const RunModel & run, const std::vector<D> & ds) {
+    if (r.device != run.begin || r.size != run.bytes || r.buffer != run.buffer) {
+        return false;
+    }
+    if (run.last - run.first == 1) {
+        return r.tensor == ds[run.first].tensor && r.offset == ds[run.first].offset;
+    }
+    const auto bytes = static_cast<int64_t>(run.bytes);
+    return r.offset == 0 && r.type == GGML_TYPE_I8 && r.ne == std::array<int64_t, 4>{bytes, 1, 1, 1} &&
+           r.nbytes == run.bytes && !r.view && r.own_buffer && r.contiguous;
+}
+
+// A copy and the run expected, at byte offsets in the world's tensor buffer.
+std::string describe(const Record & r, const RunModel * run, const Env & e) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_base(e));
+    std::string s = "copy of " + str(r.size) + " B at buffer byte " + str(r.device - base) + " (offset " + str(r.offset) +
+                    " into a tensor of " + str(r.nbytes) + " B)";
+    if (run != nullptr) {
+        s += "; expected the run of descriptors [" + str(run->first) + ", " + str(run->last) + "), " + str(run->bytes) +
+             " B at buffer byte " + str(run->begin - base);
+    } else {
+        s += "; expected no more copies";
+    }
+    return s;
 }
 
 uint64_t fallbacks(const sam3d_counters & k) {
@@ -142,6 +175,8 @@ void check_state() {
                   str(g_model.failed_hi) + "]");
         CHECK(k.staging_bytes <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || k.staging_bytes == 0),
               "staging_bytes stays within the bound (and 0 without pinned staging)", where("staging_bytes", w));
+        CHECK(sam3d_session_areas(e.session) == g_model.areas.size(), "areas counts the declared areas",
+              where("areas", w) + " " + str(sam3d_session_areas(e.session)) + " != " + str(g_model.areas.size()));
     }
 }
 
@@ -166,6 +201,8 @@ void check_records_only(int w, std::initializer_list<Record::What> allowed, cons
 void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool fails, const Verdict & v,
                          const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before, const char * op) {
     const Env & e = g_env[w];
+    const std::vector<RunModel> up_runs = expected_runs(m, true, zero_copy, w);
+    const std::vector<RunModel> down_runs = expected_runs(m, false, zero_copy, w);
     size_t set = 0, get = 0, set_async = 0, get_async = 0, compute = 0, compute_async = 0;
     for (const Record & r : e.records) {
         const bool in_arena = r.data >= e.arena.data() && r.data < e.arena.data() + kArena;
@@ -180,19 +217,26 @@ void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_c
                       "the synchronous path is ggml_backend_tensor_get per download, in order, into dst", where(op, w));
                 ++get;
                 break;
-            case Record::SetAsync:
-                CHECK(transfers(r, m.ups, set_async), "the staged path uploads each descriptor once, in order", where(op, w));
-                CHECK(zero_copy ? r.data == host_of(m.ups[set_async]) : !in_arena,
+            case Record::SetAsync: {
+                const RunModel * run = set_async < up_runs.size() ? &up_runs[set_async] : nullptr;
+                CHECK(run != nullptr && copies_run(r, *run, m.ups),
+                      "the batched path uploads each maximal run (rule 10) as one GGML copy of exactly its bytes, in order",
+                      where(op, w) + ": upload copy " + str(set_async) + ": " + describe(r, run, e));
+                CHECK(zero_copy ? r.data == host_of(m.ups[run->first]) : !in_arena,
                       "zero-copy uploads read the slot in place; copying ones read staging", where(op, w));
                 ++set_async;
                 break;
-            case Record::GetAsync:
-                CHECK(transfers(r, m.downs, get_async), "the staged path downloads each descriptor once, in order",
-                      where(op, w));
-                CHECK(zero_copy ? r.data == host_of(m.downs[get_async]) : !in_arena,
+            }
+            case Record::GetAsync: {
+                const RunModel * run = get_async < down_runs.size() ? &down_runs[get_async] : nullptr;
+                CHECK(run != nullptr && copies_run(r, *run, m.downs),
+                      "the batched path downloads each maximal run (rule 10) as one GGML copy of exactly its bytes, in order",
+                      where(op, w) + ": download copy " + str(get_async) + ": " + describe(r, run, e));
+                CHECK(zero_copy ? r.data == host_of(m.downs[run->first]) : !in_arena,
                       "zero-copy downloads write the slot in place; copying ones write staging", where(op, w));
                 ++get_async;
                 break;
+            }
             case Record::Compute:
             case Record::ComputeAsync:
                 CHECK(r.data == e.graph && c.graph, "a call computes its own graph, once", where(op, w));
@@ -209,9 +253,15 @@ void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_c
     const bool sync = set + get + compute > 0;
     CHECK(!(async && sync), "a call takes one path, synchronous or staged", where(op, w));
     CHECK(compute + compute_async == (c.graph ? 1u : 0u), "a call computes its graph once", where(op, w));
-    CHECK((set == nu || set_async == nu) && set + set_async == nu, "every upload is made once", where(op, w));
-    CHECK(fails ? get + get_async == 0 : (get == nd || get_async == nd) && get + get_async == nd,
-          "every download is made once (none after a failed compute)", where(op, w));
+    CHECK(async ? set == 0 && set_async == up_runs.size() : set_async == 0 && set == nu,
+          "every upload is made once: one copy per descriptor (synchronous) or per run (batched)",
+          where(op, w) + ": " + str(set) + " sets, " + str(set_async) + " async sets for " + str(nu) + " uploads in " +
+              str(up_runs.size()) + " runs");
+    CHECK(fails ? get + get_async == 0
+                : async ? get == 0 && get_async == down_runs.size() : get_async == 0 && get == nd,
+          "every download is made once: one copy per descriptor (synchronous) or per run (batched); none after a failed compute",
+          where(op, w) + ": " + str(get) + " gets, " + str(get_async) + " async gets for " + str(nd) + " downloads in " +
+              str(down_runs.size()) + " runs");
     const bool batching = w != kOff && !c.synchronous;
     CHECK(batching || !async, "batching off and synchronous calls are the blocking GGML calls", where(op, w));
 
@@ -226,15 +276,23 @@ void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_c
         down_bytes += d.size;
     }
     const uint64_t d_up_bytes = b.bytes_uploaded - a.bytes_uploaded, d_down_bytes = b.bytes_downloaded - a.bytes_downloaded;
+    const uint64_t d_up_copies = b.upload_copies - a.upload_copies, d_down_copies = b.download_copies - a.download_copies;
     const std::string what = where(op, w);
     CHECK(b.calls == a.calls + 1 && b.rejected_calls == a.rejected_calls, "an accepted call counts one call", what);
     if (!fails) {
-        CHECK(d_async_up == set_async && d_sync_up == set && d_async_down == get_async && d_sync_down == get,
+        CHECK(d_async_up == (async ? nu : 0) && d_sync_up == (async ? 0 : nu) && d_async_down == (async ? nd : 0) &&
+                  d_sync_down == (async ? 0 : nd),
               "transfers are counted once per descriptor, on the path they took", what);
         CHECK(d_up_bytes == up_bytes && d_down_bytes == down_bytes, "bytes are counted per descriptor", what);
+        CHECK(d_up_copies == (async ? up_runs.size() : nu) && d_down_copies == (async ? down_runs.size() : nd),
+              "upload_copies and download_copies count the GGML copies: one per run batched, one per descriptor synchronous",
+              what + ": upload_copies +" + str(d_up_copies) + ", download_copies +" + str(d_down_copies) + " for " + str(nu) +
+                  "/" + str(nd) + " descriptors in " + str(up_runs.size()) + "/" + str(down_runs.size()) + " runs" +
+                  (async ? " (batched)" : " (synchronous)"));
     } else {
-        CHECK(d_async_up + d_sync_up + d_async_down + d_sync_down == 0 && d_up_bytes == 0 && d_down_bytes == 0,
-              "a call failing after submission counts none of its transfers or bytes", what);
+        CHECK(d_async_up + d_sync_up + d_async_down + d_sync_down == 0 && d_up_bytes == 0 && d_down_bytes == 0 &&
+                  d_up_copies == 0 && d_down_copies == 0,
+              "a call failing after submission counts none of its transfers, bytes or copies", what);
     }
     const uint64_t pinned = b.pinned_batches - a.pinned_batches;
     const uint64_t fell = fallbacks(b) - fallbacks(a);

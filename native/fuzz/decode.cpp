@@ -47,9 +47,8 @@ std::vector<int> other_live_sets() {
     return r;
 }
 
-HostRef decode_host(Input & in, bool zero_copy) {
+HostRef decode_host_kind(Input & in, bool zero_copy, size_t kind) {
     HostRef r;
-    const size_t kind = in.pick(8);
     if (kind == 0) {
         return r;  // NULL
     }
@@ -77,13 +76,101 @@ HostRef decode_host(Input & in, bool zero_copy) {
     return r;
 }
 
-Desc decode_desc(Input & in, bool zero_copy) {
+// A descriptor's first device byte as an offset in the worlds' tensor buffer (the same in every
+// world), when its tensor is allocated and its extent valid.
+bool device_at(const Desc & d, size_t * at) {
+    const Env & e = g_env[kOff];
+    const ggml_tensor * t = e.tensors[d.tensor];
+    if (t == nullptr || t->data == nullptr) {
+        return false;
+    }
+    const size_t nbytes = ggml_nbytes(t);
+    if (d.size == 0 || d.offset > nbytes || d.size > nbytes - d.offset) {
+        return false;
+    }
+    *at = static_cast<size_t>(static_cast<const uint8_t *>(t->data) - buffer_base(e)) + d.offset;
+    return true;
+}
+
+// The contiguous tensor choices a following descriptor may name (worlds.h: the tensors lie back
+// to back in one buffer, views inside their sources).
+constexpr int kFollowers[] = {kA, kB, kOut, kRaw, kMat, kRawView, kMatRows, kLateView};
+
+// Tensor choices 12-15: the descriptor follows the one before it on the device, starting where
+// it ends (12, 13), 4 to 64 bytes after (14) or 1 to 64 bytes after (15), in a tensor holding that
+// byte (the candidate picked); false when no tensor holds it or there is no previous valid
+// descriptor (the gap and candidate choices are read either way).
+bool decode_follow(Input & in, size_t choice, const Desc * prev, Desc * d) {
+    const size_t gap = choice <= 13 ? 0 : choice == 14 ? 4 * (1 + in.pick(16)) : 1 + in.pick(64);
+    const size_t which = in.pick(4);
+    size_t at = 0;
+    if (prev == nullptr || !device_at(*prev, &at)) {
+        return false;
+    }
+    const size_t target = at + prev->size + gap;
+    std::vector<int> holding;
+    for (int t : kFollowers) {
+        size_t begin = 0;
+        if (device_at({t, {}, 0, nbytes_of(t)}, &begin) && begin <= target && target < begin + nbytes_of(t)) {
+            holding.push_back(t);
+        }
+    }
+    if (holding.empty()) {
+        return false;
+    }
+    d->tensor = holding[which % holding.size()];
+    size_t begin = 0;
+    device_at({d->tensor, {}, 0, nbytes_of(d->tensor)}, &begin);
+    d->offset = target - begin;
+    return true;
+}
+
+// Host kinds 8-15 with a previous descriptor: its host memory as far after the previous one's as
+// the device range after its device range (rule 10's zero-copy condition): the arena or a slot
+// of another live set at that offset, the next slot of the current reservation (adjacent slots
+// lie as far apart as their aligned sizes).
+HostRef mirror(const Desc & prev, const Desc & d) {
+    size_t a = 0, b = 0;
+    const size_t diff = device_at(prev, &a) && device_at(d, &b) && b >= a ? b - a : prev.size;
+    HostRef r = prev.host;
+    switch (r.kind) {
+        case HostRef::Null: break;
+        case HostRef::Arena:
+            r.at = prev.host.at + diff <= kArena - std::min<size_t>(d.size, 96) ? prev.host.at + diff : 0;
+            break;
+        case HostRef::Slot: {
+            const SlotSet & s = g_model.sets[r.set];
+            if (r.set == g_model.pending && r.at == 0) {
+                r.slot = (r.slot + 1) % s.sizes.size();
+            } else if (r.at + diff < s.sizes[r.slot]) {
+                r.at += diff;
+            }
+            break;
+        }
+    }
+    return r;
+}
+
+Desc decode_desc(Input & in, bool zero_copy, const Desc * prev) {
     Desc d;
-    d.tensor = static_cast<int>(in.pick(kTensorChoices));
-    d.host = decode_host(in, zero_copy);
+    const size_t choice = in.pick(kTensorChoices + 4);
+    const bool follows = choice >= kTensorChoices && decode_follow(in, choice, prev, &d);
+    if (!follows) {
+        d.tensor = static_cast<int>(choice % kTensorChoices);
+    }
+    const size_t kind = in.pick(16);
+    const bool mirrored = kind >= 8 && prev != nullptr;
+    if (!mirrored) {
+        d.host = decode_host_kind(in, zero_copy, kind % 8);
+    }
     const size_t nbytes = nbytes_of(d.tensor);
-    d.offset = decode_offset(in, nbytes);
+    if (!follows) {
+        d.offset = decode_offset(in, nbytes);
+    }
     d.size = decode_size(in, nbytes, d.offset);
+    if (mirrored) {
+        d.host = mirror(*prev, d);
+    }
     return d;
 }
 
@@ -97,10 +184,12 @@ Call decode_call(Input & in, bool zero_copy) {
     c.null_ups = nulls == 0;
     c.null_downs = nulls == 1;
     for (size_t i = 0; i < nu; ++i) {
-        c.ups.push_back(decode_desc(in, zero_copy));
+        const Desc d = decode_desc(in, zero_copy, c.ups.empty() ? nullptr : &c.ups.back());
+        c.ups.push_back(d);
     }
     for (size_t i = 0; i < nd; ++i) {
-        c.downs.push_back(decode_desc(in, zero_copy));
+        const Desc d = decode_desc(in, zero_copy, c.downs.empty() ? nullptr : &c.downs.back());
+        c.downs.push_back(d);
     }
     return c;
 }
@@ -167,9 +256,17 @@ Op decode_op(Input & in) {
             op.kind = Op::Release;
             op.ticket = decode_ticket(in, op.ids);
             break;
-        case 6:
-            op.kind = in.pick(2) == 0 ? Op::ArmComputeFailure : Op::ResetCounters;
+        case 6: {
+            const size_t k = in.pick(4);
+            op.kind = k == 0 ? Op::ArmComputeFailure : k == 1 ? Op::ResetCounters : k == 2 ? Op::AddArea : Op::RemoveArea;
+            if (k >= 2) {
+                // Choices 12-15: the tensors whose gaps a run may bridge without touching the graph.
+                const size_t t = in.pick(kTensorChoices + 4);
+                constexpr int kAreas[] = {kRaw, kMat, kRawView, kMatRows};
+                op.tensor = t < kTensorChoices ? static_cast<int>(t) : kAreas[t - kTensorChoices];
+            }
             break;
+        }
         case 7:
             op.kind = Op::Scribble;
             op.at = 3 * in.pick(256);

@@ -5,7 +5,10 @@
 // descriptor arrays (or NULL arrays) over the worlds' tensors (plain, contiguous views,
 // non-contiguous views, a view made after its source was allocated, an unallocated tensor,
 // NULL), offsets and sizes in range, out of range and overflowing, host pointers into the
-// caller arena (overlaps included), NULL, or into slots. Some choices depend on the model as the
+// caller arena (overlaps included), NULL, or into slots; a descriptor may also follow the one
+// before it on the device (where it ends, or a small gap after: the worlds' tensors lie back to
+// back in one buffer) with its host pointer as far after the previous one's, so that calls have
+// runs to coalesce (docs/contract.md, rule 10), and areas are declared and withdrawn. Some choices depend on the model as the
 // operations before left it (the current reservation, live slot sets, tickets handed out), so
 // each operation is decoded just before it runs. Decoding changes nothing.
 #pragma once
@@ -45,7 +48,7 @@ InputStart decode_start(Input & in);
 
 // One operation and its arguments.
 struct Op {
-    enum Kind { Run, Submit, Reserve, Wait, Release, ArmComputeFailure, ResetCounters, Scribble } kind = Run;
+    enum Kind { Run, Submit, Reserve, Wait, Release, ArmComputeFailure, ResetCounters, Scribble, AddArea, RemoveArea } kind = Run;
     // Run, Submit (flags and ticket_null: Submit only)
     unsigned flags = 0;
     bool ticket_null = false;
@@ -59,6 +62,8 @@ struct Op {
     // Scribble: the caller writes arena bytes [at, at + n)
     size_t at = 0;
     size_t n = 0;
+    // AddArea, RemoveArea: the tensor choice (TensorId)
+    int tensor = kNullTensor;
 };
 Op decode_op(Input & in);
 

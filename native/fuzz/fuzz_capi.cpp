@@ -1,9 +1,9 @@
 // libFuzzer target for the core's C API on the CPU backend (built in the Clang ASan variant):
 // the driver. An input is a sequence of operations (run, submit, reserve, wait, release,
-// counter resets, writes to caller memory, armed compute failures) over real CPU tensors, run
-// on four sessions ("worlds") that must agree with batching off; after each operation the
-// invariants of the contract are checked, and a violation prints which and aborts, so libFuzzer
-// keeps the input. At the end of the input every ticket is waited, every kept call released,
+// counter resets, writes to caller memory, armed compute failures, areas declared and removed)
+// over real CPU tensors, run on four sessions ("worlds") that must agree with batching off; after
+// each operation the invariants of the contract are checked, and a violation prints which and
+// aborts, so libFuzzer keeps the input. At the end of the input every ticket is waited, every kept call released,
 // and the ring must be empty again. The parts, each in its own files:
 //   worlds.h/.cpp        the fake GGML (each world's recording seam) and the four worlds
 //   model.h/.cpp         the reference model: what the caller knows, what the contract says
@@ -34,6 +34,8 @@ void run(const Op & op) {
         case Op::ArmComputeFailure: arm_compute_failure(); break;
         case Op::ResetCounters: do_reset_counters(); break;
         case Op::Scribble: do_scribble(op.at, op.n); break;
+        case Op::AddArea: do_area(op.tensor, true); break;
+        case Op::RemoveArea: do_area(op.tensor, false); break;
     }
 }
 

@@ -8,17 +8,28 @@ list of choices, reversed. The choices, in the order decode.cpp reads them:
 
     input    ordinary(2) seed(256) op...
     op       0 run CALL | 1, 2 submit FLAGS CALL | 3 reserve N NULL_SLOTS(16: 0 = NULL) SIZE(28)...
-             | 4 wait TICKET | 5 release TICKET | 6 (0 arm a compute failure | 1 reset counters)
-             | 7 scribble AT(256: byte 3*AT) LEN(128)
+             | 4 wait TICKET | 5 release TICKET | 6 (0 arm a compute failure | 1 reset counters
+             | 2 add area AREA | 3 remove area AREA)(4) | 7 scribble AT(256: byte 3*AT) LEN(128)
+    AREA     tensor(16): 0-11 the tensor choice, 12-15 raw, mat, raw_view, mat_rows
     FLAGS    flags(8) unknown(16: 0 = or in 8 << SHIFT(4)) ticket_null(8: 0 = NULL)
     CALL     graph(2) synchronous(8: 0 = yes) n_uploads(5) n_downloads(4) nulls(32: 0 uploads
              NULL, 1 downloads NULL) DESC...
-    DESC     tensor(12) HOST offset(8: 4 = PICK(nbytes+1), 5 = nbytes, 6 = nbytes+1+PICK(4),
-             7 = SIZE_MAX-PICK(8), else 0) size(8: 3 = 1+PICK(rest), 4 = 0, 5 = rest+1,
-             6 = SIZE_MAX-PICK(8), 7 = 4+4*PICK(4), else rest)
-    HOST     kind(8): 0 NULL; zero-copy 2-5 with a reservation: slot(4) (5: 4 bytes inside it);
+    DESC     tensor(16: 0-11 a tensor choice) HOST offset(8: 4 = PICK(nbytes+1), 5 = nbytes,
+             6 = nbytes+1+PICK(4), 7 = SIZE_MAX-PICK(8), else 0) SIZE
+             | tensor(16: 12-15 FOLLOW) HOST SIZE (no offset: FOLLOW sets it)
+    SIZE     (8: 3 = 1+PICK(rest), 4 = 0, 5 = rest+1, 6 = SIZE_MAX-PICK(8), 7 = 4+4*PICK(4), else rest)
+    FOLLOW   the device byte where the previous descriptor of the array ends, plus a gap: 12, 13
+             none, 14 GAP(16) 4*(1+GAP), 15 GAP(64) 1+GAP; then WHICH(4): of the tensors holding
+             that byte (a, b, out, raw, mat, raw_view, mat_rows, late_view, in that order), the
+             WHICH-th mod their number. Without a previous valid descriptor or such a tensor: the
+             tensor choice (12-15) - 12, and its offset follows as in DESC
+    HOST     kind(16): 0 NULL; zero-copy 2-5 with a reservation: slot(4) (5: 4 bytes inside it);
              zero-copy 6-7 with another live slot set: set(8) slot(4) (7: AT(64), 4*AT bytes in);
-             else the arena: AT(256), byte 3*AT
+             8-15 with a previous descriptor in the array: MIRROR (read nothing); else (8-15:
+             kind - 8) the arena: AT(256), byte 3*AT
+    MIRROR   as far after the previous descriptor's host memory as this one's device range after
+             its device range: the arena (byte 0 when that passes its end), the same slot of a
+             set other than the current reservation, or the current reservation's next slot
     TICKET   (10): 0-7 the k-th ticket handed out (mod their number), 8 ticket 0, 9 unknown
 
 Run from anywhere: python3 native/fuzz/make_corpus.py [OUT_FOLDER] (default: next to this file).
@@ -54,6 +65,18 @@ def kept(set_index, j, at4=None):
 
 
 NULL = [0]
+MIRROR = [8]
+
+
+def follow(host, gap=0, which=0, size=None):
+    """A descriptor that starts `gap` bytes after the previous one of its array ends (gap 0, or a
+    multiple of 4 in 4..64), in the which-th tensor holding that byte; size None: the rest."""
+    if gap == 0:
+        head = [12]
+    else:
+        assert gap % 4 == 0 and 4 <= gap <= 64, gap
+        head = [14, gap // 4 - 1]
+    return [*head, which, *host, *(size or [0])]
 
 
 def desc(tensor, host, offset=None, size=None):
@@ -91,6 +114,14 @@ def release(k):
 
 ARM = [6, 0]
 RESET = [6, 1]
+
+
+def add_area(tensor):
+    return [6, 2, tensor]
+
+
+def remove_area(tensor):
+    return [6, 3, tensor]
 
 
 def scribble(at3, n):
@@ -146,6 +177,38 @@ CORPUS = {
                         reserve(S31M, S1M), submit(ZC | Q, call(ups=[desc(A, slot(1))])),
                         submit(Q, call(**SCALE_ADD_2)), RESET, wait(1), wait(2), reserve(SBOUND1),
                         submit(ZC, call(ups=[desc(A, slot(0))]))),
+    # Rule 10: a and b back to back (one run of two), downloads of out and of raw's two halves
+    # (one run), the same zero-copy from adjacent slots (and from slots in the other order: two
+    # runs), and queued.
+    "coalesced-runs": encode(
+        run(call(ups=[desc(A, arena(0)), follow(MIRROR)], downs=[desc(OUT, arena(50))], graph=True)),
+        run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
+                 downs=[desc(RAW, arena(100), size=[7, 3]), follow(MIRROR), desc(A, arena(200))])),
+        reserve(S64, S64, S64),
+        submit(ZC, call(ups=[desc(A, slot(0)), follow(MIRROR)], downs=[desc(OUT, slot(2))], graph=True)),
+        reserve(S64, S64, S64),
+        submit(ZC | Q, call(ups=[desc(A, slot(0)), follow(MIRROR)], downs=[desc(OUT, slot(2))], graph=True)),
+        wait(0), reserve(S64, S64, S64),
+        submit(ZC, call(ups=[desc(A, slot(1)), follow(slot(0))], downs=[desc(OUT, slot(2))], graph=True)),
+        submit(Q, call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
+                       downs=[desc(A, arena(100)), follow(MIRROR)])),
+        wait(1)),
+    # Rule 10's areas: gaps bridged inside raw (uploads, and a copying call's downloads), an
+    # area's refusals (not contiguous, overlapping, not declared), a transposed view removing
+    # mat's area by its bytes, zero-copy uploads from slots as far apart as on the device (the
+    # same downloads bridge nothing), and no gap bridged once raw's area is removed.
+    "area-gaps": encode(
+        add_area(RAW),
+        run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])],
+                 downs=[desc(MAT, arena(100))])),
+        run(call(downs=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        add_area(RAW_VIEW), add_area(TRANSPOSED), remove_area(MAT), add_area(MAT), remove_area(TRANSPOSED),
+        add_area(MAT_ROWS),
+        reserve(S16, S16, S16),
+        submit(ZC, call(ups=[desc(MAT_ROWS, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        reserve(S16, S16, S16),
+        submit(ZC, call(downs=[desc(MAT_ROWS, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        remove_area(RAW), run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])]))),
     "unpinned-ordinary": encode(run(call(**SCALE_ADD)), reserve(S64, S64, S64),
                                 submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1),
 }
@@ -172,6 +235,10 @@ FINDINGS = {
     # With a reservation holding the whole ring, a run naming a view without its own buffer fell
     # back (oversized, no room) and was taken, where the same run with room was refused.
     "late-view-no-room": encode(reserve(SBOUND), run(call(ups=[desc(LATE_VIEW, arena(0))]))),
+    # transfer.h lists a NULL tensor under sam3d_session_remove_area's invalid_argument; the core
+    # returns null_tensor (as add does). The model takes either until the two agree.
+    "remove-area-null": encode(add_area(NULL_TENSOR), remove_area(NULL_TENSOR), add_area(UNALLOCATED),
+                               remove_area(UNALLOCATED), add_area(LATE_VIEW), remove_area(LATE_VIEW)),
 }
 
 

@@ -265,3 +265,124 @@ bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w)
 }
 
 }  // namespace fuzz
+
+namespace fuzz {
+
+namespace {
+
+ggml_backend_buffer_t buffer_of(const ggml_tensor * t) { return t->view_src != nullptr ? t->view_src->buffer : t->buffer; }
+
+// Whether device bytes [begin, end) of `buffer` lie in one declared area of world w.
+bool in_one_area(int w, ggml_backend_buffer_t buffer, uintptr_t begin, uintptr_t end) {
+    const Env & e = g_env[w];
+    if (buffer != e.buffer) {
+        return false;
+    }
+    const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_base(e));
+    return std::any_of(g_model.areas.begin(), g_model.areas.end(),
+                       [&](const AreaModel & a) { return base + a.begin <= begin && end <= base + a.end; });
+}
+
+struct Plain {
+    const ggml_tensor * tensor;
+    const uint8_t * host;
+    size_t offset;
+    size_t size;
+};
+
+Plain plain(const WorldCall & m, bool up, size_t i) {
+    if (up) {
+        const sam3d_upload & u = m.ups[i];
+        return {u.tensor, static_cast<const uint8_t *>(u.src), u.offset, u.size};
+    }
+    const sam3d_download & d = m.downs[i];
+    return {d.tensor, static_cast<const uint8_t *>(d.dst), d.offset, d.size};
+}
+
+uintptr_t device_of(const Plain & d) { return reinterpret_cast<uintptr_t>(d.tensor->data) + d.offset; }
+
+}  // namespace
+
+std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy, int w) {
+    std::vector<RunModel> runs;
+    const size_t n = up ? m.ups.size() : m.downs.size();
+    for (size_t i = 0; i < n; ++i) {
+        const Plain d = plain(m, up, i);
+        const uintptr_t at = device_of(d);
+        const ggml_backend_buffer_t buffer = buffer_of(d.tensor);
+        if (!runs.empty()) {
+            RunModel & r = runs.back();
+            const uintptr_t end = r.begin + r.bytes;
+            bool joins = buffer == r.buffer && at >= end;
+            if (joins && at != end) {
+                joins = at - end <= SAM3D_COALESCE_GAP_BYTES && (!zero_copy || up) && in_one_area(w, buffer, r.begin, at + d.size);
+            }
+            if (joins && zero_copy) {
+                joins = d.host == r.host + (at - r.begin);
+            }
+            if (joins) {
+                r.last = i + 1;
+                r.bytes = static_cast<size_t>(at + d.size - r.begin);
+                continue;
+            }
+        }
+        RunModel r;
+        r.first = i;
+        r.last = i + 1;
+        r.begin = at;
+        r.bytes = d.size;
+        r.host = d.host;
+        r.buffer = buffer;
+        runs.push_back(r);
+    }
+    return runs;
+}
+
+std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m, bool up) {
+    std::vector<Gap> gaps;
+    for (const RunModel & r : runs) {
+        for (size_t i = r.first + 1; i < r.last; ++i) {
+            const Plain p = plain(m, up, i - 1);
+            const uintptr_t end = device_of(p) + p.size;
+            const uintptr_t at = device_of(plain(m, up, i));
+            if (at > end) {
+                gaps.push_back({end, at});
+            }
+        }
+    }
+    return gaps;
+}
+
+sam3d_status judge_area(int tensor, bool add, AreaModel * bytes) {
+    const Env & e = g_env[kOff];
+    const ggml_tensor * t = e.tensors[tensor];
+    if (t == nullptr) {
+        // transfer.h lists a NULL tensor under remove's invalid_argument, the core says
+        // null_tensor (as add does): do_area takes either for remove.
+        return SAM3D_ERR_NULL_TENSOR;
+    }
+    const bool has_data = t->data != nullptr;
+    if (has_data) {
+        const size_t at = static_cast<size_t>(static_cast<const uint8_t *>(t->data) - buffer_base(e));
+        *bytes = {at, at + ggml_nbytes(t)};
+    }
+    if (!add) {
+        // The same bytes as a declared area, whatever the tensor (a transposed view of an area
+        // names its bytes too).
+        const bool declared = has_data && std::any_of(g_model.areas.begin(), g_model.areas.end(), [&](const AreaModel & a) {
+                                  return a.begin == bytes->begin && a.end == bytes->end;
+                              });
+        return declared ? SAM3D_OK : SAM3D_ERR_INVALID_ARGUMENT;
+    }
+    if (!has_data || buffer_of(t) == nullptr) {
+        return SAM3D_ERR_UNALLOCATED_TENSOR;
+    }
+    if (!ggml_is_contiguous(t)) {
+        return SAM3D_ERR_NOT_CONTIGUOUS;
+    }
+    const bool overlaps = std::any_of(g_model.areas.begin(), g_model.areas.end(),
+                                      [&](const AreaModel & a) { return a.begin < bytes->end && bytes->begin < a.end; });
+    return overlaps ? SAM3D_ERR_INVALID_ARGUMENT : SAM3D_OK;
+}
+
+}  // namespace fuzz

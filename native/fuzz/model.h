@@ -58,7 +58,15 @@ struct TicketModel {
     bool reported() const { return !queued || waited; }
 };
 
+// A declared area (sam3d_session_add_area): bytes [begin, end) of the worlds' tensor buffer,
+// at the same offsets in every world.
+struct AreaModel {
+    size_t begin;
+    size_t end;
+};
+
 struct Model {
+    std::vector<AreaModel> areas;  // declared in every world's session, disjoint
     std::vector<SlotSet> sets;
     int pending = -1;
     std::vector<TicketModel> tickets;
@@ -152,5 +160,37 @@ Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int
 // without room does not count (docs/contract.md, rule 1): the path-dependent refusal does not
 // depend on what is in flight.
 bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w);
+
+// ------------------------------------------------------------------------ coalesced copies
+// docs/contract.md, rule 10, read from the contract, not from the core: the GGML copies a batched
+// call makes, in order, for one direction of world w's call `m` (every descriptor valid).
+
+struct RunModel {
+    size_t first = 0;   // descriptors [first, last)
+    size_t last = 0;
+    uintptr_t begin = 0;  // the first descriptor's first device byte
+    size_t bytes = 0;     // to the last one's end, gaps included
+    const uint8_t * host = nullptr;  // the first descriptor's host pointer
+    ggml_backend_buffer_t buffer = nullptr;
+};
+
+// The maximal runs: a descriptor joins the run before it when both lie in one buffer, it starts
+// at or after the run's end, either exactly there or inside one declared area holding the run
+// and it at most SAM3D_COALESCE_GAP_BYTES after (a zero-copy call: uploads only), and, zero-copy,
+// its host pointer is as far after the run's first host byte as its device range after the
+// run's first device byte.
+std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy, int w);
+
+// The device bytes [begin, end) a run writes or reads that are no descriptor's: its gaps.
+struct Gap {
+    uintptr_t begin;
+    uintptr_t end;
+};
+std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m, bool up);
+
+// What sam3d_session_add_area (add) or sam3d_session_remove_area of tensor choice `tensor`
+// returns given the model's areas (transfer.h, rule 10); *bytes: the tensor's bytes when it has
+// data.
+sam3d_status judge_area(int tensor, bool add, AreaModel * bytes);
 
 }  // namespace fuzz

@@ -100,6 +100,61 @@ bool aligned_sum(const std::vector<size_t> & sizes, size_t a, size_t extra, size
     return true;
 }
 
+// Whether device bytes [begin, end) meet a gap.
+bool meets(const std::vector<Gap> & gaps, uintptr_t begin, uintptr_t end) {
+    return std::any_of(gaps.begin(), gaps.end(), [&](const Gap & g) { return g.begin < end && begin < g.end; });
+}
+
+// The gaps an accepted call's upload runs would bridge in world w, were it batched: device bytes
+// of a declared area the call writes with unspecified values (rule 10).
+std::vector<Gap> upload_gaps(const WorldCall & m, bool zero_copy, int w) {
+    return gaps_of(expected_runs(m, true, zero_copy, w), m, true);
+}
+
+// A call whose bridged upload gaps it reads itself (a download of those bytes, or its graph's
+// inputs a and b) has results the contract leaves unspecified: such calls are not made.
+bool reads_its_own_gaps(const Call & c, bool zero_copy, const std::array<Verdict, kWorlds> & verdicts) {
+    for (int w = 1; w < kWorlds; ++w) {
+        if (verdicts[w].rejects()) {
+            continue;
+        }
+        const WorldCall m = materialize(c, w);
+        const std::vector<Gap> gaps = upload_gaps(m, zero_copy, w);
+        if (gaps.empty()) {
+            continue;
+        }
+        for (const sam3d_download & d : m.downs) {
+            const uintptr_t at = reinterpret_cast<uintptr_t>(d.tensor->data) + d.offset;
+            if (meets(gaps, at, at + d.size)) {
+                return true;
+            }
+        }
+        if (c.graph) {
+            for (int t : {kA, kB}) {
+                const ggml_tensor * x = g_env[w].tensors[t];
+                const uintptr_t at = reinterpret_cast<uintptr_t>(x->data);
+                if (meets(gaps, at, at + ggml_nbytes(x))) {
+                    return true;
+                }
+            }
+        }
+    }
+    return false;
+}
+
+// After an accepted call: the gap bytes its bridged uploads wrote hold unspecified values in the
+// worlds that batched it; they get batching off's, so later results stay comparable.
+NO_COVERAGE void resync_gaps(const std::array<WorldCall, kWorlds> & calls, bool zero_copy) {
+    const uintptr_t off = reinterpret_cast<uintptr_t>(buffer_base(g_env[kOff]));
+    for (int w = 1; w < kWorlds; ++w) {
+        const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_base(g_env[w]));
+        for (const Gap & g : upload_gaps(calls[w], zero_copy, w)) {
+            std::memcpy(reinterpret_cast<void *>(g.begin), reinterpret_cast<const void *>(off + (g.begin - base)),
+                        g.end - g.begin);
+        }
+    }
+}
+
 }  // namespace
 
 void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
@@ -114,6 +169,9 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         verdicts[w] = judge(c, submit, flags, ticket_null, w);
     }
     const Verdict & v = verdicts[kOff];  // what does not depend on the session (slots used, flags)
+    if (reads_its_own_gaps(c, submit && zero_copy, verdicts)) {
+        return;
+    }
     // The caller writes the inputs of a zero-copy call into its slots.
     for (const Desc & d : c.ups) {
         if (d.host.kind == HostRef::Slot && d.host.set == g_model.pending) {
@@ -184,6 +242,7 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         sam3d_session_counters(g_env[w].session, &now);
         check_accepted_call(w, c, calls[w], submit && zero_copy, fails, v, before.counters[w], now, before.in_flight[w], op);
     }
+    resync_gaps(calls, submit && zero_copy);
     // Outputs: what the call may write now.
     std::vector<Region> outputs;
     for (const Desc & d : c.downs) {
@@ -424,6 +483,48 @@ void do_scribble(size_t at, size_t n) {
         }
     }
     write_all({HostRef::Arena, at, -1, 0}, n, false);
+}
+
+void do_area(int tensor, bool add) {
+    AreaModel bytes{};
+    const sam3d_status expect = judge_area(tensor, add, &bytes);
+    const char * op = add ? "add_area" : "remove_area";
+    const Snapshot before = snapshot();
+    const Outcome outcome = in_every_world([&](Env & e, int) {
+        return add ? sam3d_session_add_area(e.session, e.tensors[tensor]) : sam3d_session_remove_area(e.session, e.tensors[tensor]);
+    });
+    check_same_status(outcome.st, outcome.msg, op);
+    const bool null_removed = !add && expect == SAM3D_ERR_NULL_TENSOR && outcome.st[kOff] == SAM3D_ERR_INVALID_ARGUMENT;
+    CHECK(outcome.st[kOff] == expect || null_removed,
+          "an area is declared once, over an allocated contiguous tensor overlapping no other, and removed by its bytes",
+          std::string(op) + ": " + sam3d_status_name(outcome.st[kOff]) + " ('" + outcome.msg[kOff] + "'), expected " +
+              sam3d_status_name(expect));
+    for (int w = 0; w < kWorlds; ++w) {
+        if (outcome.st[w] != SAM3D_OK) {
+            CHECK(outcome.msg[w].rfind(std::string(sam3d_status_name(outcome.st[w])) + ":", 0) == 0,
+                  "an error's message starts with its status name", where(op, w) + ": '" + outcome.msg[w] + "'");
+        }
+        check_records_only(w, {}, "an area's declaration enters no GGML function", op);
+        sam3d_counters now{};
+        now.struct_size = sizeof now;
+        sam3d_session_counters(g_env[w].session, &now);
+        check_counters_only(before.counters[w], now, {}, "an area's declaration is not a call (no counter changes)",
+                            where(op, w));
+        CHECK(now.failed_calls == before.counters[w].failed_calls,
+              "an area's declaration is not a call (no counter changes)", where(op, w) + ": failed_calls");
+    }
+    if (expect == SAM3D_OK) {
+        auto & areas = g_model.areas;
+        if (add) {
+            areas.push_back(bytes);
+        } else {
+            areas.erase(std::find_if(areas.begin(), areas.end(),
+                                     [&](const AreaModel & a) { return a.begin == bytes.begin && a.end == bytes.end; }));
+        }
+    }
+    check_tensors_unchanged(before, op);
+    check_host(before, {});
+    check_state();
 }
 
 void arm_compute_failure() { g_model.armed = true; }

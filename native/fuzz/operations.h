@@ -22,6 +22,8 @@ void do_release(int t, const std::array<sam3d_ticket, kWorlds> & ids);
 void do_reserve(const std::vector<size_t> & sizes, bool null_slots);
 // The caller writes arena bytes [at, at + n), unless a queued call's dst lies there.
 void do_scribble(size_t at, size_t n);
+// sam3d_session_add_area (add) or sam3d_session_remove_area of tensor choice `tensor`.
+void do_area(int tensor, bool add);
 // The next call's compute fails (every world's).
 void arm_compute_failure();
 // sam3d_session_reset_counters.

@@ -34,12 +34,21 @@ Env & caller() {
 
 void record(Record::What what, const ggml_tensor * t, const void * data, size_t offset, size_t size) {
     Env & e = caller();
+    Record r{what, t, data, offset, size};
     if (t != nullptr) {
         const ggml_backend_buffer_t b = t->view_src != nullptr ? t->view_src->buffer : t->buffer;
         CHECK(b == e.buffer, "a session transfers only the tensors of its own call",
               std::string(kWorldName[e.world]) + ": tensor '" + t->name + "' is another world's");
+        r.device = reinterpret_cast<uintptr_t>(t->data) + offset;
+        r.buffer = b;
+        r.own_buffer = t->buffer == b;
+        r.view = t->view_src != nullptr;
+        r.contiguous = ggml_is_contiguous(t);
+        r.type = t->type;
+        r.ne = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        r.nbytes = ggml_nbytes(t);
     }
-    e.records.push_back({what, t, data, offset, size});
+    e.records.push_back(r);
 }
 
 void seam_set(ggml_tensor * t, const void * d, size_t o, size_t n) {

@@ -42,13 +42,24 @@ enum TensorId : int {
     kTensorChoices
 };
 
-// A seam entry the core made, in the world that made it.
+// A seam entry the core made, in the world that made it. A transfer's tensor is described as the
+// seam saw it: a span tensor (docs/contract.md, rule 10) may be gone once the call returned, so
+// the checks compare `tensor` as a pointer only and read the rest here.
 struct Record {
     enum What { Set, Get, SetAsync, GetAsync, Compute, ComputeAsync, Synchronize, Alloc } what;
     const ggml_tensor * tensor;
     const void * data;
     size_t offset;
     size_t size;
+    // transfers only
+    uintptr_t device = 0;                   // the tensor's data + offset: the first device byte copied
+    ggml_backend_buffer_t buffer = nullptr; // the tensor's buffer (a view's source's)
+    bool own_buffer = false;                // the tensor's own buffer field is that buffer
+    bool view = false;                      // view_src set
+    bool contiguous = false;
+    ggml_type type = GGML_TYPE_COUNT;
+    std::array<int64_t, 4> ne{};
+    size_t nbytes = 0;
 };
 
 // One world: its tensors (identical layout in every world), caller memory, seam and session.
