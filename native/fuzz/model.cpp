@@ -313,7 +313,10 @@ std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy
         if (!runs.empty()) {
             RunModel & r = runs.back();
             const uintptr_t end = r.begin + r.bytes;
-            bool joins = buffer == r.buffer && at >= end;
+            // A copying call's run holds at most one piece (the staged world's 64 bytes, the
+            // unpinned world's default; rule 10).
+            const size_t piece = w == kStaged ? 64 : SAM3D_STAGING_PIECE_BYTES;
+            bool joins = buffer == r.buffer && at >= end && (zero_copy || r.bytes < piece);
             if (joins && at != end) {
                 joins = at - end <= SAM3D_COALESCE_GAP_BYTES && (!zero_copy || up) && in_one_area(w, buffer, r.begin, at + d.size);
             }
@@ -357,9 +360,7 @@ sam3d_status judge_area(int tensor, bool add, AreaModel * bytes) {
     const Env & e = g_env[kOff];
     const ggml_tensor * t = e.tensors[tensor];
     if (t == nullptr) {
-        // transfer.h lists a NULL tensor under remove's invalid_argument, the core says
-        // null_tensor (as add does): do_area takes either for remove.
-        return SAM3D_ERR_NULL_TENSOR;
+        return SAM3D_ERR_NULL_TENSOR;  // add and remove alike (transfer.h)
     }
     const bool has_data = t->data != nullptr;
     if (has_data) {

@@ -494,8 +494,7 @@ void do_area(int tensor, bool add) {
         return add ? sam3d_session_add_area(e.session, e.tensors[tensor]) : sam3d_session_remove_area(e.session, e.tensors[tensor]);
     });
     check_same_status(outcome.st, outcome.msg, op);
-    const bool null_removed = !add && expect == SAM3D_ERR_NULL_TENSOR && outcome.st[kOff] == SAM3D_ERR_INVALID_ARGUMENT;
-    CHECK(outcome.st[kOff] == expect || null_removed,
+    CHECK(outcome.st[kOff] == expect,
           "an area is declared once, over an allocated contiguous tensor overlapping no other, and removed by its bytes",
           std::string(op) + ": " + sam3d_status_name(outcome.st[kOff]) + " ('" + outcome.msg[kOff] + "'), expected " +
               sam3d_status_name(expect));

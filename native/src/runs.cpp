@@ -61,7 +61,8 @@ void runs_of(Session & s, const D * d, size_t n, bool zero_copy, bool up, std::v
             const ggml_backend_buffer_t buffer = tensor_buffer(x.tensor);
             // A range starting before the run's end wraps to a gap past any limit: never joined.
             const uintptr_t gap = at - end;
-            bool joins = buffer == tensor_buffer(first.tensor) &&
+            // A copying call's run stops growing at a piece (rule 2 overlaps pieces' copies).
+            bool joins = buffer == tensor_buffer(first.tensor) && (zero_copy || r.bytes < s.piece_bytes) &&
                          (gap == 0 || (gap <= SAM3D_COALESCE_GAP_BYTES && (!zero_copy || up) &&
                                        area_holding(s, buffer, begin, at + x.size) != nullptr));
             if (joins && zero_copy) {
@@ -99,6 +100,9 @@ sam3d_status add_area(Session & s, const ggml_tensor * t) {
     }
     if (!ggml_is_contiguous(t)) {
         return fail(SAM3D_ERR_NOT_CONTIGUOUS, std::string("area ('") + t->name + "') is not contiguous");
+    }
+    if (ggml_nbytes(t) == 0) {
+        return fail(SAM3D_ERR_EXTENT, std::string("area ('") + t->name + "') has no bytes: declare a tensor of at least one");
     }
     const Area a{buffer, device_address(t, 0), device_address(t, ggml_nbytes(t))};
     const auto order = [](const Area & x, const Area & y) {

@@ -13,7 +13,8 @@ sam3d_status add_area(Session & s, const ggml_tensor * area);
 sam3d_status remove_area(Session & s, const ggml_tensor * area);
 
 // Finds the call's runs into s.up_runs and s.down_runs. A descriptor joins the run before it
-// when both lie in one buffer, its device range starts where the run ends (or, inside one
+// when both lie in one buffer, a copying call's run is still below a piece (rule 2), its
+// device range starts where the run ends (or, inside one
 // declared area, at most SAM3D_COALESCE_GAP_BYTES after; not for a zero-copy call's
 // downloads), and, for a zero-copy call, its host range sits as far after the run's as on the
 // device.

@@ -258,6 +258,10 @@ TEST_P(Coalescing, AreaDeclarationsAreChecked) {
     EXPECT_EQ(sam3d_session_remove_area(s, whole), SAM3D_OK);
     EXPECT_EQ(sam3d_session_add_area(s, half), SAM3D_OK) << "the bytes are free again";
     EXPECT_EQ(sam3d_session_areas(s), 2u);
+    ggml_tensor * none = ggml_view_1d(r.ctx(), whole, 0, 6144);
+    ggml_backend_view_init(none);
+    EXPECT_EQ(sam3d_session_add_area(s, none), SAM3D_ERR_EXTENT) << "an area of no bytes";
+    EXPECT_EQ(sam3d_session_remove_area(s, nullptr), SAM3D_ERR_NULL_TENSOR);
     const sam3d_counters k = r.counters(s);
     EXPECT_EQ(k.rejected_calls, 0u) << "declarations are not calls";
 }
@@ -342,7 +346,10 @@ TEST_P(Coalescing, TheBoundCountsTheLaidOutBytes) {
     constexpr size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
     Area a(r, half, 4096, 2 * half + 4096);
     r.alloc();
-    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.staging_piece_bytes = SIZE_MAX;  // one piece: the run is not stopped at a piece (rule 10)
+    sam3d_session * s = r.session(o);
     std::vector<uint8_t> in(half, 0x5A);
     std::vector<sam3d_upload> ups = {rig::up(a.first, in.data(), half), rig::up(a.second, in.data(), half)};
     sam3d_counters k = run_transfers(r, s, ups, {});
@@ -378,6 +385,103 @@ TEST(CoalescingBuffers, BytesThatMeetAcrossTwoBuffersAreTwoCopies) {
     EXPECT_EQ(out, in);
     ggml_backend_buffer_free(b0);
     ggml_backend_buffer_free(b1);
+}
+
+// Downloads may read overlapping device bytes (only their dst must not overlap): [0, 100) and
+// then [50, 80) of one tensor. The second starts inside the run: a copy of its own.
+TEST(CoalescingExact, OverlappingDownloadsAreSeparateRuns) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(kBytes), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const auto p = rig::pattern(kBytes, 3);
+    ggml_backend_tensor_set(t, p.data(), 0, kBytes);
+    std::vector<uint8_t> a(100), b(30);
+    const sam3d_counters k = run_transfers(r, s, {}, {rig::down(t, a.data(), 100), rig::down(t, b.data(), 30, 50)});
+    EXPECT_EQ(k.download_copies, 2u);
+    EXPECT_EQ(a, std::vector<uint8_t>(p.begin(), p.begin() + 100));
+    EXPECT_EQ(b, std::vector<uint8_t>(p.begin() + 50, p.begin() + 80));
+}
+
+// Zero-copy downloads of two adjacent tensors whose slots do not mirror them: t0's second half
+// into slot 0, all of t1 into slot 1 (slot 0 + 2048 is not slot 1): two copies, each in place.
+TEST(CoalescingExact, ZeroCopyDownloadsIntoSlotsThatDoNotMirrorAreSeparateCopies) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    Adjacent a(r, 2);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const auto p = rig::pattern(2 * kBytes, 4);
+    ggml_backend_tensor_set(a.t[0], p.data(), 0, kBytes);
+    ggml_backend_tensor_set(a.t[1], p.data() + kBytes, 0, kBytes);
+    sam3d_slot_request req[2] = {{kBytes}, {kBytes}};
+    void * slot[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, slot), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(static_cast<uint8_t *>(slot[1]), static_cast<uint8_t *>(slot[0]) + kBytes);
+    sam3d_download d[2] = {rig::down(a.t[0], slot[0], kBytes / 2, kBytes / 2), rig::down(a.t[1], slot[1], kBytes)};
+    sam3d_call c{};
+    c.downloads = d;
+    c.n_downloads = 2;
+    sam3d_session_reset_counters(s);
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(r.counters(s).download_copies, 2u);
+    EXPECT_EQ(0, std::memcmp(slot[0], p.data() + kBytes / 2, kBytes / 2));
+    EXPECT_EQ(0, std::memcmp(slot[1], p.data() + kBytes, kBytes)) << "t1's bytes landed in the wrong place";
+}
+
+// A run of several whose first descriptor starts inside its tensor: the span starts there.
+TEST(CoalescingExact, ARunStartingInsideATensorWritesFromThere) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    Adjacent a(r, 2);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> zero(kBytes, 0);
+    ggml_backend_tensor_set(a.t[0], zero.data(), 0, kBytes);
+    ggml_backend_tensor_set(a.t[1], zero.data(), 0, kBytes);
+    const auto in = rig::pattern(kBytes + 1000, 5);
+    const sam3d_counters k = run_transfers(
+        r, s, {rig::up(a.t[0], in.data(), 1000, kBytes - 1000), rig::up(a.t[1], in.data() + 1000, kBytes)}, {});
+    EXPECT_EQ(k.upload_copies, 1u);
+    const std::vector<uint8_t> d0 = device_bytes(a.t[0]), d1 = device_bytes(a.t[1]);
+    EXPECT_EQ(std::vector<uint8_t>(d0.begin(), d0.begin() + (kBytes - 1000)), std::vector<uint8_t>(kBytes - 1000, 0))
+        << "bytes before the run written";
+    EXPECT_EQ(std::vector<uint8_t>(d0.begin() + (kBytes - 1000), d0.end()), std::vector<uint8_t>(in.begin(), in.begin() + 1000));
+    EXPECT_EQ(d1, std::vector<uint8_t>(in.begin() + 1000, in.end()));
+}
+
+// A copying call's run stops growing once it reaches a piece (rule 10), so that adjacent
+// inputs still go in pieces and overlap their copies with the DMA (rule 2): eight adjacent
+// 256 KiB uploads with 256 KiB pieces are eight runs and seven piece events, not one.
+TEST(CoalescingExact, RunsStopAtAPieceSoThePiecesStillOverlap) {
+    deferred::reset();
+    {
+        constexpr size_t piece = 256 * 1024;
+        Rig r(Kind::CpuStaged);
+        RIG_REQUIRE(r);
+        std::vector<ggml_tensor *> t;
+        for (int i = 0; i < 8; ++i) t.push_back(r.bytes(static_cast<int64_t>(piece), ("t" + std::to_string(i)).c_str()));
+        r.alloc();
+        for (int i = 1; i < 8; ++i) ASSERT_EQ(static_cast<uint8_t *>(t[i]->data), static_cast<uint8_t *>(t[i - 1]->data) + piece);
+        deferred::install_with_events(r.seam());
+        sam3d_session_options o = sam3d_session_default_options();
+        o.batching = SAM3D_BATCHING_ON;
+        o.staging_piece_bytes = piece;
+        sam3d_session * s = r.session(o);
+        const auto in = rig::pattern(8 * piece, 6);
+        std::vector<sam3d_upload> ups;
+        for (int i = 0; i < 8; ++i) ups.push_back(rig::up(t[i], in.data() + i * piece, piece));
+        const sam3d_counters k = run_transfers(r, s, ups, {});
+        EXPECT_EQ(k.upload_copies, 8u) << "a run holds at most one piece";
+        EXPECT_EQ(deferred::g_event_records, 7) << "an event after every input piece but the last";
+        for (int i = 0; i < 8; ++i) {
+            EXPECT_EQ(device_bytes(t[i]), std::vector<uint8_t>(in.begin() + i * piece, in.begin() + (i + 1) * piece)) << i;
+        }
+    }
+    deferred::reset();
 }
 
 // A queued call's span tensors are its own until it completed: a later call's runs do not

@@ -193,13 +193,16 @@ sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * ou
 // Declares the bytes of `area` (its data, ggml_nbytes of them) the caller's own whole (rule 10):
 // a batched call may then copy descriptors inside it as one range across the gaps between them,
 // writing the gap bytes on the device, on upload, with unspecified values.
-// Held until sam3d_session_remove_area or the session's free; areas may not overlap.
+// Held until sam3d_session_remove_area or the session's free (remove it before freeing its
+// buffer); areas may not overlap.
 // Errors: SAM3D_ERR_INVALID_ARGUMENT (null session, overlaps a declared area), SAM3D_ERR_NULL_TENSOR,
-// SAM3D_ERR_UNALLOCATED_TENSOR, SAM3D_ERR_FOREIGN_TENSOR, SAM3D_ERR_NOT_CONTIGUOUS, SAM3D_ERR_OUT_OF_MEMORY.
+// SAM3D_ERR_UNALLOCATED_TENSOR, SAM3D_ERR_FOREIGN_TENSOR, SAM3D_ERR_NOT_CONTIGUOUS, SAM3D_ERR_EXTENT
+// (0 bytes), SAM3D_ERR_OUT_OF_MEMORY.
 sam3d_status sam3d_session_add_area(sam3d_session * session, const struct ggml_tensor * area);
 
 // Withdraws an area declared with `area` (the same bytes); later calls copy its gaps no more.
-// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session or tensor, no area declared with these bytes).
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null session, no area declared with these bytes),
+// SAM3D_ERR_NULL_TENSOR.
 sam3d_status sam3d_session_remove_area(sam3d_session * session, const struct ggml_tensor * area);
 
 // Areas declared now.
