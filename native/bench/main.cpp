@@ -84,8 +84,8 @@ ggml_backend_t make_backend(const Options & o) {
                         "GGML_VK_VISIBLE_DEVICES=0 (lavapipe)",
                         [](int d) { return ggml_backend_vk_init(static_cast<size_t>(d)); });
 #else
-        die(1, "--backend vulkan: this sam3d_bench was built without Vulkan (use a Vulkan variant: release or "
-               "vulkan-ubsan)");
+        die(1, "--backend vulkan: this sam3d_bench was built without Vulkan (use the driver of a variant with "
+               "the Vulkan backend: docs/variants.md)");
 #endif
     }
 #ifdef SAM3D_CUDA
@@ -94,7 +94,8 @@ ggml_backend_t make_backend(const Options & o) {
                     "missing or older than the CUDA runtime)",
                     [](int d) { return ggml_backend_cuda_init(d); });
 #else
-    die(1, "--backend cuda: this sam3d_bench was built without CUDA (use a CUDA variant: cuda-release or cuda-asan)");
+    die(1, "--backend cuda: this sam3d_bench was built without CUDA (use the driver of a variant with the CUDA "
+           "backend: docs/variants.md)");
 #endif
 }
 
