@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "runs.h"
+#include "validate.h"
 
 
 namespace sam3d {
@@ -32,8 +33,6 @@ ggml_status run_blocking(Session & s, const sam3d_call & c) {
 
 namespace {
 
-const void * host_of(const sam3d_upload & u) { return u.src; }
-const void * host_of(const sam3d_download & d) { return d.dst; }
 
 // The descriptors [first, last) of runs [begin, end).
 std::pair<size_t, size_t> descriptors(const std::vector<Run> & runs, size_t begin, size_t end) {
@@ -46,10 +45,10 @@ template <class D, class P>
 void lay_out_runs(Session & s, const D * d, std::vector<Run> & runs, uint8_t * region, size_t * at,
                   std::vector<P> & ptrs, ggml_tensor ** span) {
     for (Run & r : runs) {
-        const uintptr_t begin = reinterpret_cast<uintptr_t>(d[r.first].tensor->data) + d[r.first].offset;
+        const uintptr_t begin = device_address(d[r.first].tensor, d[r.first].offset);
         r.host = region != nullptr ? region + *at : static_cast<uint8_t *>(const_cast<void *>(host_of(d[r.first])));
         for (size_t i = r.first; i < r.last; ++i) {
-            const uintptr_t here = reinterpret_cast<uintptr_t>(d[i].tensor->data) + d[i].offset;
+            const uintptr_t here = device_address(d[i].tensor, d[i].offset);
             ptrs[i] = region != nullptr ? r.host + (here - begin) : static_cast<P>(const_cast<void *>(host_of(d[i])));
         }
         if (r.last - r.first > 1) {

@@ -12,8 +12,6 @@ namespace sam3d {
 
 namespace {
 
-uintptr_t device_address(const ggml_tensor * t, size_t offset) { return reinterpret_cast<uintptr_t>(t->data) + offset; }
-
 // The declared area holding [begin, end) of `buffer`, or nullptr (areas are sorted, disjoint).
 const Area * area_holding(const Session & s, ggml_backend_buffer_t buffer, uintptr_t begin, uintptr_t end) {
     const auto before = [](const Area & a, const std::pair<ggml_backend_buffer_t, uintptr_t> & k) {
@@ -34,14 +32,8 @@ struct Descriptor {
 };
 
 template <class D>
-Descriptor descriptor(const D & d);
-template <>
-Descriptor descriptor(const sam3d_upload & u) {
-    return {u.tensor, static_cast<const uint8_t *>(u.src), u.offset, u.size};
-}
-template <>
-Descriptor descriptor(const sam3d_download & d) {
-    return {d.tensor, static_cast<const uint8_t *>(d.dst), d.offset, d.size};
+Descriptor descriptor(const D & d) {
+    return {d.tensor, static_cast<const uint8_t *>(host_of(d)), d.offset, d.size};
 }
 
 // `up`: uploads (a zero-copy call may bridge a gap only there: reading the slot bytes between
@@ -86,55 +78,22 @@ void runs_of(Session & s, const D * d, size_t n, bool zero_copy, bool up, std::v
 }  // namespace
 
 sam3d_status add_area(Session & s, const ggml_tensor * t) {
-    if (t == nullptr) {
-        return fail(SAM3D_ERR_NULL_TENSOR, "area is NULL");
+    Area a{};
+    size_t at = 0;
+    if (sam3d_status st = admit_area(s, t, &a, &at)) {
+        return st;
     }
-    const ggml_backend_buffer_t buffer = tensor_buffer(t);
-    if (buffer == nullptr || t->data == nullptr) {
-        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, std::string("area ('") + t->name + "') is not allocated in a backend buffer");
-    }
-    if (!ggml_backend_supports_buft(s.backend, ggml_backend_buffer_get_type(buffer))) {
-        return fail(SAM3D_ERR_FOREIGN_TENSOR, std::string("area ('") + t->name + "') lives in a " +
-                                                  ggml_backend_buffer_name(buffer) + " buffer, which backend " +
-                                                  ggml_backend_name(s.backend) + " cannot use");
-    }
-    if (!ggml_is_contiguous(t)) {
-        return fail(SAM3D_ERR_NOT_CONTIGUOUS, std::string("area ('") + t->name + "') is not contiguous");
-    }
-    if (ggml_nbytes(t) == 0) {
-        return fail(SAM3D_ERR_EXTENT, std::string("area ('") + t->name + "') has no bytes: declare a tensor of at least one");
-    }
-    const Area a{buffer, device_address(t, 0), device_address(t, ggml_nbytes(t))};
-    const auto order = [](const Area & x, const Area & y) {
-        return x.buffer != y.buffer ? std::less<const void *>()(x.buffer, y.buffer) : x.begin < y.begin;
-    };
-    auto it = std::lower_bound(s.areas.begin(), s.areas.end(), a, order);
-    const bool overlaps_next = it != s.areas.end() && it->buffer == a.buffer && it->begin < a.end;
-    const bool overlaps_prev = it != s.areas.begin() && std::prev(it)->buffer == a.buffer && std::prev(it)->end > a.begin;
-    if (overlaps_next || overlaps_prev) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string("area ('") + t->name +
-                                                    "') overlaps an area already declared: remove that one first");
-    }
-    const auto at = it - s.areas.begin();
     s.alloc.reserve(s.areas, s.areas.size() + 1);
-    s.areas.insert(s.areas.begin() + at, a);
+    s.areas.insert(s.areas.begin() + static_cast<std::ptrdiff_t>(at), a);
     return SAM3D_OK;
 }
 
 sam3d_status remove_area(Session & s, const ggml_tensor * t) {
-    if (t == nullptr) {
-        return fail(SAM3D_ERR_NULL_TENSOR, "area is NULL");
+    size_t at = 0;
+    if (sam3d_status st = admit_remove_area(s, t, &at)) {
+        return st;
     }
-    const ggml_backend_buffer_t buffer = tensor_buffer(t);
-    const uintptr_t begin = device_address(t, 0);
-    const uintptr_t end = t->data != nullptr ? device_address(t, ggml_nbytes(t)) : begin;
-    auto it = std::find_if(s.areas.begin(), s.areas.end(),
-                           [&](const Area & a) { return a.buffer == buffer && a.begin == begin && a.end == end; });
-    if (t->data == nullptr || it == s.areas.end()) {
-        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string("area ('") + t->name +
-                                                    "') is not a declared area (declare it with sam3d_session_add_area)");
-    }
-    s.areas.erase(it);
+    s.areas.erase(s.areas.begin() + static_cast<std::ptrdiff_t>(at));
     return SAM3D_OK;
 }
 

@@ -29,6 +29,23 @@ std::string where(const char * array, size_t i, const char * field) {
     return std::string(array) + "[" + std::to_string(i) + "]." + field;
 }
 
+// Rule 1's tensor checks, for a descriptor's tensor or an area (`name` says which): allocated
+// in a backend buffer, of a buffer type the session's backend can use, contiguous.
+sam3d_status check_tensor(const Session & s, const ggml_tensor * t, const std::string & name) {
+    ggml_backend_buffer_t buf = tensor_buffer(t);
+    if (buf == nullptr || t->data == nullptr) {
+        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, name + " ('" + t->name + "') is not allocated in a backend buffer");
+    }
+    if (!ggml_backend_supports_buft(s.backend, ggml_backend_buffer_get_type(buf))) {
+        return fail(SAM3D_ERR_FOREIGN_TENSOR, name + " ('" + t->name + "') lives in a " + ggml_backend_buffer_name(buf) +
+                                                  " buffer, which backend " + ggml_backend_name(s.backend) + " cannot use");
+    }
+    if (!ggml_is_contiguous(t)) {
+        return fail(SAM3D_ERR_NOT_CONTIGUOUS, name + " ('" + t->name + "') is not contiguous");
+    }
+    return SAM3D_OK;
+}
+
 // Rule 1 for one descriptor (an upload when `up`, else a download).
 sam3d_status check_descriptor(const Session & s, bool up, size_t i, const ggml_tensor * t, const void * host,
                               size_t offset, size_t size) {
@@ -39,18 +56,8 @@ sam3d_status check_descriptor(const Session & s, bool up, size_t i, const ggml_t
     if (host == nullptr) {
         return fail(SAM3D_ERR_NULL_POINTER, where(array, i, up ? "src" : "dst") + " is NULL (tensor '" + t->name + "')");
     }
-    ggml_backend_buffer_t buf = tensor_buffer(t);
-    if (buf == nullptr || t->data == nullptr) {
-        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, where(array, i, "tensor") + " ('" + t->name +
-                                                      "') is not allocated in a backend buffer");
-    }
-    if (!ggml_backend_supports_buft(s.backend, ggml_backend_buffer_get_type(buf))) {
-        return fail(SAM3D_ERR_FOREIGN_TENSOR, where(array, i, "tensor") + " ('" + t->name + "') lives in a " +
-                                                  ggml_backend_buffer_name(buf) + " buffer, which backend " +
-                                                  ggml_backend_name(s.backend) + " cannot use");
-    }
-    if (!ggml_is_contiguous(t)) {
-        return fail(SAM3D_ERR_NOT_CONTIGUOUS, where(array, i, "tensor") + " ('" + t->name + "') is not contiguous");
+    if (sam3d_status st = check_tensor(s, t, where(array, i, "tensor"))) {
+        return st;
     }
     const size_t nbytes = ggml_nbytes(t);
     // The message names the bad field: the offset or the size alone past the end, else both.
@@ -118,7 +125,7 @@ sam3d_status check_call(Session & s, const sam3d_call & c) {
     s.ranges.clear();
     for (size_t i = 0; i < c.n_uploads; ++i) {
         const sam3d_upload & u = c.uploads[i];
-        const uintptr_t begin = reinterpret_cast<uintptr_t>(u.tensor->data) + u.offset;
+        const uintptr_t begin = device_address(u.tensor, u.offset);
         s.ranges.push_back({tensor_buffer(u.tensor), begin, begin + u.size, i});
     }
     if (find_overlap(s.ranges, &a, &b)) {
@@ -307,6 +314,57 @@ sam3d_status admit_reserve(const Session & s, const sam3d_slot_request * req, si
     }
     *ring_bytes = need;
     *heap_bytes = heap;
+    return SAM3D_OK;
+}
+
+namespace {
+
+Area area_of(const ggml_tensor * t) {
+    const uintptr_t begin = device_address(t, 0);
+    return {tensor_buffer(t), begin, begin + (t->data != nullptr ? ggml_nbytes(t) : 0)};
+}
+
+}  // namespace
+
+sam3d_status admit_area(const Session & s, const ggml_tensor * t, Area * area, size_t * at) {
+    if (t == nullptr) {
+        return fail(SAM3D_ERR_NULL_TENSOR, "area is NULL");
+    }
+    if (sam3d_status st = check_tensor(s, t, "area")) {
+        return st;
+    }
+    if (ggml_nbytes(t) == 0) {
+        return fail(SAM3D_ERR_EXTENT, std::string("area ('") + t->name + "') has no bytes: declare a tensor of at least one");
+    }
+    const Area a = area_of(t);
+    const auto order = [](const Area & x, const Area & y) {
+        return x.buffer != y.buffer ? std::less<const void *>()(x.buffer, y.buffer) : x.begin < y.begin;
+    };
+    const auto it = std::lower_bound(s.areas.begin(), s.areas.end(), a, order);
+    const bool overlaps_next = it != s.areas.end() && it->buffer == a.buffer && it->begin < a.end;
+    const bool overlaps_prev = it != s.areas.begin() && std::prev(it)->buffer == a.buffer && std::prev(it)->end > a.begin;
+    if (overlaps_next || overlaps_prev) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string("area ('") + t->name +
+                                                    "') overlaps an area already declared: remove that one first");
+    }
+    *area = a;
+    *at = static_cast<size_t>(it - s.areas.begin());
+    return SAM3D_OK;
+}
+
+sam3d_status admit_remove_area(const Session & s, const ggml_tensor * t, size_t * at) {
+    if (t == nullptr) {
+        return fail(SAM3D_ERR_NULL_TENSOR, "area is NULL");
+    }
+    const Area a = area_of(t);
+    const auto it = std::find_if(s.areas.begin(), s.areas.end(), [&](const Area & x) {
+        return x.buffer == a.buffer && x.begin == a.begin && x.end == a.end;
+    });
+    if (t->data == nullptr || it == s.areas.end()) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, std::string("area ('") + t->name +
+                                                    "') is not a declared area (declare it with sam3d_session_add_area)");
+    }
+    *at = static_cast<size_t>(it - s.areas.begin());
     return SAM3D_OK;
 }
 

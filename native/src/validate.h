@@ -12,6 +12,8 @@ namespace sam3d {
 
 // The tensor's buffer as GGML's blocking set/get find it (a view's source's buffer).
 inline ggml_backend_buffer_t tensor_buffer(const ggml_tensor * t) { return t->view_src ? t->view_src->buffer : t->buffer; }
+// The device address of byte `offset` of the tensor's data (the key of overlaps and runs).
+inline uintptr_t device_address(const ggml_tensor * t, size_t offset) { return reinterpret_cast<uintptr_t>(t->data) + offset; }
 
 // An accepted request: what the plan was asked and what it decided.
 struct Admitted {
@@ -33,6 +35,18 @@ sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam
 // at `heap_alignment`); *ring_bytes and *heap_bytes are the aligned totals.
 sam3d_status admit_reserve(const Session & s, const sam3d_slot_request * req, size_t n, void ** slots,
                            size_t heap_alignment, size_t * ring_bytes, size_t * heap_bytes);
+
+// sam3d_session_add_area (rule 10): a non-NULL, allocated, contiguous tensor of a buffer type
+// the backend can use, of at least one byte, overlapping no declared area; *area its bytes,
+// *at its place in the sorted s.areas.
+sam3d_status admit_area(const Session & s, const ggml_tensor * t, Area * area, size_t * at);
+
+// sam3d_session_remove_area: a non-NULL tensor whose bytes are a declared area (*at its index).
+sam3d_status admit_remove_area(const Session & s, const ggml_tensor * t, size_t * at);
+
+// The host pointer of a descriptor (an upload's src, a download's dst).
+inline const void * host_of(const sam3d_upload & u) { return u.src; }
+inline const void * host_of(const sam3d_download & d) { return d.dst; }
 
 // sam3d_session_wait: a queued call submitted and not waited yet.
 sam3d_status admit_wait(Session & s, sam3d_ticket id, std::list<Call>::iterator * out);
