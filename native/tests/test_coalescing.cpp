@@ -525,6 +525,41 @@ TEST(CoalescingExact, RunsStopAtAPieceSoThePiecesStillOverlap) {
     deferred::reset();
 }
 
+// Pieces (rule 2) count the runs' laid-out bytes, not their raw sizes: three separate uploads of
+// A + 1 bytes with pieces of 2A are three pieces (each lays out 2A), two events between them.
+TEST(CoalescingExact, PiecesCountTheRunsLaidOutBytes) {
+    deferred::reset();
+    {
+        Rig r(Kind::CpuStaged);
+        RIG_REQUIRE(r);
+        deferred::install_with_events(r.seam());
+        sam3d_session * probe = r.session(SAM3D_BATCHING_ON);
+        const size_t al = sam3d_session_staging_alignment(probe);
+        ASSERT_GE(al, 2u);
+        std::vector<ggml_tensor *> t;
+        for (int i = 0; i < 3; ++i) {
+            t.push_back(r.bytes(static_cast<int64_t>(al + 1), ("t" + std::to_string(i)).c_str()));
+            r.bytes(64, "apart");  // separate runs
+        }
+        r.alloc();
+        sam3d_session_options o = sam3d_session_default_options();
+        o.batching = SAM3D_BATCHING_ON;
+        o.staging_piece_bytes = 2 * al;
+        sam3d_session * s = r.session(o);
+        const auto in = rig::pattern(3 * (al + 1), 7);
+        std::vector<sam3d_upload> ups;
+        for (size_t i = 0; i < 3; ++i) ups.push_back(rig::up(t[i], in.data() + i * (al + 1), al + 1));
+        deferred::g_event_records = 0;
+        const sam3d_counters k = run_transfers(r, s, ups, {});
+        EXPECT_EQ(k.upload_copies, 3u);
+        EXPECT_EQ(deferred::g_event_records, 2) << "one piece per upload: each lays out 2A bytes";
+        for (size_t i = 0; i < 3; ++i) {
+            EXPECT_EQ(device_bytes(t[i]), std::vector<uint8_t>(in.begin() + i * (al + 1), in.begin() + (i + 1) * (al + 1)));
+        }
+    }
+    deferred::reset();
+}
+
 // A queued call's span tensors are its own until it completed: a later call's runs do not
 // overwrite what the device has not read yet (the deferred queue reads tensors at synchronize,
 // as a device may).
