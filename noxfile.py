@@ -63,6 +63,12 @@ def sanitize(session: nox.Session) -> None:
 
 
 @nox.session(tags=["test"])
+def validate(session: nox.Session) -> None:
+    """Run `ctest -L normal` in the default set's Vulkan variants (or the ones named) under the Khronos validation layer; a message fails its test."""
+    _sam3d(session, "ctest", "--vulkan-validation", "-L", "normal")
+
+
+@nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
     """Build the default set, run the pytest suite, then `ctest -L normal` in its uninstrumented variants.
 

@@ -16,13 +16,16 @@ ci_run_build() { ci/bootstrap.sh nox -s build -- "$@"; }
 ci_sum_build() { grep -E '^\[[0-9]+/[0-9]+\] .*: (built in|FAILED)|^sam3d build:' "$1" | sed 's/^/- /'; }
 
 # The README's test command: pytest, then the normal CTest suite in every variant.
-ci_run_test() { ci/bootstrap.sh nox -s tests sanitize; }
+ci_run_test() { ci/bootstrap.sh nox -s tests sanitize validate; }
 ci_sum_test() {
     grep -E '[0-9]+ (passed|failed)[ ,].* in [0-9.]+s|^sam3d ctest -L' "$1" | sed 's/^=* *//; s/ *=*$//; s/^/- /'
 }
 
 ci_run_sanitize() { ci/bootstrap.sh nox -s sanitize -- "$@"; }
 ci_sum_sanitize() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }
+
+ci_run_validate() { ci/bootstrap.sh nox -s validate -- "$@"; }
+ci_sum_validate() { grep -E '^sam3d ctest -L|validation message' "$1" | sed 's/^/- /'; }
 
 ci_run_bench() { ci/bootstrap.sh nox -s bench -- "$@"; }
 ci_sum_bench() {

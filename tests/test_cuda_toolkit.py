@@ -94,7 +94,7 @@ def test_a_wrong_wheel_hash_stops_the_install_showing_both_hashes(tmp_path, inde
     lock = _write_lock(tmp_path / "cuda.lock", [cuda.Pin(good.name, good.version, (bad,))])
     target = tmp_path / "target"
     with pytest.raises(cuda.CudaToolkitError) as e:
-        cuda._pip_install(lock, target)  # pylint: disable=protected-access
+        cuda.pip_install(lock, target)
     msg = str(e.value)
     assert bad in msg and good.hashes[0] in msg, msg
     assert SMALL in msg
@@ -103,7 +103,7 @@ def test_a_wrong_wheel_hash_stops_the_install_showing_both_hashes(tmp_path, inde
 
 def test_the_right_hash_installs_the_wheel_with_real_pip(tmp_path, index):
     lock = _write_lock(tmp_path / "cuda.lock", [_pins()[SMALL]])
-    cuda._pip_install(lock, tmp_path / "target")  # pylint: disable=protected-access
+    cuda.pip_install(lock, tmp_path / "target")
     assert (tmp_path / "target" / "nvidia" / "cu13" / "include" / "crt" / "host_config.h").is_file()
 
 

@@ -320,7 +320,7 @@ def _fake_build(v: variants.Variant, lib_dir: Path, tmp: Path) -> None:
     exe = tmp / "program"
     subprocess.run(["gcc", "-o", str(exe), str(src), f"-L{lib_dir}", "-lggml-base"], check=True)
     build = ggml_package.path(v).parent
-    for rel in ("tests/device/sam3d_device_tests", "bench/sam3d_bench", "bench/sam3d_floor_probe"):
+    for rel in ("tests/device/sam3d_device_tests", "tests/gpu_canary_vulkan", "bench/sam3d_bench", "bench/sam3d_floor_probe"):
         (build / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(exe, build / rel)
     core = str(build.parents[2] / "native" / "src" / "core.cpp")

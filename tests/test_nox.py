@@ -34,7 +34,7 @@ def test_every_description_is_one_complete_sentence():
 
 def test_a_tag_selects_only_the_sessions_it_names():
     for tag, want in (("bench", {"bench"}), ("report", {"report"}), ("device", {"device"}),
-                      ("test", {"tests", "sanitize"})):
+                      ("test", {"tests", "sanitize", "validate"})):
         selected = {line[2:].split(" ")[0] for line in _nox("-t", tag, "-l").stdout.splitlines()
                     if line.startswith("* ")}
         assert selected == want, tag

@@ -155,6 +155,8 @@ struct Probes::State {
         ggml_build_forward_expand(graph, rt_out);
         dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
         if (dbuf == nullptr) die(1, "probes: allocating the device tensors failed");
+        // Defined bytes everywhere: the transfer rounds download rt_out before any graph wrote it.
+        ggml_backend_buffer_clear(dbuf, 0);
         const float one = 1.0f;
         ggml_backend_tensor_set(rt_in, &one, 0, sizeof one);
         if (down != nullptr) {

@@ -162,10 +162,14 @@ class Rig {
     ggml_tensor * bytes(int64_t n, const char * name) { return tensor(GGML_TYPE_I8, n, name); }
     ggml_tensor * f32(int64_t n, const char * name) { return tensor(GGML_TYPE_F32, n, name); }
 
-    // Allocates every tensor created so far in one buffer of the backend's default type.
+    // Allocates every tensor created so far in one buffer of the backend's default type, every
+    // byte set to kFill: a case that reads back bytes no call wrote (a gap, a tensor around a
+    // view) reads defined memory (compute-sanitizer's initcheck, docs/gpu-checks.md).
+    static constexpr uint8_t kFill = 0xa5;
     void alloc() {
         buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend_);
         ASSERT_NE(buffer_, nullptr);
+        ggml_backend_buffer_clear(buffer_, kFill);
     }
 
     sam3d_session * session(sam3d_batching batching) {

@@ -98,6 +98,21 @@ def _keep_reports(vs: list[Variant], rd: Path) -> None:
             shutil.copyfile(f, rd / "reports" / f.name)
 
 
+# What a run under a GPU checker counts (bundle_run.py check_counts()).
+CHECKER_COUNTS = ("validation_messages", "sanitizer_errors")
+
+
+def checker_findings(t: dict) -> str | None:
+    """What a checker found in a run, in words (None: nothing, or no checker): a count above 0,
+    or a compute-sanitizer run that left no summary."""
+    if t.get("validation_messages"):
+        return f"{t['validation_messages']} validation message(s)"
+    if "sanitizer_errors" in t and t["sanitizer_errors"] != 0:
+        return ("compute-sanitizer left no summary (the tool did not finish)" if t["sanitizer_errors"] is None
+                else f"{t['sanitizer_errors']} compute-sanitizer error(s)")
+    return None
+
+
 def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -> tuple[Path, list[dict], bool]:
     """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
     result files in generated/diagnostics/<name>/ and renders the one table and the device-test
@@ -136,6 +151,22 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
             if t["failed"] or t["exit_code"] or not t["passed"]:
                 reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
                                f"{t['skipped']} skipped, exit {t['exit_code']}")
+            if checker_findings(t):
+                reasons.append(f"{vname}: device tests ({kind}): {checker_findings(t)}")
+        for ctag, c in (vrun.get("canaries") or {}).items():
+            tests.append((vname, f"canary ({ctag})", {"exit_code": c["exit_code"], "passed": int(c["caught"]),
+                                                      "failed": int(not c["caught"]), "skipped": 0,
+                                                      **{k: c[k] for k in CHECKER_COUNTS if k in c}}))
+            if not c["caught"]:
+                reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
+        for b in vrun.get("checked_replays") or []:
+            ok = b["exit_code"] == 0
+            tests.append((vname, f"{b['backend']} replay, 1 image ({b['checker']})",
+                          {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
+                           **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
+            if not ok or checker_findings(b):
+                reasons.append(f"{vname}: the checked replay ({b['checker']}): exit {b['exit_code']}"
+                               + (f", {checker_findings(b)}" if checker_findings(b) else ""))
     accepted = not reasons
     report_evidence(written, rd, accepted, "; ".join(reasons) or None)
     text = table.device_tests(summary["machine"], tests)

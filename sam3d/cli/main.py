@@ -19,7 +19,7 @@ from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bench as bench_runner
-from ..running import bundle, fuzz, mutants
+from ..running import bundle, fuzz, mutants, validation
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
@@ -49,29 +49,44 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_ctest(args: argparse.Namespace) -> int:
     """Builds the variants (unless --no-build: then no Conan call, no lock), then runs
-    `ctest -L <label>` in each."""
+    `ctest -L <label>` in each; with --vulkan-validation in the Vulkan ones, under the Khronos
+    validation layer, its canary test required to pass (sam3d/running/validation.py)."""
     vs = variants.select(args.variants)
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
         if not vs:
             raise Sam3dError(f"none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
                              + ", ".join(v.name for v in variants.sanitizer_variants()))
+    if args.vulkan_validation:
+        vs = [v for v in vs if v.vulkan]
+        if not vs:
+            raise Sam3dError("--vulkan-validation: none of the variants has a Vulkan backend; Vulkan variants: "
+                             + ", ".join(v.name for v in variants.VARIANTS if v.vulkan))
     ctest.check_label(vs, args.label)
     t0 = time.monotonic()
     failed = {} if args.no_build else dict(build_variants(vs))
+    run = f"{args.label}-vulkan-validation" if args.vulkan_validation else args.label
+    what = f"ctest -L {args.label}" + (" under the Vulkan validation layer" if args.vulkan_validation else "")
     for i, v in enumerate(vs, 1):
         if v.name in failed:
             continue
-        log = paths.logs_dir() / f"ctest-{args.label}-{v.name}.log"
-        print(f"[{i}/{len(vs)}] {v.name}: ctest -L {args.label} ... (log: {log})", flush=True)
-        rc = ctest.run(v, args.label, log=log)
+        env, extra = None, None
+        if args.vulkan_validation:
+            env, extra = validation.environment(v), validation.excluded(v)
+        log = paths.logs_dir() / f"ctest-{run}-{v.name}.log"
+        print(f"[{i}/{len(vs)}] {v.name}: {what} ... (log: {log})", flush=True)
+        rc = ctest.run(v, args.label, log=log, extra=extra, env=env, report=run)
         summary = [line for line in log.read_text(errors="replace").splitlines() if "tests passed" in line]
-        print(f"[{i}/{len(vs)}] {v.name}: {summary[-1].strip() if summary else f'ctest exit {rc}'}", flush=True)
+        found = f"; {validation.count_messages(log)} validation message(s)" if args.vulkan_validation else ""
+        print(f"[{i}/{len(vs)}] {v.name}: {summary[-1].strip() if summary else f'ctest exit {rc}'}{found}", flush=True)
         if rc != 0:
             print(indented(log_tail(log, 40)), flush=True)
             failed[v.name] = f"ctest exit {rc}"
+        elif args.vulkan_validation and (why := validation.canary_verdict(ctest.junit_path(v, run))):
+            print(f"[{i}/{len(vs)}] {v.name}: FAILED: {why}: the layer is not proven live", flush=True)
+            failed[v.name] = "validation canary"
     ok = len(vs) - len(failed)
-    print(f"sam3d ctest -L {args.label}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
+    print(f"sam3d {what}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
@@ -275,6 +290,10 @@ def parser() -> argparse.ArgumentParser:
                    "`ctest --print-labels` in a build folder lists them)")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
     s.add_argument("--no-build", action="store_true", help="test the build folders as they are: no Conan call, no lock")
+    s.add_argument("--vulkan-validation", action="store_true",
+                   help="only the Vulkan variants, each under the Khronos validation layer with synchronization "
+                        "validation; a message fails its test, and so does the suite unless its canary is "
+                        "reported (docs/gpu-checks.md)")
     s.set_defaults(func=cmd_ctest)
 
     s = sub.add_parser("package", help="`conan create .` on each variant's profile (default release): the sam3d-core "

@@ -75,8 +75,9 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         cuda_runtime=(("ASAN_OPTIONS", "protect_shadow_gap=0"),),
         canary=("leak", "LeakSanitizer: detected memory leaks"),
         suppressions="lsan.supp",
-        may_suppress=(r"libcuda\b|libcudart|libcublas|libvulkan_lvp|^ggml_backend_vk_reg_get_device$",
-                      "frames in libcuda, libcudart or libcublas (NVIDIA's driver and runtime), in libvulkan_lvp "
+        may_suppress=(r"libcuda\b|libcudart|libcublas|libGLX_nvidia|libnvidia-|libvulkan_lvp|^ggml_backend_vk_reg_get_device$",
+                      "frames in libcuda, libcudart or libcublas (NVIDIA's driver and runtime), in libGLX_nvidia or "
+                      "libnvidia-* (NVIDIA's Vulkan driver), in libvulkan_lvp "
                       "(Mesa's lavapipe), or GGML's Vulkan device registry (ggml_backend_vk_reg_get_device), "
                       "whose devices outlive the static vector holding them"),
     ),

@@ -379,24 +379,40 @@ def _kernel_ms(total: float | None) -> str:
     return ms(total) if total else ""
 
 
+def _found(t: dict, key: str) -> str:
+    """A checker column's cell: its count, "?" when the checker ran but left no count, else blank."""
+    if key in t:
+        return "?" if t[key] is None else str(t[key])
+    return ""
+
+
 def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
     bundle's run.py reports them ("passed", "failed", "skipped", "cuda_devices": the CUDA devices
     GGML saw in that binary, a column only when some run has it,
     "diagnostic_kernel_timestamp_total_ms"); a run marked "not_applicable" (the perf-logger run
-    of a variant without Vulkan) shows n/a."""
+    of a variant without Vulkan) shows n/a. Runs under a GPU checker (run.py --vulkan-validation,
+    --compute-sanitizer; docs/gpu-checks.md) add a column per checker: the validation layer's
+    messages and compute-sanitizer's errors of the run (a canary's row counts what it was meant
+    to provoke)."""
     cuda = any(t.get("cuda_devices") is not None for _, _, t in runs)
+    checks = [(key, title) for key, title in (("validation_messages", "validation messages"),
+                                              ("sanitizer_errors", "compute-sanitizer errors"))
+              if any(key in t for _, _, t in runs)]
     columns = [Column("variant"), Column("run"), Column("passed", "right"), Column("failed", "right"),
                Column("skipped", "right")] + ([Column("CUDA devices (GGML's)", "right")] if cuda else []) + [
-               Column("kernel timestamps ms (diagnostic)", "right")]
-    table = [{"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
-              "skipped": str(t["skipped"]),
-              "CUDA devices (GGML's)": "" if t.get("cuda_devices") is None else str(t["cuda_devices"]),
-              "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms"))}
-             if not t.get("not_applicable") else
-             {"variant": variant, "run": kind, "passed": "n/a", "failed": "n/a", "skipped": "n/a",
-              "CUDA devices (GGML's)": "n/a", "kernel timestamps ms (diagnostic)": "n/a"}
-             for variant, kind, t in runs]
+               Column(title, "right") for _, title in checks] + [Column("kernel timestamps ms (diagnostic)", "right")]
+    table = []
+    for variant, kind, t in runs:
+        if t.get("not_applicable"):
+            table.append({"variant": variant, "run": kind, **{c.header: "n/a" for c in columns[2:]}})
+            continue
+        row = {"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
+               "skipped": str(t["skipped"]),
+               "CUDA devices (GGML's)": "" if t.get("cuda_devices") is None else str(t["cuda_devices"]),
+               "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms"))}
+        row.update({title: _found(t, key) for key, title in checks})
+        table.append(row)
     return "\n".join([f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})", "",
                       tabulate_rows(columns, table) if table else "no device tests", "",
                       "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "

@@ -35,10 +35,10 @@ import tarfile
 import time
 from pathlib import Path
 
-from ..core import host, paths, profile, variants
+from ..core import gpu_checks, host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json
-from ..tools import cuda, ggml_package, provenance, system
+from ..tools import checkers, cuda, ggml_package, provenance, system
 from . import driver
 from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
 
@@ -72,10 +72,31 @@ def default_variants() -> list[variants.Variant]:
 
 
 def pack_host(stage: Path) -> None:
-    """host.py beside run.py, with its sanitizer options from the registry (RUNTIME_FILE: the
-    bundle has no sam3d package, so core/host.py reads them from there)."""
+    """host.py and gpu_checks.py beside run.py, with the sanitizer options from the registry
+    (RUNTIME_FILE: the bundle has no sam3d package, so core/host.py reads them from there)."""
     shutil.copy2(host.__file__, stage / "host.py")
+    shutil.copy2(gpu_checks.__file__, stage / "gpu_checks.py")
     (stage / host.RUNTIME_FILE).write_text(json.dumps(variants.sanitizer_runtime(), indent=1) + "\n")
+
+
+def pack_checkers(stage: Path, vs: list[variants.Variant]) -> dict:
+    """The GPU checkers run.py's --vulkan-validation and --compute-sanitizer use: the validation
+    layer's library and manifest in validation/ (with Vulkan variants), the compute-sanitizer
+    wheel's files in compute-sanitizer/ (with CUDA variants). Returns their manifest entry."""
+    out = {}
+    if any(v.vulkan for v in vs):
+        lib, manifest = checkers.validation_layer()
+        (stage / "validation").mkdir()
+        for f in (lib, manifest):
+            shutil.copy2(f, stage / "validation" / f.name)
+        out["validation_layer"] = f"{checkers.VALIDATION_LAYERS.name} {checkers.VALIDATION_LAYERS.version}"
+    if any(v.cuda for v in vs):
+        root = checkers.sanitizer_files()
+        (stage / "compute-sanitizer").mkdir()
+        for f in [*(root / "bin").iterdir(), *(root / "lib").iterdir()]:
+            shutil.copy2(f, stage / "compute-sanitizer" / f.name)
+        out["compute_sanitizer"] = f"{checkers.SANITIZER_WHEEL} {checkers.sanitizer_pin().version}"
+    return out
 
 
 def _run(cmd: list[str]) -> str:
@@ -141,6 +162,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         "variants": {},
     }
     vs = vs or default_variants()
+    manifest["checkers"] = pack_checkers(stage, vs)
     for v in vs:
         if not v.gpu:
             raise BundleError(f"{v.name} has no GPU backend; GPU variants: "
@@ -150,6 +172,9 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
                     driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
         if v.cuda:  # its CUDA cases (GGML contract and rig) need a CUDA device: run.py runs them there
             binaries[NORMAL_TESTS] = build / "tests" / NORMAL_TESTS
+        for canary, backend in ((gpu_checks.VULKAN_CANARY, v.vulkan), (gpu_checks.CUDA_CANARY, v.cuda)):
+            if backend:  # what run.py's checkers must report first (native/tests/canaries/)
+                binaries[canary] = build / "tests" / canary
         for name, src in binaries.items():
             if not src.is_file():
                 raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
@@ -231,12 +256,18 @@ def _split(stage: Path, out_dir: Path, manifest: dict, limit: int | None) -> lis
     return tarballs
 
 
+# The checkers' folders (pack_checkers) and the backend whose variants use them.
+CHECKER_DIRS = {"validation": "vulkan", "compute-sanitizer": "cuda"}
+
+
 def _pack(stage: Path, tarball: Path, top: str, manifest: dict) -> Path:
-    """stage's common files, the folders of the manifest's variants and the manifest itself
-    into ``tarball`` under the folder ``top``."""
+    """stage's common files, the folders of the manifest's variants (and of the checkers they
+    use: CHECKER_DIRS) and the manifest itself into ``tarball`` under the folder ``top``."""
+    backends = {b for vm in manifest["variants"].values() for b in vm.get("backends", ())}
     with tarfile.open(tarball, "w:gz") as t:
         for f in sorted(stage.iterdir()):
-            if f.name == "manifest.json" or (f.is_dir() and f.name not in manifest["variants"]):
+            wanted = f.name in manifest["variants"] or CHECKER_DIRS.get(f.name) in backends
+            if f.name == "manifest.json" or (f.is_dir() and not wanted):
                 continue
             t.add(f, arcname=f"{top}/{f.name}")
         data = (json.dumps(manifest, indent=1) + "\n").encode()
@@ -250,6 +281,10 @@ def _pack(stage: Path, tarball: Path, top: str, manifest: dict) -> Path:
 # it that becomes a path is a plain name; hostname and variant names are checked names).
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
 _COUNT = {"type": "integer", "minimum": 0}
+# What a checker found in a run: the layer's message count, compute-sanitizer's error count (null:
+# the tool left no summary).
+_FOUND = {"validation_messages": _COUNT, "sanitizer_errors": {"type": ["integer", "null"], "minimum": 0},
+          "layer_loaded": {"type": "boolean"}}
 SUMMARY_SCHEMA = {
     "type": "object",
     "required": ["machine", "manifest", "variants"],
@@ -283,7 +318,16 @@ SUMMARY_SCHEMA = {
                         "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
                                        "skipped": _COUNT, "report": {"type": ["string", "null"]},
-                                       "not_applicable": {"type": "string"}}}},
+                                       "not_applicable": {"type": "string"}, **_FOUND}}},
+                    # The GPU checkers' runs (run.py --vulkan-validation, --compute-sanitizer).
+                    "canaries": {"type": "object", "additionalProperties": {
+                        "type": "object", "required": ["exit_code", "caught", "checker"],
+                        "properties": {"exit_code": {"type": "integer"}, "caught": {"type": "boolean"},
+                                       "checker": {"type": "string"}, **_FOUND}}},
+                    "checked_replays": {"type": "array", "items": {
+                        "type": "object", "required": ["backend", "exit_code", "checker"],
+                        "properties": {"backend": {"enum": ["vulkan", "cuda"]}, "exit_code": {"type": "integer"},
+                                       "checker": {"type": "string"}, **_FOUND}}},
                 },
             },
         },

@@ -16,6 +16,10 @@ naming what is missing and how to install it. Per variant it runs
     independent floor probe (sam3d_floor_probe) on the same device for the profile's bytes,
 and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
 reports (GoogleTest XML, in JUnit form), the driver outputs and logs. Each file stays well under 16 MiB.
+With --vulkan-validation the Vulkan variants' device tests (and a one-image replay instead of the
+benchmark) run under the Khronos validation layer the bundle carries, after its canary; with
+--compute-sanitizer the CUDA variants' device tests and CUDA normal cases run under each tool,
+each after its canary (sam3d/core/gpu_checks.py, docs/gpu-checks.md).
 Back on the build machine: `python -m sam3d device-import DIR`.
 """
 
@@ -32,14 +36,20 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 if __package__:  # imported as part of the sam3d package
+    from ..core import gpu_checks
     from ..core.host import log_tail, machine, runner_env, sanitizer_env
-else:  # run.py of the bundle: sam3d/core/host.py is packed beside it as host.py
+else:  # run.py of the bundle: sam3d/core/host.py and gpu_checks.py are packed beside it
+    import gpu_checks  # pylint: disable=import-error
     from host import log_tail, machine, runner_env, sanitizer_env  # pylint: disable=import-error
 
 HERE = Path(__file__).resolve().parent
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
+
+
+# The library NVIDIA's Vulkan ICD manifest names (its library_path).
+NVIDIA_VULKAN_DRIVER = "libGLX_nvidia.so.0"
 
 
 # Where the CUDA runtime and cuBLAS may be, in this order (the first folder holding a soname wins).
@@ -189,6 +199,14 @@ def variant_env(name, vm, cuda_dirs=()):
     # As in the test environment of the build machine: any report is fatal, except the upstream
     # ones the project's suppression files (packed beside run.py) name.
     env.update(sanitizer_env(vm["sanitizer"], HERE, cuda="cuda" in backends))
+    if "vulkan" in backends and (vm["sanitizer"] or "").startswith("Address") and any(Path(p).is_file() for p in NVIDIA_ICDS):
+        # The Vulkan loader unloads NVIDIA's driver at vkDestroyInstance; LeakSanitizer's check at
+        # exit then cannot name the module of the driver's own unfreed allocations ("<unknown
+        # module>"), so no suppression can match them. Preloaded, the driver stays mapped.
+        env["LD_PRELOAD"] = ":".join([NVIDIA_VULKAN_DRIVER] + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+        # The driver's code has no frame pointers: ASan's fast unwinder stops in it, the slow one
+        # (DWARF) reaches the frames a suppression can name.
+        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":fast_unwind_on_malloc=0"
     return env
 
 
@@ -216,18 +234,22 @@ TEST_RUNS = {"plain": ("sam3d_device_tests", "device-tests"),
              "normal_cuda": (NORMAL_TESTS, "normal-tests-cuda")}
 
 
-def run_tests(name, env, out, kind, gtest_filter=None):
-    """One GoogleTest run of TEST_RUNS[kind] (its binary, its report and log names)."""
+def run_tests(name, env, out, kind, gtest_filter=None, checker=None):
+    """One GoogleTest run of TEST_RUNS[kind] (its binary, its report and log names); ``checker``:
+    (tag, command prefix, environment) of a GPU checker to run it under (check_counts() reads
+    its findings)."""
     binary, tag = TEST_RUNS[kind]
     perf_logger = kind == "perf_logger"
+    ctag, prefix, cenv = checker or ("", [], {})
+    tag += f"-{ctag}" if ctag else ""
     report = out / f"{name}-{tag}.xml"
     log = out / f"{name}-{tag}.log"
-    env = dict(env)
+    env = dict(env, **cenv)
     if perf_logger:
         env["GGML_VK_PERF_LOGGER"] = "1"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run([str(HERE / name / "bin" / binary), f"--gtest_output=xml:{report}"]
+        rc = subprocess.run(prefix + [str(HERE / name / "bin" / binary), f"--gtest_output=xml:{report}"]
                             + ([f"--gtest_filter={gtest_filter}"] if gtest_filter else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     try:
@@ -251,15 +273,68 @@ def run_tests(name, env, out, kind, gtest_filter=None):
     return {"exit_code": rc, "passed": counts[0], "failed": counts[1], "skipped": counts[2],
             "seconds": round(time.monotonic() - t0, 1), "report": report.name, "log": log.name,
             "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms,
-            "cuda_devices": cuda_devices}
+            "cuda_devices": cuda_devices, **check_counts(ctag, text)}
+
+
+def check_counts(ctag, text):
+    """What a GPU checker found in a run's output: the validation layer's messages (count and
+    IDs by case) or compute-sanitizer's error count (None: its summary is missing)."""
+    if ctag == VALIDATION_TAG:
+        by_case = gpu_checks.validation_messages(text)
+        return {"checker": ctag, "validation_messages": sum(len(v) for v in by_case.values()),
+                "validation_ids": by_case, "layer_loaded": bool(gpu_checks.LAYER_LOADED.search(text))}
+    if ctag:
+        return {"checker": ctag, "sanitizer_errors": gpu_checks.sanitizer_errors(text)}
+    return {}
+
+
+VALIDATION_TAG = "vulkan-validation"
+
+
+def checked_ok(t):
+    """Whether a run under a checker found nothing, the checker being live in it: the loader put
+    the layer in (a loader leaves out a layer it cannot load, silently), compute-sanitizer
+    finished with its summary."""
+    if t.get("checker") == VALIDATION_TAG:
+        return t["validation_messages"] == 0 and t["layer_loaded"]
+    if t.get("checker"):
+        return t["sanitizer_errors"] == 0
+    return True
+
+
+def run_canary(name, env, out, checker, argv):
+    """A checker's canary (gpu_checks.VULKAN_CANARY or CUDA_CANARY) under it; "caught" when the
+    checker reported what the canary does on purpose."""
+    ctag, prefix, cenv = checker
+    log = out / f"{name}-canary-{ctag}.log"
+    with open(log, "w") as f:
+        rc = subprocess.run(prefix + [str(HERE / name / "bin" / argv[0]), *argv[1:]], env=dict(env, **cenv),
+                            stdout=f, stderr=subprocess.STDOUT).returncode
+    text = log.read_text(errors="replace")
+    if ctag == VALIDATION_TAG:
+        missing = gpu_checks.vulkan_canary_caught(text)
+        found = sum(len(v) for v in gpu_checks.validation_messages(text).values())
+        loaded = bool(gpu_checks.LAYER_LOADED.search(text))
+        r = {"validation_messages": found, "missing": missing, "layer_loaded": loaded,
+             "caught": rc == 0 and loaded and not missing}
+    else:
+        errors = gpu_checks.sanitizer_errors(text)
+        extra = gpu_checks.CUDA_CANARY_REPORTS.get(ctag)
+        r = {"sanitizer_errors": errors,
+             "caught": rc == gpu_checks.ERROR_EXIT and bool(errors) and (extra is None or bool(extra.search(text)))}
+    print(f"    canary {' '.join(argv)}: {'caught' if r['caught'] else 'NOT CAUGHT'} (exit {rc})", flush=True)
+    return {"exit_code": rc, "log": log.name, "checker": ctag, **r}
 
 
 def tests_ok(t):
     """Prints a test run's counts; whether it passed. On the GPU machine every case must run:
-    all skipped means no GPU was found."""
+    all skipped means no GPU was found; under a checker, any finding fails it."""
     devices = f"; GGML sees {t['cuda_devices']} CUDA device(s)" if t.get("cuda_devices") is not None else ""
-    print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s){devices}", flush=True)
-    return t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0
+    found = (f"; {t['validation_messages']} validation message(s)" if "validation_messages" in t else
+             f"; compute-sanitizer errors: {t['sanitizer_errors']}" if "sanitizer_errors" in t else "")
+    print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s){devices}{found}",
+          flush=True)
+    return t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0 and checked_ok(t)
 
 
 def profile_bytes():
@@ -283,17 +358,20 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=()):
-    """One sam3d_bench run; `staging`: its --staging-* and --layout flags, as given to run.py."""
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None):
+    """One sam3d_bench run; `staging`: its --staging-* and --layout flags, as given to run.py.
+    Under a ``checker`` (run_tests()) it is a checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
-    tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "")
+    ctag, prefix, cenv = checker or ("", [], {})
+    env.update(cenv)
+    tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
-                             "--backend", backend, "--device", "0", "--images", str(images),
-                             "--warmups", str(warmups), "--out", str(dst)]
+        rc = subprocess.run(prefix + [str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
+                                      "--backend", backend, "--device", "0", "--images", str(images),
+                                      "--warmups", str(warmups), "--out", str(dst)]
                             + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
                             + list(staging),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
@@ -301,8 +379,75 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, st
          "driver_output": dst.name if dst.is_file() else None}
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
-    r.update(run_probe(name, env, out, tag, backend))
+    if ctag:
+        r.update(check_counts(ctag, log.read_text(errors="replace")))
+    else:
+        r.update(run_probe(name, env, out, tag, backend))
     return r
+
+
+def checkers(a, out):
+    """The GPU checkers run.py's flags ask for: (the validation layer's checker or None, the
+    compute-sanitizer tools' checkers), each (tag, command prefix, environment)."""
+    validation = None
+    if a.vulkan_validation:
+        layer_dir = HERE / "validation"
+        if not (layer_dir / gpu_checks.LAYER_LIBRARY).is_file():
+            sys.exit(f"run.py: {layer_dir} has no {gpu_checks.LAYER_LIBRARY}: this bundle was packed without a "
+                     "Vulkan variant, or before the validation layer was bundled")
+        layer = gpu_checks.layer_manifest(layer_dir / gpu_checks.LAYER_LIBRARY, layer_dir / gpu_checks.LAYER_MANIFEST,
+                                          out / "validation-layer")
+        validation = (VALIDATION_TAG, [], gpu_checks.validation_env(
+            layer, gpu_checks.suppressed_ids(HERE / gpu_checks.VALIDATION_SUPPRESSIONS), prove_loaded=True))
+    tools = []
+    if a.compute_sanitizer:
+        names = list(gpu_checks.TOOLS) if a.compute_sanitizer == "all" else a.compute_sanitizer.split(",")
+        unknown = [t for t in names if t not in gpu_checks.TOOLS]
+        if unknown:
+            sys.exit(f"run.py: unknown compute-sanitizer tool(s) {unknown}; tools: {', '.join(gpu_checks.TOOLS)} or all")
+        try:
+            binary = gpu_checks.assemble_sanitizer(HERE / "compute-sanitizer", a.cuda_toolkit, out / "compute-sanitizer")
+        except gpu_checks.CheckerError as e:
+            sys.exit(f"run.py: {e}")
+        tools = [(t, gpu_checks.sanitizer_command(binary, t, []), {}) for t in names]
+    return validation, tools
+
+
+def run_checked(i, n, name, vm, env, a, validation, tools):
+    """The checked runs of one variant: per checker its canary, then the device tests (and the
+    normal suite's CUDA cases) and a one-image replay of the modes under it. Returns (its
+    summary entries, whether all passed)."""
+    backends = vm.get("backends", ["vulkan"])
+    v = {"canaries": {}, "device_tests": {}, "checked_replays": []}
+    ok = True
+    runs = []
+    if validation and "vulkan" in backends:
+        runs.append((validation, [gpu_checks.VULKAN_CANARY], [("plain", None), ("perf_logger", "*vulkan*:DeviceTwoGpus.*")],
+                     "vulkan"))
+    asan = "ASAN_OPTIONS" in env
+    for tag, prefix, cenv in tools if "cuda" in backends else ():
+        if asan:
+            cenv = dict(cenv, ASAN_OPTIONS=f"{env['ASAN_OPTIONS']}:{gpu_checks.ASAN_UNDER_SANITIZER}")
+        runs.append(((tag, prefix, cenv), [gpu_checks.CUDA_CANARY, tag],
+                     [("plain", None), ("normal_cuda", NORMAL_CUDA_CASES)], "cuda"))
+    for checker, canary, test_runs, backend in runs:
+        print(f"[{i}/{n}] {name}: under {checker[0]}", flush=True)
+        c = run_canary(name, env, a.out, checker, canary)
+        v["canaries"][checker[0]] = c
+        ok &= c["caught"]
+        for kind, gtest_filter in test_runs:
+            t = run_tests(name, env, a.out, kind, gtest_filter, checker)
+            ok &= tests_ok(t)
+            v["device_tests"][f"{kind} ({checker[0]})"] = t
+        b = run_bench(name, env, a.out, backend, 1, 0, a.modes, False, (), checker)
+        found = b.get("validation_messages", b.get("sanitizer_errors"))
+        print(f"    one-image replay with compute: exit {b['exit_code']}, findings {found} ({b['seconds']} s)", flush=True)
+        ok &= b["exit_code"] == 0 and b["driver_output"] is not None and checked_ok(b)
+        v["checked_replays"].append(b)
+    if not runs:
+        v["not_applicable"] = "none of its backends is one the checkers asked for check"
+        print(f"[{i}/{n}] {name}: nothing to check ({v['not_applicable']})", flush=True)
+    return v, ok, bool(runs)
 
 
 def main():
@@ -326,6 +471,16 @@ def main():
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
+    p.add_argument("--vulkan-validation", action="store_true",
+                   help="instead of the plain runs: the Vulkan variants' device tests and a one-image replay under the "
+                        "Khronos validation layer the bundle carries, after its canary (any message fails)")
+    p.add_argument("--compute-sanitizer", metavar="TOOLS",
+                   help=f"instead of the plain runs: the CUDA variants' device tests, CUDA normal cases and a one-image "
+                        f"replay under each compute-sanitizer tool (comma-separated of {', '.join(gpu_checks.TOOLS)}, "
+                        "or all), each after its canary (any error fails)")
+    p.add_argument("--cuda-toolkit", type=Path, default=Path("/usr/local/cuda"),
+                   help="a CUDA toolkit of the bundle's release, whose compute-sanitizer launcher helpers complete "
+                        "the wheel's (default: /usr/local/cuda)")
     p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
     a = p.parse_args()
     names = a.variants or list(manifest["variants"])
@@ -336,8 +491,10 @@ def main():
     if unknown:
         sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
     a.out.mkdir(parents=True, exist_ok=True)
+    validation, tools = checkers(a, a.out)
     summary = {"machine": machine(), "manifest": manifest, "variants": {}}
     ok = True
+    any_checked = False
     for i, name in enumerate(names, 1):
         vm = manifest["variants"][name]
         backends = vm.get("backends", ["vulkan"])
@@ -353,6 +510,12 @@ def main():
             print(f"[{i}/{len(names)}] {name}: CUDA runtime {cuda['runtime_version']}, driver {cuda['driver_version']}, "
                   f"{cuda['devices']} device(s), from {', '.join(cuda['lib_dirs'])}", flush=True)
         env = variant_env(name, vm, cuda["lib_dirs"])
+        if validation or tools:
+            checked, passed, ran = run_checked(i, len(names), name, vm, env, a, validation, tools)
+            summary["variants"][name] = {**v, **checked}
+            ok &= passed
+            any_checked |= ran
+            continue
         if not a.skip_tests:
             for perf in (False, True):
                 print(f"[{i}/{len(names)}] {name}: device tests{' (GGML_VK_PERF_LOGGER=1)' if perf else ''}", flush=True)
@@ -385,6 +548,10 @@ def main():
                 ok &= b["exit_code"] == 0
                 v["bench"].append(b)
         summary["variants"][name] = v
+    if (validation or tools) and not any_checked:
+        print("run.py: FAILED: none of the variants has a backend the checkers asked for check "
+              "(--vulkan-validation: Vulkan; --compute-sanitizer: CUDA)", flush=True)
+        ok = False
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"run.py: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)
     return 0 if ok else 1

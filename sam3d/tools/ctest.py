@@ -109,17 +109,19 @@ def junit_path(v: Variant, label: str) -> Path:
     return paths.reports_dir() / f"ctest-{label}-{v.name}.xml"
 
 
-def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None = None) -> int:
-    """`ctest -L <label>` in the variant's build folder, with a JUnit XML report (junit_path);
-    fails when no test matches."""
+def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None = None,
+        env: dict[str, str] | None = None, report: str | None = None) -> int:
+    """`ctest -L <label>` in the variant's build folder, with a JUnit XML report (junit_path, or
+    the name ``report`` for junit_path's label); ``env``: added to test_env(). Fails when no test
+    matches."""
     folder = build_folder(v)
     if not (folder / "CTestTestfile.cmake").is_file():
         raise NotBuilt(f"{folder} has no CTest suite: build the variant first (nox -s build -- {v.name})")
-    junit = junit_path(v, label)
+    junit = junit_path(v, report or label)
     junit.parent.mkdir(parents=True, exist_ok=True)
     cmd = [paths.tool("ctest"), "--test-dir", str(folder), "-L", label, *OPTIONS, "--output-junit", str(junit),
            *(extra or [])]
-    env = test_env(v)
+    env = dict(test_env(v), **(env or {}))
     if log is None:
         return subprocess.run(cmd, env=env, check=False).returncode
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -198,7 +198,8 @@ def nvcc_release(nvcc: Path) -> str:
     return m.group(1)
 
 
-def _pip_install(lock: Path, target: Path) -> None:
+def pip_install(lock: Path, target: Path) -> None:
+    """The wheels of ``lock`` (pip's --require-hashes format) installed into ``target``, nowhere else."""
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
            "--require-hashes", "--only-binary=:all:", "--no-compile", "--target", str(target), "-r", str(lock)]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -206,7 +207,7 @@ def _pip_install(lock: Path, target: Path) -> None:
         lines = [ln for ln in (r.stderr + r.stdout).splitlines()
                  if ln.strip() and not ln.startswith("WARNING: Location")]
         detail = "\n".join("    " + ln for ln in lines[-20:])
-        raise CudaToolkitError(f"pip could not install the CUDA toolkit from {lock} (exit {r.returncode}); "
+        raise CudaToolkitError(f"pip could not install the wheels of {lock} (exit {r.returncode}); "
                                f"a hash mismatch means the wheel is not the one the lock pins "
                                f"(fix the lock only after checking the new wheel):\n{detail}")
 
@@ -248,7 +249,7 @@ def _install(lock: Path, folder: Path, pins: list[Pin], version: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
     try:
-        _pip_install(lock, tmp)
+        pip_install(lock, tmp)
         _add_links(_root_of(tmp, version), version.split(".")[0])
         verify(tmp, pins, version)
         (tmp / STAMP).write_text(hashlib.sha256(lock.read_bytes()).hexdigest() + "\n")

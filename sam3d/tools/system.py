@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
@@ -164,13 +165,71 @@ def debian_archive_uri() -> str:
         "and set SAM3D_VULKAN_INCLUDE_DIR to their include folder")
 
 
+@dataclass(frozen=True)
+class DebianPackage:
+    """A Debian package pinned by version and SHA-256, fetched from ``suite`` of the Debian
+    archive this machine's apt sources name, whatever the machine's own release."""
+
+    name: str
+    version: str
+    sha256: str
+    suite: str = "trixie"
+
+
+LIBVULKAN_DEV = DebianPackage("libvulkan-dev", VULKAN_DEV_VERSION, VULKAN_DEV_SHA256, VULKAN_DEV_SUITE)
+
+
+def debian_package(pkg: DebianPackage, dest: Path | None = None) -> Path:
+    """``pkg`` unpacked (dpkg -x) into ``dest`` (default: <cache>/debian/<name>/<version>), fetched
+    once with apt-get download (private source list and package lists, so the system is not
+    changed) and checked against its SHA-256; returns ``dest``."""
+    dest = dest or paths.cache_dir() / "debian" / pkg.name / pkg.version
+    done = dest / ".sha256"
+    if done.is_file() and done.read_text().strip() == pkg.sha256:
+        return dest
+    print(f"sam3d: fetching Debian {pkg.suite}'s {pkg.name} {pkg.version} into {dest}", flush=True)
+    uri = debian_archive_uri()
+    with tempfile.TemporaryDirectory(prefix="sam3d-apt-") as tmp:
+        t = Path(tmp)
+        (t / "lists" / "partial").mkdir(parents=True)
+        (t / "cache" / "archives" / "partial").mkdir(parents=True)
+        (t / "sources.list").write_text(
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {pkg.suite} main\n")
+        opts = [f"-oDir::Etc::SourceList={t}/sources.list", "-oDir::Etc::SourceParts=/dev/null",
+                f"-oDir::State::Lists={t}/lists", f"-oDir::Cache={t}/cache",
+                "-oAPT::Architecture=amd64", "-oAPT::Sandbox::User=root", "-q"]
+        r = subprocess.run(["apt-get", *opts, "update"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise SystemPrerequisiteError(f"apt-get update of Debian {pkg.suite} from {uri} failed (fetching "
+                                          f"{pkg.name}): {r.stderr.strip()[-300:]}")
+        r = subprocess.run(["apt-get", *opts, "download", f"{pkg.name}={pkg.version}"],
+                           cwd=t, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            raise SystemPrerequisiteError(
+                f"apt-get download {pkg.name}={pkg.version} from Debian {pkg.suite} failed: {r.stderr.strip()[-300:]}. "
+                f"When {pkg.suite} has moved on to a newer {pkg.name}, pin that one (its version and the SHA-256 "
+                "of its .deb) in sam3d/tools/system.py")
+        deb = next(t.glob(f"{pkg.name}_*.deb"))
+        check_sha256(deb, pkg.sha256)
+        # Unpacked beside dest under a name of its own, then renamed: a process fetching the same
+        # package at the same time never sees (or removes) this one's half.
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        subprocess.run(["dpkg", "-x", str(deb), str(part)], check=True)
+        (part / ".sha256").write_text(pkg.sha256 + "\n")
+        shutil.rmtree(dest, ignore_errors=True)
+        try:
+            part.rename(dest)
+        except OSError:  # another process renamed its copy first: the same checked bytes
+            shutil.rmtree(part, ignore_errors=True)
+    return dest
+
+
 def vulkan_include_dir() -> Path | None:
     """An include folder with Vulkan headers new enough for GGML, or None when the system's are.
 
     $SAM3D_VULKAN_INCLUDE_DIR wins. Otherwise, when /usr/include's headers are too old (Debian
-    12), Debian 13's libvulkan-dev is fetched once with apt-get download (private source list
-    and package lists, the archive address read from this machine's apt sources), checked
-    against VULKAN_DEV_SHA256 and unpacked with dpkg -x into the shared cache.
+    12), Debian 13's libvulkan-dev (LIBVULKAN_DEV) is unpacked into the shared cache.
     """
     env = os.environ.get("SAM3D_VULKAN_INCLUDE_DIR")
     if env:
@@ -182,29 +241,8 @@ def vulkan_include_dir() -> Path | None:
     inc = dest / "usr" / "include"
     if vulkan_header_version(inc) is not None:
         return inc
-    print(f"sam3d: system Vulkan headers are {sysver}; fetching Debian {VULKAN_DEV_SUITE}'s "
-          f"libvulkan-dev {VULKAN_DEV_VERSION} into {dest}", flush=True)
-    uri = debian_archive_uri()
-    with tempfile.TemporaryDirectory(prefix="sam3d-apt-") as tmp:
-        t = Path(tmp)
-        (t / "lists" / "partial").mkdir(parents=True)
-        (t / "cache" / "archives" / "partial").mkdir(parents=True)
-        (t / "sources.list").write_text(
-            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {VULKAN_DEV_SUITE} main\n")
-        opts = [f"-oDir::Etc::SourceList={t}/sources.list", "-oDir::Etc::SourceParts=/dev/null",
-                f"-oDir::State::Lists={t}/lists", f"-oDir::Cache={t}/cache",
-                "-oAPT::Architecture=amd64", "-oAPT::Sandbox::User=root", "-q"]
-        subprocess.run(["apt-get", *opts, "update"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["apt-get", *opts, "download", f"libvulkan-dev={VULKAN_DEV_VERSION}"],
-                       check=True, cwd=t, stdout=subprocess.DEVNULL)
-        deb = next(t.glob("libvulkan-dev_*.deb"))
-        check_sha256(deb, VULKAN_DEV_SHA256)
-        part = dest.with_name(dest.name + ".partial")
-        shutil.rmtree(part, ignore_errors=True)
-        part.mkdir(parents=True)
-        subprocess.run(["dpkg", "-x", str(deb), str(part)], check=True)
-        shutil.rmtree(dest, ignore_errors=True)
-        part.rename(dest)
+    print(f"sam3d: system Vulkan headers are {sysver}", flush=True)
+    debian_package(LIBVULKAN_DEV, dest)
     if vulkan_header_version(inc) is None:
         raise SystemPrerequisiteError(f"unpacked libvulkan-dev has no vulkan_core.h under {inc}")
     return inc
