@@ -75,9 +75,8 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         cuda_runtime=(("ASAN_OPTIONS", "protect_shadow_gap=0"),),
         canary=("leak", "LeakSanitizer: detected memory leaks"),
         suppressions="lsan.supp",
-        may_suppress=(r"libcuda\b|libcudart|libcublas|libGLX_nvidia|libnvidia-|libvulkan_lvp|^ggml_backend_vk_reg_get_device$",
-                      "frames in libcuda, libcudart or libcublas (NVIDIA's driver and runtime), in libGLX_nvidia or "
-                      "libnvidia-* (NVIDIA's Vulkan driver), in libvulkan_lvp "
+        may_suppress=(r"libcuda\b|libcudart|libcublas|libvulkan_lvp|^ggml_backend_vk_reg_get_device$",
+                      "frames in libcuda, libcudart or libcublas (NVIDIA's driver and runtime), in libvulkan_lvp "
                       "(Mesa's lavapipe), or GGML's Vulkan device registry (ggml_backend_vk_reg_get_device), "
                       "whose devices outlive the static vector holding them"),
     ),
@@ -343,8 +342,11 @@ VARIANTS: tuple[Variant, ...] = (
         # minutes (docs/getting-started.md, "Build times"). Built by name, and always in the CI
         # matrix. Clang, as vulkan-ubsan (ggml-vulkan.cpp under GCC's sanitizers is slow); with
         # Clang and ASan, native/CMakeLists.txt builds the fuzz target here too, while cpu-asan
-        # keeps the fuzz role.
-        roles=(CI, BUNDLE, DEVICE),
+        # keeps the fuzz role. Not in the bundle and device roles yet: on the H200 its device tests
+        # pass, but LeakSanitizer fails each process on allocations of NVIDIA's Vulkan driver whose
+        # frames it cannot name ("<unknown module>"), so no suppression can match them (docs/gpu.md,
+        # "vulkan-asan on NVIDIA"); it is bundled by name (nox -s bundle -- vulkan-asan).
+        roles=(CI,),
         sanitizer="AddressUndefinedBehavior",
         vulkan=True,
         compiler="clang",

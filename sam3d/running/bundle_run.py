@@ -48,10 +48,6 @@ NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvi
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
 
 
-# The library NVIDIA's Vulkan ICD manifest names (its library_path).
-NVIDIA_VULKAN_DRIVER = "libGLX_nvidia.so.0"
-
-
 # Where the CUDA runtime and cuBLAS may be, in this order (the first folder holding a soname wins).
 CUDA_LIBS_HELP = ("LD_LIBRARY_PATH; $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/, lib/); the system's "
                   "library path (ldconfig -p); the nvidia/*/lib folders of Python environments: this python3's, "
@@ -199,14 +195,6 @@ def variant_env(name, vm, cuda_dirs=()):
     # As in the test environment of the build machine: any report is fatal, except the upstream
     # ones the project's suppression files (packed beside run.py) name.
     env.update(sanitizer_env(vm["sanitizer"], HERE, cuda="cuda" in backends))
-    if "vulkan" in backends and (vm["sanitizer"] or "").startswith("Address") and any(Path(p).is_file() for p in NVIDIA_ICDS):
-        # The Vulkan loader unloads NVIDIA's driver at vkDestroyInstance; LeakSanitizer's check at
-        # exit then cannot name the module of the driver's own unfreed allocations ("<unknown
-        # module>"), so no suppression can match them. Preloaded, the driver stays mapped.
-        env["LD_PRELOAD"] = ":".join([NVIDIA_VULKAN_DRIVER] + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
-        # The driver's code has no frame pointers: ASan's fast unwinder stops in it, the slow one
-        # (DWARF) reaches the frames a suppression can name.
-        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"] + ":fast_unwind_on_malloc=0"
     return env
 
 
