@@ -72,7 +72,8 @@ def cmd_ctest(args: argparse.Namespace) -> int:
             continue
         env, extra = None, None
         if args.vulkan_validation:
-            env, extra = validation.environment(v), validation.excluded(v)
+            env = validation.environment(v)
+            extra = validation.excluded(v, env)
         log = paths.logs_dir() / f"ctest-{run}-{v.name}.log"
         print(f"[{i}/{len(vs)}] {v.name}: {what} ... (log: {log})", flush=True)
         rc = ctest.run(v, args.label, log=log, extra=extra, env=env, report=run)

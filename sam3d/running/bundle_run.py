@@ -299,17 +299,15 @@ def run_canary(name, env, out, checker, argv):
         rc = subprocess.run(prefix + [str(HERE / name / "bin" / argv[0]), *argv[1:]], env=dict(env, **cenv),
                             stdout=f, stderr=subprocess.STDOUT).returncode
     text = log.read_text(errors="replace")
+    r = check_counts(ctag, text)
+    del r["checker"]
     if ctag == VALIDATION_TAG:
-        missing = gpu_checks.vulkan_canary_caught(text)
-        found = sum(len(v) for v in gpu_checks.validation_messages(text).values())
-        loaded = bool(gpu_checks.LAYER_LOADED.search(text))
-        r = {"validation_messages": found, "missing": missing, "layer_loaded": loaded,
-             "caught": rc == 0 and loaded and not missing}
+        r["missing"] = gpu_checks.vulkan_canary_caught(text)
+        r["caught"] = rc == 0 and r["layer_loaded"] and not r["missing"]
     else:
-        errors = gpu_checks.sanitizer_errors(text)
         extra = gpu_checks.CUDA_CANARY_REPORTS.get(ctag)
-        r = {"sanitizer_errors": errors,
-             "caught": rc == gpu_checks.ERROR_EXIT and bool(errors) and (extra is None or bool(extra.search(text)))}
+        r["caught"] = (rc == gpu_checks.ERROR_EXIT and bool(r["sanitizer_errors"])
+                       and (extra is None or bool(extra.search(text))))
     print(f"    canary {' '.join(argv)}: {'caught' if r['caught'] else 'NOT CAUGHT'} (exit {rc})", flush=True)
     return {"exit_code": rc, "log": log.name, "checker": ctag, **r}
 

@@ -45,10 +45,10 @@ def environment(v: Variant, fatal: bool = True) -> dict[str, str]:
     return env
 
 
-def excluded(v: Variant) -> list[str]:
-    """ctest arguments that leave out what environment() turns off: the leak canary, where
-    leak detection is off."""
-    if v.asan and "detect_leaks=0" in environment(v).get("ASAN_OPTIONS", ""):
+def excluded(v: Variant, env: dict[str, str]) -> list[str]:
+    """ctest arguments that leave out what ``env`` (environment()'s) turns off: the leak canary,
+    where leak detection is off."""
+    if v.asan and "detect_leaks=0" in env.get("ASAN_OPTIONS", ""):
         return ["-E", r"^SanitizerCanary\.leak_"]
     return []
 
