@@ -49,6 +49,28 @@ void count_transfers(Session & s, bool batched, const sam3d_call & c) {
     }
 }
 
+// ---------------------------------------------------------------- GGML's waits and events, counted (rule 8)
+
+void backend_synchronize(Session & s) {
+    s.counters.synchronizes += 1;
+    s.ggml.synchronize(s.backend);
+}
+
+void event_synchronize(Session & s, ggml_backend_event_t e) {
+    s.counters.event_synchronizes += 1;
+    s.ggml.event_synchronize(e);
+}
+
+void event_record(Session & s, ggml_backend_event_t e) {
+    s.counters.event_records += 1;
+    s.ggml.event_record(e, s.backend);
+}
+
+void event_wait(Session & s, ggml_backend_event_t e) {
+    s.counters.event_waits += 1;
+    s.ggml.event_wait(s.backend, e);
+}
+
 // ---------------------------------------------------------------- completion policy
 
 void mark_all_done(Session & s) {
@@ -62,7 +84,7 @@ void mark_all_done(Session & s) {
 // Rule 5 (and rule 7's drain): completes everything the session submitted, whatever happened.
 void drain(Session & s) {
     const uint64_t t0 = now_ns();
-    s.ggml.synchronize(s.backend);
+    backend_synchronize(s);
     mark_all_done(s);
     s.counters.synchronize_ns += now_ns() - t0;
 }
@@ -90,7 +112,7 @@ void free_call(Session & s, std::list<Call>::iterator it) {
         // The call is complete: this returns at once, and lets GGML recycle the event's
         // objects before it is recorded again. The pool's capacity was reserved when the
         // event was created, so this push does not allocate.
-        s.ggml.event_synchronize(it->event);
+        event_synchronize(s, it->event);
         s.event_pool.push_back(it->event);
     }
     s.calls.erase(it);
@@ -120,17 +142,21 @@ void give_back_event(Session & s, Call & call) {
 // A6: a staged call's uploads may not overtake the outstanding queued graphs. GGML's Vulkan
 // backend with a dedicated transfer queue orders a graph after the uploads submitted before it
 // but no upload after an earlier graph; its event_wait makes the transfer queue wait for the
-// event (elsewhere one in-order queue already orders them and the wait only restates it).
+// event. On a backend of one in-order queue (Backend facts) the queue already orders them, and a
+// queued call's uploads enqueue no wait.
 void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
     if (completed_here) {
         complete_all(s);  // a call completed on return first completes outstanding queued work
+        return;
+    }
+    if (s.in_order || c.n_uploads == 0) {
         return;
     }
     const Call * newest = nullptr;  // s.calls is in submission order
     for (const Call & o : s.calls) {
         newest = o.done() ? newest : &o;
     }
-    if (newest == nullptr || c.n_uploads == 0) {
+    if (newest == nullptr) {
         return;
     }
     if (newest->event != nullptr) {
@@ -138,7 +164,7 @@ void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
         // Enqueuing the wait is host time enqueuing (rule 8), counted with the call's enqueue.
         const uint64_t t0 = now_ns();
         try {
-            s.ggml.event_wait(s.backend, newest->event);
+            event_wait(s, newest->event);
         } catch (...) {
             drain(s);  // rule 5: the outstanding calls complete before the exception leaves
             throw;
@@ -174,9 +200,9 @@ bool record_piece(Session & s, size_t k) {
     }
     PieceEvent & e = s.piece_events[k];
     if (e.recorded) {
-        s.ggml.event_synchronize(e.event);  // complete (an earlier call's piece): GGML may recycle it
+        event_synchronize(s, e.event);  // complete (an earlier call's piece): GGML may recycle it
     }
-    s.ggml.event_record(e.event, s.backend);
+    event_record(s, e.event);
     e.recorded = true;
     return true;
 }
@@ -226,7 +252,7 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
     for (size_t e = first; e < k; ++e) {
         const size_t j = piece_end(s, s.down_runs, i);
         t = now_ns();
-        s.ggml.event_synchronize(s.piece_events[e].event);
+        event_synchronize(s, s.piece_events[e].event);
         const uint64_t t2 = now_ns();
         s.counters.synchronize_ns += t2 - t;
         copy_outputs(s, c, i, j);
@@ -275,7 +301,7 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
         enqueue_downloads(s, 0, s.down_runs.size());
         if (queued != nullptr) {
             if (queued->event != nullptr) {
-                s.ggml.event_record(queued->event, s.backend);
+                event_record(s, queued->event);
             }
             s.counters.enqueue_ns += now_ns() - t;
             queued->state = Call::State::InFlight;
@@ -497,14 +523,14 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
         const bool newest = std::none_of(s.calls.begin(), s.calls.end(),
                                          [&](const Call & o) { return !o.done() && o.id > c.id; });
         if (c.event != nullptr && !newest) {
-            s.ggml.event_synchronize(c.event);
+            event_synchronize(s, c.event);
             for (Call & o : s.calls) {
                 if (o.id <= c.id && o.state == Call::State::InFlight) {
                     o.state = Call::State::Complete;  // calls execute in submission order (A6)
                 }
             }
         } else {
-            s.ggml.synchronize(s.backend);  // completes every call submitted so far
+            backend_synchronize(s);  // completes every call submitted so far
             mark_all_done(s);
         }
         s.counters.synchronize_ns += now_ns() - t0;
@@ -620,7 +646,7 @@ void complete_outstanding(Session & s) { complete_all(s); }
 
 void close(Session & s) {
     if (std::any_of(s.calls.begin(), s.calls.end(), [](const Call & c) { return !c.done(); })) {
-        s.ggml.synchronize(s.backend);  // A7: outstanding work completes before anything is freed
+        backend_synchronize(s);  // A7: outstanding work completes before anything is freed
     }
 }
 

@@ -102,7 +102,18 @@ constexpr HostBufferFact kHostBufferFacts[] = {
     {"Vulkan", false},
 };
 
+// GGML 0.20.2's backends that run all of one ggml_backend_t's copies, graphs and event records
+// on one in-order queue, each pinned by a test in native/tests/test_ggml_contract.cpp. CUDA: one
+// stream per backend (cuda_ctx->stream()). Vulkan is not one: with a dedicated transfer queue
+// (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs by default) its uploads go to a queue of their own.
+constexpr const char * kInOrderBackends[] = {"CUDA"};
+
 }  // namespace
+
+bool in_order_backend(const char * reg_name) {
+    return reg_name != nullptr && std::any_of(std::begin(kInOrderBackends), std::end(kInOrderBackends),
+                                              [&](const char * n) { return std::strcmp(n, reg_name) == 0; });
+}
 
 bool host_buffer_every_device(const char * reg_name) {
     for (const HostBufferFact & f : kHostBufferFacts) {
@@ -209,6 +220,7 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         s->alignment = s->ggml.buft_get_alignment(s->host_buft);
     }
     s->events = props.caps.events;
+    s->in_order = in_order_backend(s->ggml.reg_name(ggml_backend_dev_backend_reg(s->dev)));
     s->static_fallback = static_fallback(*s, props);
     // The staged copies' workers (rule 2, "Copy threads"), only where a call can stage.
     const bool stages = s->batching && s->static_fallback == SAM3D_FALLBACK_COUNT;

@@ -199,6 +199,7 @@ struct sam3d_session {
     bool perf_logger = false;
     bool drain_before_compute = true;
     bool events = false;  // props.caps.events
+    bool in_order = false;  // one in-order queue per backend (in_order_backend): A6 needs no event wait
     size_t piece_bytes = SAM3D_STAGING_PIECE_BYTES;  // options.staging_piece_bytes (rule 2)
     std::unique_ptr<sam3d::Copier> copier;           // the staged copies' threads (rule 2)
     sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
@@ -250,6 +251,10 @@ using Session = sam3d_session;
 // buffer type is usable by every device of the backend, or only by the device the host buffer
 // type reports (ggml_backend_buft_get_device). A backend not listed: its reported device only.
 bool host_buffer_every_device(const char * reg_name);
+// Whether the backend (its registry name) runs every copy, graph and event record of one
+// ggml_backend_t on one in-order queue, so a later call's uploads cannot overtake an earlier
+// call's work (A6). A backend not listed: not known to.
+bool in_order_backend(const char * reg_name);
 
 // The fallback every batching call of the session takes, decided once at creation (rules 3, 6;
 // first match wins): no_async_caps (props lack caps.async or caps.host_buffer, or no host

@@ -1,6 +1,7 @@
 // GGML 0.20.2 facts the core and this suite rely on (docs/contract.md, "Backend facts"). A GGML upgrade that
 // changes one of them fails here, by name, before it silently changes the core's behaviour.
 #include <cstdlib>
+#include <cstring>
 
 #include "cases.h"
 #include "rig.h"
@@ -188,6 +189,44 @@ TEST(GgmlContractCuda, EveryDeviceBatchesThroughTheHostBufferType) {
         cases::expect_fallbacks(run.counters);
         EXPECT_EQ(run.out, cases::expected(a, x));
     }
+}
+
+// One in-order queue per backend (the core's in_order_backend fact, A6): a download enqueued
+// between two uploads of the same bytes reads the first upload's bytes, never the second's, with
+// no event or synchronize between them; 64 MiB each, so a second queue would have time to run
+// the later upload first. The registry is the one the core's table keys on.
+TEST(GgmlContractCuda, OneBackendRunsItsCopiesInSubmissionOrder) {
+    REQUIRE_CUDA_DEVICE();
+    cases::EnvVar pinned("GGML_CUDA_NO_PINNED", nullptr);
+    EXPECT_STREQ(ggml_backend_reg_name(cuda_reg()), "CUDA");
+    ggml_backend_dev_t dev0 = ggml_backend_reg_dev_get(cuda_reg(), 0);
+    ggml_backend_t backend = ggml_backend_dev_init(dev0, nullptr);
+    ASSERT_NE(backend, nullptr);
+    constexpr size_t bytes = size_t{64} << 20;
+    ggml_init_params ip = {ggml_tensor_overhead(), nullptr, true};
+    ggml_context * ctx = ggml_init(ip);
+    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(bytes));
+    ggml_backend_buffer_t dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
+    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(ggml_backend_dev_host_buffer_type(dev0), 3 * bytes);
+    ASSERT_NE(dbuf, nullptr);
+    ASSERT_NE(host, nullptr);
+    uint8_t * first = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
+    uint8_t * second = first + bytes;
+    uint8_t * out = second + bytes;
+    for (int round = 0; round < 3; ++round) {
+        std::memset(first, 0x11 + round, bytes);
+        std::memset(second, 0x77, bytes);
+        std::memset(out, 0, bytes);
+        ggml_backend_tensor_set_async(backend, t, first, 0, bytes);
+        ggml_backend_tensor_get_async(backend, t, out, 0, bytes);
+        ggml_backend_tensor_set_async(backend, t, second, 0, bytes);
+        ggml_backend_synchronize(backend);
+        EXPECT_EQ(std::memcmp(out, first, bytes), 0) << "round " << round << ": the later upload overtook the download";
+    }
+    ggml_backend_buffer_free(host);
+    ggml_backend_buffer_free(dbuf);
+    ggml_free(ctx);
+    ggml_backend_free(backend);
 }
 
 #ifdef SAM3D_VULKAN

@@ -786,11 +786,16 @@ struct TransferQueueCase : TransferQueueReset {
     const std::vector<float> a2 = rig::ramp(n, 40.0f), b2 = rig::ramp(n, 9.0f);
     std::vector<float> out1 = std::vector<float>(n, -1.0f), out2 = std::vector<float>(n, -1.0f);
 
-    explicit TransferQueueCase(bool events) {
+    // `reg_name`: the backend registry name the session sees (NULL: the CPU backend's own).
+    explicit TransferQueueCase(bool events, const char * reg_name = nullptr) {
         if (events) {
             deferred::install_with_events(r.seam());
         } else {
             deferred::install(r.seam());
+        }
+        if (reg_name != nullptr) {
+            probe::get().reg_name_result = reg_name;
+            r.seam().reg_name = probe::reg_name_override;
         }
         w = cases::scale_add(r, n);
         r.alloc();
@@ -888,6 +893,40 @@ TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEvent
         }
         EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
         EXPECT_EQ(deferred::pending(), 0u);
+    }
+    deferred::reset();
+}
+
+// A6 on a backend of one in-order queue (docs/contract.md, Backend facts: CUDA): the queue
+// orders a queued call's uploads after the outstanding call's work, so they enqueue no event
+// wait; a backend not known to be in order (Vulkan, whose transfer queue reorders, or one not
+// listed) keeps the wait. The registry name is the one fact that differs between the two
+// sessions (the deferred seam's transfer queue keeps running uploads early either way).
+TEST(QueuedTransferQueue, AnInOrderBackendEnqueuesNoEventWaitBeforeUploads) {
+    for (const char * name : {"CUDA", "Vulkan", "SomeOtherBackend"}) {
+        SCOPED_TRACE(name);
+        TransferQueueCase c(true, name);
+        sam3d_ticket t1 = 0, t2 = 0;
+        ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t1), SAM3D_OK)
+            << sam3d_last_error();
+        ASSERT_EQ(cases::submit(c.s, c.w, c.a2.data(), c.b2.data(), c.out2.data(), SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK)
+            << sam3d_last_error();
+        const bool in_order = std::string(name) == "CUDA";
+        EXPECT_EQ(deferred::g_event_waits, in_order ? 0 : 1);
+        EXPECT_EQ(deferred::g_syncs, 0) << "neither call completed at submission";
+        EXPECT_EQ(deferred::g_event_records, 2) << "each queued call still records its completion event";
+        ASSERT_EQ(sam3d_session_wait(c.s, t1), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(c.s, t2), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
+        EXPECT_EQ(deferred::pending(), 0u);
+        // Rule 8: the core's own waits and events, each as the seam saw it made.
+        const sam3d_counters k = c.r.counters(c.s);
+        EXPECT_EQ(k.event_waits, static_cast<uint64_t>(deferred::g_event_waits));
+        EXPECT_EQ(k.event_records, static_cast<uint64_t>(deferred::g_event_records));
+        EXPECT_EQ(k.synchronizes, static_cast<uint64_t>(deferred::g_syncs));
+        EXPECT_EQ(k.event_synchronizes, static_cast<uint64_t>(deferred::g_event_syncs));
+        EXPECT_EQ(k.synchronizes, 1u) << "only the newest call's wait synchronizes the backend";
+        EXPECT_GE(k.event_synchronizes, 1u) << "the older call's wait, with the newer in flight, is its event's";
     }
     deferred::reset();
 }

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.5.0"
+#define SAM3D_CORE_VERSION "0.6.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
@@ -134,6 +134,10 @@ typedef struct sam3d_counters {
     uint64_t staging_allocations;// times the staging allocation was (re)allocated
     uint64_t upload_copies;      // GGML copies made for uploads (set / set_async), both paths; <= uploads (rule 10)
     uint64_t download_copies;    // GGML copies made for downloads (get / get_async), both paths; <= downloads
+    uint64_t synchronizes;       // ggml_backend_synchronize calls of the core (not GGML's own inside a blocking copy)
+    uint64_t event_records;      // ggml_backend_event_record calls (queued calls' completion, staged pieces)
+    uint64_t event_waits;        // ggml_backend_event_wait calls (a queued call's uploads after another's, A6)
+    uint64_t event_synchronizes; // ggml_backend_event_synchronize calls (waits on an older call or a piece; recycling)
 } sam3d_counters;
 
 // Extensible like sam3d_counters: start from sam3d_session_default_options(), which sets
