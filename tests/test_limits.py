@@ -270,6 +270,58 @@ def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(ma
         results.validate(r)
 
 
+def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
+    """The queued row is set against the calls the core made: without the event waits when its
+    counters say it enqueued none (a backend of one in-order queue, docs/contract.md A6), with
+    them otherwise; the three policies are listed side by side (medians of all samples)."""
+    r = _result(make_result, transfer_only=True, floor=1.4)
+    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
+                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
+                                "queued_cold": _series_of(4.2), "copies_per_image": 435,
+                                "queued_no_upload_wait": _series_of(4.4), "queued_synchronize": _series_of(4.9)}
+    r["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
+    results.validate(r)
+    notes = " ".join(table.records([r])["notes"])
+    assert "queued's calls 4.400 ms (without the event waits) (cold 4.200), the row +0.695 ms" in notes
+    assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
+            "with no event, every wait a synchronize 4.900") in notes
+    r["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
+    notes = " ".join(table.records([r])["notes"])
+    assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
+
+
+def test_the_cores_ggml_calls_per_image_are_listed_per_row(make_result):
+    """extra.modes' per-image counts (the core's counters, rule 8) in the notes, for the rows
+    that have all five; a row missing one is left out."""
+    r = _result(make_result)
+    counts = {"on": (175, 82, 7, 0, 12), "queued": (320, 6, 82, 0, 130)}
+    for mode, values in counts.items():
+        r["extra"]["modes"][mode].update(zip(("ggml_copies_per_image", "synchronizes_per_image",
+                                              "event_records_per_image", "event_waits_per_image",
+                                              "event_synchronizes_per_image"), values))
+    results.validate(r)
+    notes = " ".join(table.records([r])["notes"])
+    assert ("the core's GGML calls per image (copies/synchronizes/event records/event waits/event synchronizes): "
+            "on 175/82/7/0/12, queued 320/6/82/0/130") in notes
+    del r["extra"]["modes"]["on"]["event_waits_per_image"]
+    notes = " ".join(table.records([r])["notes"])
+    assert "on 175/" not in notes and "queued 320/6/82/0/130" in notes
+
+
+@pytest.mark.parametrize("duplex, hidden", [(0.8, "100%"), (0.85, "93%"), (1.55, "0%"), (1.2, "47%")])
+def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, duplex, hidden):
+    """Both directions on two backends at once against each alone (upload 0.8, download 0.75):
+    (0.8 + 0.75 - duplex) / 0.75 of the faster direction hidden; the GB/s are both directions'
+    bytes over the duplex time."""
+    r = _result(make_result, floor=1.5)
+    r["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": duplex, "block_medians_ms": [duplex],
+                                              "median_ms": duplex, "n": 1, "samples_ms": [duplex]}
+    results.validate(r)
+    notes = " ".join(table.records([r])["notes"])
+    gbs = (33_193_136 + 32_403_596) / (duplex * 1e6)
+    assert f"duplex (upload and download on two backends at once) {duplex:.3f} ms = {gbs:.1f} GB/s, {hidden} of the faster direction hidden" in notes
+
+
 def test_compare_carries_x_floor_and_x_limit(make_result):
     a = _result(make_result, floor=1.5)
     b = _result(make_result, floor=2.0)

@@ -41,6 +41,10 @@ sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b) {
     d.staging_allocations = b.staging_allocations - a.staging_allocations;
     d.upload_copies = b.upload_copies - a.upload_copies;
     d.download_copies = b.download_copies - a.download_copies;
+    d.synchronizes = b.synchronizes - a.synchronizes;
+    d.event_records = b.event_records - a.event_records;
+    d.event_waits = b.event_waits - a.event_waits;
+    d.event_synchronizes = b.event_synchronizes - a.event_synchronizes;
     return d;
 }
 

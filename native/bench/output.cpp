@@ -68,6 +68,10 @@ json mode_extra(const Measured & m) {
         const sam3d_counters & c = r.per_image.front();
         json x = {{"calls_per_image", c.calls},
                   {"ggml_copies_per_image", c.upload_copies + c.download_copies},
+                  {"synchronizes_per_image", c.synchronizes},
+                  {"event_records_per_image", c.event_records},
+                  {"event_waits_per_image", c.event_waits},
+                  {"event_synchronizes_per_image", c.event_synchronizes},
                   {"failed_calls", c.failed_calls},
                   {"rejected_calls", c.rejected_calls},
                   {"staging_bytes", c.staging_bytes},

@@ -96,6 +96,10 @@ struct Probes::State {
     unsigned memcpy_threads = 1;  // the 'on' session's copy threads (sam3d_session_copy_threads)
     float rt_host_heap = 0;
     Series f_up, f_down, f_both, cp, rt_down, rt_graph, rt_down_event, rt_graph_event, b2b;
+    // Duplex: the upload on `backend` while the download runs on a second backend of the same
+    // device (GGML orders one backend's copies on one queue, so only two backends can overlap).
+    ggml_backend_t backend2 = nullptr;
+    Series f_duplex;
     // The modes' GGML calls alone (transfer-only runs): every descriptor at its own aligned
     // offset of the floor's host buffer and device tensors, in profile order.
     const Profile & profile;
@@ -106,6 +110,9 @@ struct Probes::State {
     std::vector<uint8_t> call_src, call_dst;
     std::vector<ggml_backend_event_t> call_events;    // one per graph (queued calls)
     Series c_copies, c_zerocopy, c_queued, c_zerocopy_cold, c_queued_cold;
+    // queued's calls without the event wait before uploads, and with every wait a synchronize
+    // and no event at all (docs/benchmark.md, "Events and waits").
+    Series c_queued_no_upload_wait, c_queued_synchronize;
 
     State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images,
           bool with_calls)
@@ -114,7 +121,8 @@ struct Probes::State {
           images(n_images), f_up(n_blocks), f_down(n_blocks), f_both(n_blocks), cp(n_blocks), rt_down(n_blocks),
           rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), profile(p),
           c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
-          c_queued_cold(n_blocks) {
+          c_queued_cold(n_blocks), f_duplex(n_blocks), c_queued_no_upload_wait(n_blocks),
+          c_queued_synchronize(n_blocks) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
         // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
@@ -166,6 +174,7 @@ struct Probes::State {
         ggml_backend_dev_props props{};
         ggml_backend_dev_get_props(dev, &props);
         if (props.caps.events) event = ggml_backend_event_new(dev);
+        if (host != nullptr) backend2 = ggml_backend_dev_init(dev, nullptr);  // NULL: no duplex samples
         calls = with_calls && host != nullptr;
         if (calls && props.caps.events) {
             for (size_t g = 0; g < p.graphs.size(); ++g) {
@@ -183,6 +192,7 @@ struct Probes::State {
     ~State() {
         for (ggml_backend_event_t e : call_events) ggml_backend_event_free(e);
         if (event != nullptr) ggml_backend_event_free(event);
+        if (backend2 != nullptr) ggml_backend_free(backend2);
         if (dbuf != nullptr) ggml_backend_buffer_free(dbuf);
         if (ctx != nullptr) ggml_free(ctx);
         if (host != nullptr) ggml_backend_buffer_free(host);
@@ -325,8 +335,13 @@ struct Probes::State {
     // GGML recycle them); an event wait on the newest graph in flight before the uploads; the
     // copies; an event record. The synchronous graph's copies are blocking. No ring waits: the
     // profile keeps at most 13.6 MiB in flight.
-    double queued_sample(bool touch) {
+    // `policy`: Core as above; NoUploadWait without the event wait before the uploads (what the
+    // core does on a backend of one in-order queue, docs/contract.md A6); Synchronize with no
+    // event at all: every wait a synchronize (completing the newer graphs too), no record.
+    enum class Policy { Core, NoUploadWait, Synchronize };
+    double queued_sample(bool touch, Policy policy = Policy::Core) {
         Touch t{touch};
+        const bool events = policy != Policy::Synchronize;
         const size_t ng = profile.graphs.size();
         WaitSchedule waited;
         std::vector<size_t> in_flight;  // recorded, completion not known, in submission order
@@ -337,7 +352,7 @@ struct Probes::State {
             if (last == from) return;
             const size_t k = last - 1;
             auto done = in_flight.begin();
-            if (!in_flight.empty() && in_flight.back() == k) {
+            if (!in_flight.empty() && (in_flight.back() == k || !events)) {
                 ggml_backend_synchronize(backend);
                 done = in_flight.end();
             } else if (std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end()) {
@@ -354,7 +369,9 @@ struct Probes::State {
         for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
             wait_until(wait_end(sp, g));
-            for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+            if (events) {
+                for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+            }
             to_free.clear();
             write_inputs(g, t);
             if (sp.synchronous) {
@@ -366,14 +383,18 @@ struct Probes::State {
                 waited.next = g + 1;
                 continue;
             }
-            if (!in_flight.empty() && !sp.uploads.empty()) ggml_backend_event_wait(backend, call_events[in_flight.back()]);
+            if (policy == Policy::Core && !in_flight.empty() && !sp.uploads.empty()) {
+                ggml_backend_event_wait(backend, call_events[in_flight.back()]);
+            }
             enqueue_copies(g, true);
-            ggml_backend_event_record(call_events[g], backend);
+            if (events) ggml_backend_event_record(call_events[g], backend);
             in_flight.push_back(g);
             enqueued[g] = true;
         }
         wait_until(ng);
-        for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+        if (events) {
+            for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+        }
         return now_ms() - t0 - t.excluded_ms;
     }
 
@@ -385,6 +406,17 @@ struct Probes::State {
         if (kind != 1) ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
         if (kind != 0) ggml_backend_tensor_get_async(backend, down, mem + down_offset, 0, down_bytes);
         ggml_backend_synchronize(backend);
+        return now_ms() - t0;
+    }
+
+    // The floor's two directions at once: the upload on `backend`, the download on `backend2`,
+    // both enqueued before either backend is synchronized.
+    double duplex_sample() {
+        const double t0 = now_ms();
+        ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
+        ggml_backend_tensor_get_async(backend2, down, mem + down_offset, 0, down_bytes);
+        ggml_backend_synchronize(backend);
+        ggml_backend_synchronize(backend2);
         return now_ms() - t0;
     }
 
@@ -467,10 +499,11 @@ struct Probes::State {
             if (timed) s.add(block, v);
         };
         if (host != nullptr) {
-            Series * kinds[3] = {&f_up, &f_down, &f_both};
-            for (int k = 0; k < 3; ++k) {
-                const int kind = (k + image) % 3;  // rotates: each kind goes first equally often
-                keep(*kinds[kind], floor_sample(kind));
+            Series * kinds[4] = {&f_up, &f_down, &f_both, &f_duplex};
+            const int n_kinds = backend2 != nullptr ? 4 : 3;
+            for (int k = 0; k < n_kinds; ++k) {
+                const int kind = (k + image) % n_kinds;  // rotates: each kind goes first equally often
+                keep(*kinds[kind], kind == 3 ? duplex_sample() : floor_sample(kind));
             }
         }
         keep(cp, memcpy_sample());
@@ -492,6 +525,15 @@ struct Probes::State {
             for (int k = 0; k < 2 && !call_events.empty(); ++k) {
                 const bool touch = (k + image) % 2 == 0;
                 keep(touch ? c_queued : c_queued_cold, queued_sample(touch));
+            }
+            if (!call_events.empty()) {  // the two other policies, touched, in alternating order
+                for (int k = 0; k < 2; ++k) {
+                    if ((k + image) % 2 == 0) {
+                        keep(c_queued_no_upload_wait, queued_sample(true, Policy::NoUploadWait));
+                    } else {
+                        keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize));
+                    }
+                }
             }
         }
     }
@@ -522,6 +564,7 @@ json Probes::floor() const {
                 {"both", s.f_both.to_json()},
                 {"upload", s.f_up.to_json()},
                 {"download", s.f_down.to_json()},
+                {"duplex", s.f_duplex.empty() ? json(nullptr) : s.f_duplex.to_json()},
                 {"gb_per_s", {{"upload", gb_per_s(s.up_bytes, up)},
                               {"download", gb_per_s(s.down_bytes, down)},
                               {"both", gb_per_s(s.up_bytes + s.down_bytes, both)}}},
@@ -529,7 +572,9 @@ json Probes::floor() const {
                          "alignment (at least 64): upload alone (tensor_set_async + synchronize), download alone "
                          "(tensor_get_async + synchronize) and both (set_async + get_async + one synchronize), one "
                          "sample of each per round after every image; each the smallest of its block medians; the "
-                         "floor (median_ms) is both's"}};
+                         "floor (median_ms) is both's. duplex (a diagnostic, never in a limit): the upload on the "
+                         "backend while the download runs on a second backend of the device, both enqueued before "
+                         "either is synchronized"}};
 }
 
 json Probes::round_trips() const {
@@ -579,6 +624,8 @@ json Probes::ggml_calls() const {
                 {"zerocopy_cold", s.c_zerocopy_cold.to_json()},
                 {"queued", events ? s.c_queued.to_json() : json(nullptr)},
                 {"queued_cold", events ? s.c_queued_cold.to_json() : json(nullptr)},
+                {"queued_no_upload_wait", events ? s.c_queued_no_upload_wait.to_json() : json(nullptr)},
+                {"queued_synchronize", events ? s.c_queued_synchronize.to_json() : json(nullptr)},
                 {"copies_per_image", s.profile.n_uploads + s.profile.n_downloads},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
                          "every descriptor at its own aligned offset, one sample of each per round (touched and "
@@ -587,13 +634,15 @@ json Probes::ggml_calls() const {
                          "then one synchronize. zerocopy: per graph its copies and a synchronize. queued: the "
                          "replay's waits and the core's calls for queued zero-copy calls (a synchronize for the "
                          "newest graph in flight, else its event's synchronize; an event wait on the newest graph "
-                         "in flight before the uploads; the copies; an event record; each completed event "
+                         "in flight before the uploads, where the backend is not one in-order queue; the copies; an event record; each completed event "
                          "synchronized once more when the next graph's slots are reserved). The synchronous "
                          "graph's copies are blocking, and a dependent upload reads the download slot of the "
                          "graph that feeds it. zerocopy and queued write each graph's independent inputs into "
                          "their host memory before its copies and read its downloads after its wait, untimed, as "
                          "the replay's producer and consumer do; zerocopy_cold and queued_cold do not touch the "
-                         "host memory. Diagnostics, never in a limit"}};
+                         "host memory. queued_no_upload_wait: queued without the event wait before the uploads "
+                         "(the core's calls on a backend of one in-order queue); queued_synchronize: queued with "
+                         "no event, every wait a synchronize. Diagnostics, never in a limit"}};
 }
 
 }  // namespace sam3d_bench

@@ -306,6 +306,23 @@ def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float
     return None
 
 
+def duplex(floor: dict) -> str | None:
+    """The floor's two directions at once on two backends of the device (transfer_floor.duplex,
+    a diagnostic: the core's calls run on one backend, whose copies GGML orders on one queue),
+    against each direction alone: the share of the faster direction's time the hardware hid,
+    (upload + download - duplex) / min(upload, download), all smallest block medians; None
+    without the probe. 1 is full overlap, 0 none; the bounds max(up, down) <= duplex <= up +
+    down are physics, so a value outside [0, 1] beyond the run's noise is a measurement fault."""
+    d = floor.get("duplex")
+    if not isinstance(d, dict):
+        return None
+    up, down, both = (floor[k]["best_median_ms"] for k in ("upload", "download", "duplex"))
+    share = (up + down - both) / min(up, down) if min(up, down) > 0 else 0.0
+    gbs = (floor["upload_bytes"] + floor["download_bytes"]) / (both * 1e6) if both > 0 else 0.0
+    return (f"duplex (upload and download on two backends at once) {both:.3f} ms = {gbs:.1f} GB/s, "
+            f"{share:.0%} of the faster direction hidden")
+
+
 def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     """One line of the same-run terms of a result's limits (for the table's notes), or None
     when it has none: the floor per direction and its self-check, the probe, the round trips,
@@ -320,6 +337,9 @@ def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     parts = [f"floor {floor['median_ms']:.3f} ms (upload alone {floor['upload']['best_median_ms']:.3f} ms = "
              f"{g['upload']:.1f} GB/s, download alone {floor['download']['best_median_ms']:.3f} ms = "
              f"{g['download']:.1f} GB/s, both {g['both']:.1f} GB/s; {floor_check(floor)})"]
+    dx = duplex(floor)
+    if dx:
+        parts.append(dx)
     gap = probe_gap(result)
     if gap is not None:
         parts.append(f"sam3d_floor_probe {gap[0]:.3f} ms ({gap[1]:+.1%})")
@@ -350,6 +370,9 @@ def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     calls = ggml_calls(result, rows)
     if calls:
         diag.append(calls)
+    per_image = calls_per_image(result, rows)
+    if per_image:
+        diag.append(per_image)
     split = [f"{mode} " + "/".join(f"{stats.median([smp[k] for smp in row['samples']]):.3f}" for k in _SPLIT)
              for mode, row in rows if mode in LIMITED_MODES]
     if split:
@@ -380,13 +403,46 @@ def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     out = [f"GGML's calls alone (no core): the profile's {n} copies, one synchronize {copies:.3f} ms "
            f"({(copies - floor) / max(n - 2, 1) * 1e3:+.2f} us per copy over the floor's 2)"]
     med = {mode: stats.median([smp["wall_ms"] for smp in row["samples"]]) for mode, row in rows}
+    modes = (result.get("extra") or {}).get("modes") or {}
     for mode in ("zerocopy", "queued"):
         if isinstance(c.get(mode), dict):
-            t = _median_of(c[mode])
+            key = mode
+            if mode == "queued" and isinstance(c.get("queued_no_upload_wait"), dict) and \
+                    (modes.get("queued") or {}).get("event_waits_per_image") == 0:
+                key = "queued_no_upload_wait"  # the core enqueued no event wait (one in-order queue)
+            t = _median_of(c[key])
             cold = c.get(f"{mode}_cold")
-            out.append(f"{mode}'s calls {t:.3f} ms" + (f" (cold {_median_of(cold):.3f})" if cold else "")
+            out.append(f"{mode}'s calls {t:.3f} ms" + (" (without the event waits)" if key != mode else "")
+                       + (f" (cold {_median_of(cold):.3f})" if cold else "")
                        + (f", the row {med[mode] - t:+.3f} ms" if mode in med else ""))
+    alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
+                                ("queued_no_upload_wait", "without it"),
+                                ("queued_synchronize", "with no event, every wait a synchronize"))
+           if isinstance(c.get(k), dict)]
+    if len(alt) > 1:
+        out.append("queued's calls " + ", ".join(f"{n} {_median_of(c[k]):.3f}" for k, n in alt))
     return ", ".join(out) + " (medians)"
+
+
+# The core's GGML calls per image that extra.modes records (native/bench/output.cpp, from the
+# counters of docs/contract.md rule 8), in the order the table names them.
+_PER_IMAGE = (("ggml_copies_per_image", "copies"), ("synchronizes_per_image", "synchronizes"),
+              ("event_records_per_image", "event records"), ("event_waits_per_image", "event waits"),
+              ("event_synchronizes_per_image", "event synchronizes"))
+
+
+def calls_per_image(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
+    """The core's GGML calls per image of each row (extra.modes: copies, synchronizes, event
+    records, event waits, event synchronizes; core 0.6.0 on), or None when no row has them all."""
+    modes = (result.get("extra") or {}).get("modes") or {}
+    out = []
+    for mode, _ in rows:
+        m = modes.get(mode) or {}
+        if all(isinstance(m.get(k), int) for k, _ in _PER_IMAGE):
+            out.append(f"{mode} " + "/".join(str(m[k]) for k, _ in _PER_IMAGE))
+    if not out:
+        return None
+    return f"the core's GGML calls per image ({'/'.join(n for _, n in _PER_IMAGE)}): " + ", ".join(out)
 
 
 def _median_of(series: dict) -> float:
