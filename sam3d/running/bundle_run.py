@@ -43,6 +43,8 @@ else:  # run.py of the bundle: sam3d/core/host.py and gpu_checks.py are packed b
     from host import log_tail, machine, runner_env, sanitizer_env  # pylint: disable=import-error
 
 HERE = Path(__file__).resolve().parent
+# The replay's device layouts (sam3d_bench --layout, native/bench/options.cpp).
+LAYOUTS = ("scattered", "areas")
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
@@ -344,13 +346,15 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None):
-    """One sam3d_bench run; `staging`: its --staging-* and --layout flags, as given to run.py.
-    Under a ``checker`` (run_tests()) it is a checked replay: its findings, no floor probe."""
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None, layout=None):
+    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py; `layout`: its
+    --layout (None: the driver's default, scattered). Under a ``checker`` (run_tests()) it is a
+    checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
     env.update(cenv)
-    tag = f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
+    tag = (f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
+           + (f"-{layout}" if layout and layout != "scattered" else ""))
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
@@ -359,7 +363,7 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, st
                                       "--backend", backend, "--device", "0", "--images", str(images),
                                       "--warmups", str(warmups), "--out", str(dst)]
                             + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
-                            + list(staging),
+                            + list(staging) + (["--layout", layout] if layout else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None}
@@ -452,8 +456,12 @@ def main():
     p.add_argument("--staging-copy-threads", metavar="N",
                    help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
                         "default: the core's)")
-    p.add_argument("--layout", choices=("scattered", "areas"),
-                   help="the replay's device layout (sam3d_bench --layout; default: the profile's, scattered)")
+    p.add_argument("--layout", default="scattered",
+                   help="the replay's device layouts, comma-separated, each a run of its own in the order given "
+                        "(sam3d_bench --layout: scattered, the profile's, or areas; default: scattered)")
+    p.add_argument("--vulkan-transfer-queue", action="store_true",
+                   help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
+                        "the device's dedicated transfer queue; recorded in each result's environment)")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
@@ -471,8 +479,10 @@ def main():
     a = p.parse_args()
     names = a.variants or list(manifest["variants"])
     staging = [x for flag, v in (("--staging-piece-bytes", a.staging_piece_bytes),
-                                 ("--staging-copy-threads", a.staging_copy_threads),
-                                 ("--layout", a.layout)) if v for x in (flag, v)]
+                                 ("--staging-copy-threads", a.staging_copy_threads)) if v for x in (flag, v)]
+    layouts = a.layout.split(",")
+    if not layouts or any(x not in LAYOUTS for x in layouts) or len(set(layouts)) != len(layouts):
+        sys.exit(f"run.py: --layout {a.layout!r}: give distinct layouts of {', '.join(LAYOUTS)}, comma-separated")
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
         sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
@@ -496,6 +506,8 @@ def main():
             print(f"[{i}/{len(names)}] {name}: CUDA runtime {cuda['runtime_version']}, driver {cuda['driver_version']}, "
                   f"{cuda['devices']} device(s), from {', '.join(cuda['lib_dirs'])}", flush=True)
         env = variant_env(name, vm, cuda["lib_dirs"])
+        if a.vulkan_transfer_queue:
+            env["GGML_VK_ASYNC_USE_TRANSFER_QUEUE"] = "1"  # after variant_env, which removes an inherited one
         if validation or tools:
             checked, passed, ran = run_checked(i, len(names), name, vm, env, a, validation, tools)
             summary["variants"][name] = {**v, **checked}
@@ -524,11 +536,13 @@ def main():
                 v["device_tests"]["normal_cuda"] = t
         v["bench"] = []
         for backend in backends:
-            for transfer_only in (False, True) if a.transfer_only else (False,):
+            for transfer_only, layout in [(t, x) for t in ((False, True) if a.transfer_only else (False,))
+                                          for x in layouts]:
                 what = "transfer-only replay" if transfer_only else "benchmark"
-                print(f"[{i}/{len(names)}] {name}: {backend} {what} ({a.modes or 'default modes'}; {a.warmups} warm-ups, "
-                      f"{a.images} images)", flush=True)
-                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only, staging)
+                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout ({a.modes or 'default modes'}; "
+                      f"{a.warmups} warm-ups, {a.images} images)", flush=True)
+                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only, staging,
+                              layout=layout)
                 print(f"    exit {b['exit_code']} ({b['seconds']} s)"
                       + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
                 ok &= b["exit_code"] == 0
