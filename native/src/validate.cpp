@@ -29,19 +29,21 @@ std::string where(const char * array, size_t i, const char * field) {
     return std::string(array) + "[" + std::to_string(i) + "]." + field;
 }
 
-// Rule 1's tensor checks, for a descriptor's tensor or an area (`name` says which): allocated
-// in a backend buffer, of a buffer type the session's backend can use, contiguous.
-sam3d_status check_tensor(const Session & s, const ggml_tensor * t, const std::string & name) {
+// Rule 1's tensor checks, for a descriptor's tensor or an area (`name()` says which, made only
+// for a message: an accepted call builds no string): allocated in a backend buffer, of a buffer
+// type the session's backend can use, contiguous.
+template <class Name>
+sam3d_status check_tensor(const Session & s, const ggml_tensor * t, const Name & name) {
     ggml_backend_buffer_t buf = tensor_buffer(t);
     if (buf == nullptr || t->data == nullptr) {
-        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, name + " ('" + t->name + "') is not allocated in a backend buffer");
+        return fail(SAM3D_ERR_UNALLOCATED_TENSOR, name() + " ('" + t->name + "') is not allocated in a backend buffer");
     }
     if (!ggml_backend_supports_buft(s.backend, ggml_backend_buffer_get_type(buf))) {
-        return fail(SAM3D_ERR_FOREIGN_TENSOR, name + " ('" + t->name + "') lives in a " + ggml_backend_buffer_name(buf) +
+        return fail(SAM3D_ERR_FOREIGN_TENSOR, name() + " ('" + t->name + "') lives in a " + ggml_backend_buffer_name(buf) +
                                                   " buffer, which backend " + ggml_backend_name(s.backend) + " cannot use");
     }
     if (!ggml_is_contiguous(t)) {
-        return fail(SAM3D_ERR_NOT_CONTIGUOUS, name + " ('" + t->name + "') is not contiguous");
+        return fail(SAM3D_ERR_NOT_CONTIGUOUS, name() + " ('" + t->name + "') is not contiguous");
     }
     return SAM3D_OK;
 }
@@ -56,7 +58,7 @@ sam3d_status check_descriptor(const Session & s, bool up, size_t i, const ggml_t
     if (host == nullptr) {
         return fail(SAM3D_ERR_NULL_POINTER, where(array, i, up ? "src" : "dst") + " is NULL (tensor '" + t->name + "')");
     }
-    if (sam3d_status st = check_tensor(s, t, where(array, i, "tensor"))) {
+    if (sam3d_status st = check_tensor(s, t, [&] { return where(array, i, "tensor"); })) {
         return st;
     }
     const size_t nbytes = ggml_nbytes(t);
@@ -330,7 +332,7 @@ sam3d_status admit_area(const Session & s, const ggml_tensor * t, Area * area, s
     if (t == nullptr) {
         return fail(SAM3D_ERR_NULL_TENSOR, "area is NULL");
     }
-    if (sam3d_status st = check_tensor(s, t, "area")) {
+    if (sam3d_status st = check_tensor(s, t, [] { return std::string("area"); })) {
         return st;
     }
     if (ggml_nbytes(t) == 0) {
