@@ -352,10 +352,11 @@ struct Probes::State {
             if (last == from) return;
             const size_t k = last - 1;
             auto done = in_flight.begin();
-            if (!in_flight.empty() && (in_flight.back() == k || !events)) {
+            const bool flying = std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end();
+            if (flying && (in_flight.back() == k || !events)) {
                 ggml_backend_synchronize(backend);
                 done = in_flight.end();
-            } else if (std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end()) {
+            } else if (flying) {
                 ggml_backend_event_synchronize(call_events[k]);
                 done = std::upper_bound(in_flight.begin(), in_flight.end(), k);
             }
