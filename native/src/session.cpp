@@ -102,9 +102,11 @@ constexpr HostBufferFact kHostBufferFacts[] = {
     {"Vulkan", false},
 };
 
-// GGML 0.20.2's backends that run all of one ggml_backend_t's copies, graphs and event records
-// on one in-order queue, each pinned by a test in native/tests/test_ggml_contract.cpp. CUDA: one
-// stream per backend (cuda_ctx->stream()). Vulkan is not one: with a dedicated transfer queue
+// GGML 0.20.2's backends that run one ggml_backend_t's async copies (set/get_tensor_async),
+// graph_compute_async and event records and waits on one in-order queue, each pinned by a test
+// in native/tests/test_ggml_contract.cpp. CUDA: the backend's stream (cuda_ctx->stream(); its
+// blocking copies run on cudaStreamPerThread instead, so A6's synchronous path still completes
+// queued work first). Vulkan is not one: with a dedicated transfer queue
 // (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs by default) its uploads go to a queue of their own.
 constexpr const char * kInOrderBackends[] = {"CUDA"};
 

@@ -251,9 +251,9 @@ using Session = sam3d_session;
 // buffer type is usable by every device of the backend, or only by the device the host buffer
 // type reports (ggml_backend_buft_get_device). A backend not listed: its reported device only.
 bool host_buffer_every_device(const char * reg_name);
-// Whether the backend (its registry name) runs every copy, graph and event record of one
-// ggml_backend_t on one in-order queue, so a later call's uploads cannot overtake an earlier
-// call's work (A6). A backend not listed: not known to.
+// Whether the backend (its registry name) runs the async copies, graphs and event records of one
+// ggml_backend_t on one in-order queue, so a later queued call's uploads cannot overtake an
+// earlier call's work (A6; GGML's blocking copies may use another). A backend not listed: not known to.
 bool in_order_backend(const char * reg_name);
 
 // The fallback every batching call of the session takes, decided once at creation (rules 3, 6;

@@ -348,6 +348,13 @@ TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
         EXPECT_EQ(k1.failed_calls - k0.failed_calls, 1u);
         EXPECT_EQ(k1.async_uploads, k0.async_uploads);
         EXPECT_EQ(k1.bytes_uploaded, k0.bytes_uploaded);
+        // The core's own GGML waits and events count as made, the one that threw too: a queued
+        // call waits on the earlier call's event before its uploads (A6), a run completes it
+        // first; the exception's drain synchronizes (rule 5); only the queued completion event
+        // is recorded (after the graph).
+        EXPECT_EQ(k1.event_records - k0.event_records, k.kind == 0 ? 1u : 0u);
+        EXPECT_EQ(k1.event_waits - k0.event_waits, k.queued ? 1u : 0u);
+        EXPECT_EQ(k1.synchronizes - k0.synchronizes, k.queued ? 1u : 2u);
         EXPECT_EQ(st, SAM3D_ERR_INTERNAL);
         EXPECT_STARTS_WITH(sam3d_last_error(), "internal:");
         EXPECT_CONTAINS(sam3d_last_error(), k.message);

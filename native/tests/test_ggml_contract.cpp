@@ -1,7 +1,9 @@
 // GGML 0.20.2 facts the core and this suite rely on (docs/contract.md, "Backend facts"). A GGML upgrade that
 // changes one of them fails here, by name, before it silently changes the core's behaviour.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cases.h"
 #include "rig.h"
@@ -191,10 +193,11 @@ TEST(GgmlContractCuda, EveryDeviceBatchesThroughTheHostBufferType) {
     }
 }
 
-// One in-order queue per backend (the core's in_order_backend fact, A6): a download enqueued
-// between two uploads of the same bytes reads the first upload's bytes, never the second's, with
-// no event or synchronize between them; 64 MiB each, so a second queue would have time to run
-// the later upload first. The registry is the one the core's table keys on.
+// One in-order queue per backend (the core's in_order_backend fact, A6): an upload enqueued after
+// a graph that reads its tensor does not overtake the graph, nor a download between two uploads,
+// with no event wait between them; an event record and its synchronize complete all of it. 64
+// MiB a tensor, so a second queue would have time to run the later upload first; four rounds of
+// the same graph, through GGML's CUDA-graph warm-up, capture and launch paths.
 TEST(GgmlContractCuda, OneBackendRunsItsCopiesInSubmissionOrder) {
     REQUIRE_CUDA_DEVICE();
     cases::EnvVar pinned("GGML_CUDA_NO_PINNED", nullptr);
@@ -202,30 +205,46 @@ TEST(GgmlContractCuda, OneBackendRunsItsCopiesInSubmissionOrder) {
     ggml_backend_dev_t dev0 = ggml_backend_reg_dev_get(cuda_reg(), 0);
     ggml_backend_t backend = ggml_backend_dev_init(dev0, nullptr);
     ASSERT_NE(backend, nullptr);
-    constexpr size_t bytes = size_t{64} << 20;
-    ggml_init_params ip = {ggml_tensor_overhead(), nullptr, true};
+    ggml_backend_event_t event = ggml_backend_event_new(dev0);
+    ASSERT_NE(event, nullptr);
+    constexpr int64_t n = int64_t{16} << 20;  // floats
+    constexpr size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    ggml_init_params ip = {ggml_tensor_overhead() * 4 + ggml_graph_overhead(), nullptr, true};
     ggml_context * ctx = ggml_init(ip);
-    ggml_tensor * t = ggml_new_tensor_1d(ctx, GGML_TYPE_I8, static_cast<int64_t>(bytes));
+    ggml_tensor * x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+    ggml_set_input(x);
+    ggml_tensor * y = ggml_scale(ctx, x, 1.0f);
+    ggml_set_output(y);
+    ggml_cgraph * graph = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graph, y);
     ggml_backend_buffer_t dbuf = ggml_backend_alloc_ctx_tensors(ctx, backend);
-    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(ggml_backend_dev_host_buffer_type(dev0), 3 * bytes);
+    ggml_backend_buffer_t host = ggml_backend_buft_alloc_buffer(ggml_backend_dev_host_buffer_type(dev0), 4 * bytes);
     ASSERT_NE(dbuf, nullptr);
     ASSERT_NE(host, nullptr);
-    uint8_t * first = static_cast<uint8_t *>(ggml_backend_buffer_get_base(host));
-    uint8_t * second = first + bytes;
-    uint8_t * out = second + bytes;
-    for (int round = 0; round < 3; ++round) {
-        std::memset(first, 0x11 + round, bytes);
-        std::memset(second, 0x77, bytes);
-        std::memset(out, 0, bytes);
-        ggml_backend_tensor_set_async(backend, t, first, 0, bytes);
-        ggml_backend_tensor_get_async(backend, t, out, 0, bytes);
-        ggml_backend_tensor_set_async(backend, t, second, 0, bytes);
-        ggml_backend_synchronize(backend);
-        EXPECT_EQ(std::memcmp(out, first, bytes), 0) << "round " << round << ": the later upload overtook the download";
+    float * first = static_cast<float *>(ggml_backend_buffer_get_base(host));
+    float * second = first + n;
+    float * out_y = second + n;
+    float * out_x = out_y + n;
+    for (int round = 0; round < 4; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        std::fill(first, first + n, 1.0f + static_cast<float>(round));
+        std::fill(second, second + n, -7.0f);
+        std::fill(out_y, out_y + n, 0.0f);
+        std::fill(out_x, out_x + n, 0.0f);
+        ggml_backend_tensor_set_async(backend, x, first, 0, bytes);
+        ASSERT_EQ(ggml_backend_graph_compute_async(backend, graph), GGML_STATUS_SUCCESS);
+        ggml_backend_tensor_get_async(backend, x, out_x, 0, bytes);
+        ggml_backend_tensor_set_async(backend, x, second, 0, bytes);  // the next call's upload
+        ggml_backend_tensor_get_async(backend, y, out_y, 0, bytes);
+        ggml_backend_event_record(event, backend);
+        ggml_backend_event_synchronize(event);
+        EXPECT_EQ(std::memcmp(out_y, first, bytes), 0) << "the later upload overtook the graph";
+        EXPECT_EQ(std::memcmp(out_x, first, bytes), 0) << "the later upload overtook the download";
     }
     ggml_backend_buffer_free(host);
     ggml_backend_buffer_free(dbuf);
     ggml_free(ctx);
+    ggml_backend_event_free(event);
     ggml_backend_free(backend);
 }
 

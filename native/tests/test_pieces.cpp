@@ -194,6 +194,12 @@ TEST_F(PiecesOrder, EachPieceTransfersWhileTheNextIsCopied) {
     EXPECT_EQ(k.pinned_batches, 2u);
     EXPECT_EQ(k.async_uploads, 2u * kTensors);
     EXPECT_GT(k.copy_ns, 0u);
+    // Rule 8: the pieces' events and the calls' synchronizes, as the seam saw them made.
+    EXPECT_EQ(k.synchronizes, 2u);
+    EXPECT_EQ(k.event_records, static_cast<uint64_t>(deferred::g_event_records));
+    EXPECT_EQ(k.event_records, 2u * 2u * (kTensors - 1)) << "per call, after every piece but the last, both ways";
+    EXPECT_EQ(k.event_synchronizes, static_cast<uint64_t>(deferred::g_event_syncs));
+    EXPECT_EQ(k.event_waits, 0u);
 }
 
 // One piece (SIZE_MAX): every input is staged before the first upload, no piece event is made,

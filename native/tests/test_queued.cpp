@@ -808,12 +808,16 @@ struct TransferQueueCase : TransferQueueReset {
 // an earlier graph, so a staged run, a non-queued zero-copy submit or a synchronous run (GGML's
 // blocking set, at once on host-visible memory) after a queued call on the same tensors
 // completes that call before its own uploads, or they overwrite the queued graph's inputs. On
-// cpu_staged with the deferred seam's transfer queue (deferred.h), deterministically.
+// cpu_staged with the deferred seam's transfer queue (deferred.h), deterministically. The same
+// on a backend of one in-order queue (registry "CUDA"): GGML's blocking copies run on another
+// stream there (cudaStreamPerThread), so the synchronous path still completes queued work first.
 TEST(QueuedTransferQueue, StagedCallAfterAQueuedCallCompletesItBeforeItsOwnUploads) {
     enum class Mode { Run, ZeroCopy, SynchronousRun };
+    for (const char * reg : {static_cast<const char *>(nullptr), "CUDA"})
     for (const Mode mode : {Mode::Run, Mode::ZeroCopy, Mode::SynchronousRun}) {
         SCOPED_TRACE(mode == Mode::Run ? "run" : mode == Mode::ZeroCopy ? "zero-copy submit" : "synchronous run");
-        TransferQueueCase c(false);
+        SCOPED_TRACE(reg != nullptr ? reg : "the CPU backend's registry");
+        TransferQueueCase c(false, reg);
         sam3d_ticket t = 0;
         ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
             << sam3d_last_error();

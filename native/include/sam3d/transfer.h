@@ -136,7 +136,7 @@ typedef struct sam3d_counters {
     uint64_t download_copies;    // GGML copies made for downloads (get / get_async), both paths; <= downloads
     uint64_t synchronizes;       // ggml_backend_synchronize calls of the core (not GGML's own inside a blocking copy)
     uint64_t event_records;      // ggml_backend_event_record calls (queued calls' completion, staged pieces)
-    uint64_t event_waits;        // ggml_backend_event_wait calls (a queued call's uploads after another's, A6)
+    uint64_t event_waits;        // ggml_backend_event_wait calls (a queued call's uploads after another's, A6; none on CUDA)
     uint64_t event_synchronizes; // ggml_backend_event_synchronize calls (waits on an older call or a piece; recycling)
 } sam3d_counters;
 
