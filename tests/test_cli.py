@@ -103,6 +103,30 @@ def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change,
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("facts, backend", [
+    ({}, "Vulkan"),
+    ({"layout": "areas", "transfer_only": True}, "Vulkan areas (transfer-only)"),
+    ({"layout": "scattered", "vulkan_transfer_queue": True}, "Vulkan transfer queue"),
+    ({"layout": "areas", "transfer_only": True, "vulkan_transfer_queue": True},
+     "Vulkan transfer queue areas (transfer-only)"),
+])
+def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, backend):
+    """A failed bench run (no driver output) is imported under the configuration run.py's
+    summary entry records (layout, transfer-only, Vulkan transfer queue), so it never lands in
+    another configuration's row of the table."""
+    raw = _summary(tmp_path, variants__release__bench=[{"exit_code": 1, "driver_output": None,
+                                                         "error": "sam3d_bench exit 1", **facts}],
+                   manifest__variants__release__build={"compile_flags": ["-O2"], "build_type": "Release",
+                                                       "ggml_version": "0.20.2"})
+    r = _run("device-import", str(raw), "--name", "facts", root=tmp_path / "root")
+    assert "Traceback" not in r.stderr
+    files = list((tmp_path / "root" / "generated" / "diagnostics" / "facts").glob("release-vulkan-0.json"))
+    assert len(files) == 1, r.stdout + r.stderr
+    result = json.loads(files[0].read_text())
+    assert result["status"] == "failed"
+    assert result["backend"] == backend
+
+
 def test_device_import_on_json_that_does_not_parse(tmp_path):
     (tmp_path / "summary.json").write_text('{"machine": ')
     r = _run("device-import", str(tmp_path))

@@ -282,7 +282,7 @@ def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
     r["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
     results.validate(r)
     notes = " ".join(table.records([r])["notes"])
-    assert "queued's calls 4.400 ms (without the event waits) (cold 4.200), the row +0.695 ms" in notes
+    assert "queued's calls 4.400 ms (without the event waits) (cold 4.200, with them), the row +0.695 ms" in notes
     assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
             "with no event, every wait a synchronize 4.900") in notes
     r["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
@@ -308,11 +308,14 @@ def test_the_cores_ggml_calls_per_image_are_listed_per_row(make_result):
     assert "on 175/" not in notes and "queued 320/6/82/0/130" in notes
 
 
-@pytest.mark.parametrize("duplex, hidden", [(0.8, "100%"), (0.85, "93%"), (1.55, "0%"), (1.2, "47%")])
-def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, duplex, hidden):
+@pytest.mark.parametrize("duplex, hidden, fault", [(0.8, "100%", False), (0.85, "93%", False), (1.55, "0%", False),
+                                                   (1.2, "47%", False), (1.7, "-20%", False), (0.795, "101%", False),
+                                                   (0.7, "113%", True)])
+def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, duplex, hidden, fault):
     """Both directions on two backends at once against each alone (upload 0.8, download 0.75):
-    (0.8 + 0.75 - duplex) / 0.75 of the faster direction hidden; the GB/s are both directions'
-    bytes over the duplex time."""
+    (0.8 + 0.75 - duplex) / 0.75 of the faster direction hidden, negative when they contended;
+    the GB/s are both directions' bytes over the duplex time; more than 1% below the slower
+    direction alone (0.792 ms) is a measurement fault."""
     r = _result(make_result, floor=1.5)
     r["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": duplex, "block_medians_ms": [duplex],
                                               "median_ms": duplex, "n": 1, "samples_ms": [duplex]}
@@ -320,6 +323,7 @@ def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, du
     notes = " ".join(table.records([r])["notes"])
     gbs = (33_193_136 + 32_403_596) / (duplex * 1e6)
     assert f"duplex (upload and download on two backends at once) {duplex:.3f} ms = {gbs:.1f} GB/s, {hidden} of the faster direction hidden" in notes
+    assert ("a measurement fault" in notes) == fault
 
 
 def test_compare_carries_x_floor_and_x_limit(make_result):

@@ -170,6 +170,9 @@ sam3d_counters snapshot(sam3d_session * s);
 sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b);
 // The per-image counts of the result schema (times are per sample).
 json count_json(const sam3d_counters & c);
+// The core's GGML calls of one image, per mode in extra.modes (docs/benchmark.md): copies,
+// synchronizes, event records, event waits, event synchronizes.
+json ggml_calls_json(const sam3d_counters & c);
 // The driver overhead (the limit probes: probes.h).
 json measure_overhead(ggml_backend_t backend, sam3d_session * on, sam3d_session * off, size_t n_graphs, int warmups,
                       int images);

@@ -49,6 +49,14 @@ sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b) {
 }
 
 // The per-image counts of the result schema (times are per sample).
+json ggml_calls_json(const sam3d_counters & c) {
+    return json{{"ggml_copies_per_image", c.upload_copies + c.download_copies},
+                {"synchronizes_per_image", c.synchronizes},
+                {"event_records_per_image", c.event_records},
+                {"event_waits_per_image", c.event_waits},
+                {"event_synchronizes_per_image", c.event_synchronizes}};
+}
+
 json count_json(const sam3d_counters & c) {
     json f = json::object();
     for (int k = 0; k < SAM3D_FALLBACK_COUNT; ++k) {

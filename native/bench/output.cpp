@@ -37,7 +37,8 @@ Checks check(const Measured & m) {
     for (Mode mode : o.modes) {
         const ModeRun & r = m.runs[mode];
         for (size_t i = 1; i < r.per_image.size(); ++i) {
-            if (count_json(r.per_image[i]) != count_json(r.per_image.front())) {
+            if (count_json(r.per_image[i]) != count_json(r.per_image.front()) ||
+                ggml_calls_json(r.per_image[i]) != ggml_calls_json(r.per_image.front())) {
                 c.problems.push_back(std::string("batching ") + row_name(mode) + ": counters of timed image " +
                                      std::to_string(i) + " differ from image 0");
                 break;
@@ -66,12 +67,8 @@ json mode_extra(const Measured & m) {
     for (Mode mode : m.options->modes) {
         const ModeRun & r = m.runs[mode];
         const sam3d_counters & c = r.per_image.front();
-        json x = {{"calls_per_image", c.calls},
-                  {"ggml_copies_per_image", c.upload_copies + c.download_copies},
-                  {"synchronizes_per_image", c.synchronizes},
-                  {"event_records_per_image", c.event_records},
-                  {"event_waits_per_image", c.event_waits},
-                  {"event_synchronizes_per_image", c.event_synchronizes},
+        json x = ggml_calls_json(c);
+        x.update({{"calls_per_image", c.calls},
                   {"failed_calls", c.failed_calls},
                   {"rejected_calls", c.rejected_calls},
                   {"staging_bytes", c.staging_bytes},
@@ -79,7 +76,7 @@ json mode_extra(const Measured & m) {
                   {"warmup_wall_ms", r.warm_ms},
                   {"session_batching", sam3d_session_batching(r.session)},
                   {"static_fallback", sam3d_fallback_name(sam3d_session_static_fallback(r.session))},
-                  {"staging_alignment", sam3d_session_staging_alignment(r.session)}};
+                  {"staging_alignment", sam3d_session_staging_alignment(r.session)}});
         if (!r.excluded_write_ms.empty()) {
             // Host time the row's wall time leaves out, per timed image: the producer's writes of
             // independent inputs into slots and the consumer's reads of outputs out of them.

@@ -97,8 +97,10 @@ struct Probes::State {
     float rt_host_heap = 0;
     Series f_up, f_down, f_both, cp, rt_down, rt_graph, rt_down_event, rt_graph_event, b2b;
     // Duplex: the upload on `backend` while the download runs on a second backend of the same
-    // device (GGML orders one backend's copies on one queue, so only two backends can overlap).
+    // device, each submitted by an event record (GGML's Vulkan backend submits nothing before a
+    // record or a synchronize); a diagnostic of whether the hardware overlaps the directions.
     ggml_backend_t backend2 = nullptr;
+    ggml_backend_event_t duplex_up = nullptr, duplex_down = nullptr;
     Series f_duplex;
     // The modes' GGML calls alone (transfer-only runs): every descriptor at its own aligned
     // offset of the floor's host buffer and device tensors, in profile order.
@@ -174,7 +176,18 @@ struct Probes::State {
         ggml_backend_dev_props props{};
         ggml_backend_dev_get_props(dev, &props);
         if (props.caps.events) event = ggml_backend_event_new(dev);
-        if (host != nullptr) backend2 = ggml_backend_dev_init(dev, nullptr);  // NULL: no duplex samples
+        if (host != nullptr && props.caps.events) {  // else (or a NULL) no duplex samples
+            backend2 = ggml_backend_dev_init(dev, nullptr);
+            duplex_up = ggml_backend_event_new(dev);
+            duplex_down = ggml_backend_event_new(dev);
+            if (backend2 == nullptr || duplex_up == nullptr || duplex_down == nullptr) {
+                if (duplex_up != nullptr) ggml_backend_event_free(duplex_up);
+                if (duplex_down != nullptr) ggml_backend_event_free(duplex_down);
+                if (backend2 != nullptr) ggml_backend_free(backend2);
+                backend2 = nullptr;
+                duplex_up = duplex_down = nullptr;
+            }
+        }
         calls = with_calls && host != nullptr;
         if (calls && props.caps.events) {
             for (size_t g = 0; g < p.graphs.size(); ++g) {
@@ -192,6 +205,8 @@ struct Probes::State {
     ~State() {
         for (ggml_backend_event_t e : call_events) ggml_backend_event_free(e);
         if (event != nullptr) ggml_backend_event_free(event);
+        if (duplex_up != nullptr) ggml_backend_event_free(duplex_up);
+        if (duplex_down != nullptr) ggml_backend_event_free(duplex_down);
         if (backend2 != nullptr) ggml_backend_free(backend2);
         if (dbuf != nullptr) ggml_backend_buffer_free(dbuf);
         if (ctx != nullptr) ggml_free(ctx);
@@ -411,13 +426,16 @@ struct Probes::State {
     }
 
     // The floor's two directions at once: the upload on `backend`, the download on `backend2`,
-    // both enqueued before either backend is synchronized.
+    // each followed by an event record (which submits it on Vulkan), both submitted before
+    // either is waited for.
     double duplex_sample() {
         const double t0 = now_ms();
         ggml_backend_tensor_set_async(backend, up, mem, 0, up_bytes);
+        ggml_backend_event_record(duplex_up, backend);
         ggml_backend_tensor_get_async(backend2, down, mem + down_offset, 0, down_bytes);
-        ggml_backend_synchronize(backend);
-        ggml_backend_synchronize(backend2);
+        ggml_backend_event_record(duplex_down, backend2);
+        ggml_backend_event_synchronize(duplex_up);
+        ggml_backend_event_synchronize(duplex_down);
         return now_ms() - t0;
     }
 
@@ -574,8 +592,8 @@ json Probes::floor() const {
                          "(tensor_get_async + synchronize) and both (set_async + get_async + one synchronize), one "
                          "sample of each per round after every image; each the smallest of its block medians; the "
                          "floor (median_ms) is both's. duplex (a diagnostic, never in a limit): the upload on the "
-                         "backend while the download runs on a second backend of the device, both enqueued before "
-                         "either is synchronized"}};
+                         "backend while the download runs on a second backend of the device, each submitted by an "
+                         "event record before either event is synchronized"}};
 }
 
 json Probes::round_trips() const {
@@ -635,14 +653,14 @@ json Probes::ggml_calls() const {
                          "then one synchronize. zerocopy: per graph its copies and a synchronize. queued: the "
                          "replay's waits and the core's calls for queued zero-copy calls (a synchronize for the "
                          "newest graph in flight, else its event's synchronize; an event wait on the newest graph "
-                         "in flight before the uploads, where the backend is not one in-order queue; the copies; an event record; each completed event "
+                         "in flight before the uploads; the copies; an event record; each completed event "
                          "synchronized once more when the next graph's slots are reserved). The synchronous "
                          "graph's copies are blocking, and a dependent upload reads the download slot of the "
                          "graph that feeds it. zerocopy and queued write each graph's independent inputs into "
                          "their host memory before its copies and read its downloads after its wait, untimed, as "
                          "the replay's producer and consumer do; zerocopy_cold and queued_cold do not touch the "
                          "host memory. queued_no_upload_wait: queued without the event wait before the uploads "
-                         "(the core's calls on a backend of one in-order queue); queued_synchronize: queued with "
+                         "(the core's calls on a backend of one in-order queue, CUDA); queued_synchronize: queued with "
                          "no event, every wait a synchronize. Diagnostics, never in a limit"}};
 }
 

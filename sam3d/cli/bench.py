@@ -134,7 +134,8 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
             doc, why = bundle.driver_output(raw_dir, entry)
             r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
                           commit=manifest["git_commit"], build=vm["build"],
-                          extra={**extra, **bundle.probe_output(raw_dir, entry)})
+                          extra={**extra, **bundle.probe_output(raw_dir, entry),
+                                 **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
             if r["status"] != "ok":
                 reasons.append(f"{vname}: {r['reason']}")
             schema.write(rd / f"{vname}-{backend}-{n}.json", r)

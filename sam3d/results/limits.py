@@ -306,21 +306,29 @@ def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float
     return None
 
 
+# How far below the slower direction alone a duplex sample may lie before it is a measurement
+# fault rather than noise: 1% (the floor self-check's largest tolerance, docs/benchmark.md).
+DUPLEX_TOLERANCE = 0.01
+
+
 def duplex(floor: dict) -> str | None:
     """The floor's two directions at once on two backends of the device (transfer_floor.duplex,
-    a diagnostic: the core's calls run on one backend, whose copies GGML orders on one queue),
-    against each direction alone: the share of the faster direction's time the hardware hid,
-    (upload + download - duplex) / min(upload, download), all smallest block medians; None
-    without the probe. 1 is full overlap, 0 none; the bounds max(up, down) <= duplex <= up +
-    down are physics, so a value outside [0, 1] beyond the run's noise is a measurement fault."""
+    a diagnostic, docs/benchmark.md "Transfer floor, round trips and limits"), against each
+    direction alone: the share of the faster direction's time that was hidden, (upload +
+    download - duplex) / min(upload, download), all smallest block medians; None without the
+    probe. 1 is full overlap, 0 none, below 0 the two contended. Physics bounds it above: both
+    directions cannot take less than the slower one alone, so a duplex more than 1% below it
+    is flagged as a measurement fault."""
     d = floor.get("duplex")
     if not isinstance(d, dict):
         return None
     up, down, both = (floor[k]["best_median_ms"] for k in ("upload", "download", "duplex"))
     share = (up + down - both) / min(up, down) if min(up, down) > 0 else 0.0
     gbs = (floor["upload_bytes"] + floor["download_bytes"]) / (both * 1e6) if both > 0 else 0.0
+    fault = both < max(up, down) * (1 - DUPLEX_TOLERANCE)
     return (f"duplex (upload and download on two backends at once) {both:.3f} ms = {gbs:.1f} GB/s, "
-            f"{share:.0%} of the faster direction hidden")
+            f"{share:.0%} of the faster direction hidden"
+            + (" (**below the slower direction alone: a measurement fault**)" if fault else ""))
 
 
 def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
@@ -413,7 +421,7 @@ def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
             t = _median_of(c[key])
             cold = c.get(f"{mode}_cold")
             out.append(f"{mode}'s calls {t:.3f} ms" + (" (without the event waits)" if key != mode else "")
-                       + (f" (cold {_median_of(cold):.3f})" if cold else "")
+                       + (f" (cold {_median_of(cold):.3f}{', with them' if key != mode else ''})" if cold else "")
                        + (f", the row {med[mode] - t:+.3f} ms" if mode in med else ""))
     alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
                                 ("queued_no_upload_wait", "without it"),

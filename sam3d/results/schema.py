@@ -87,6 +87,9 @@ BATCHING = tuple(_DEFS["row"]["properties"]["batching"]["enum"])
 REQUIRED_ROWS = ("off", "on")
 TRANSFER_ONLY = " (transfer-only)"  # appended to the backend of a replay without compute
 AREAS = " areas"  # appended to the backend of a replay in the areas layout (sam3d_bench --layout areas)
+# Appended to the backend of a Vulkan replay with GGML's dedicated transfer queue (run.py
+# --vulkan-transfer-queue: GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1, extra.vulkan_transfer_queue).
+TRANSFER_QUEUE = " transfer queue"
 FALLBACK_REASONS = tuple(_DEFS["row"]["properties"]["counters"]["properties"]["fallbacks"]["required"])
 COUNTERS = tuple(k for k in _DEFS["row"]["properties"]["counters"]["required"] if k != "fallbacks")
 SAMPLE_TIMES = tuple(k for k in _DEFS["sample"]["required"] if k.endswith("_ms"))
@@ -261,10 +264,15 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
         "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
         "backend": name,
     }
-    if doc is not None and (doc.get("extra") or {}).get("layout") == "areas":
+    # The run's facts: the driver's, or where it wrote nothing, the runner's (``extra``).
+    facts = {**((doc.get("extra") or {}) if doc is not None else {}), **(extra or {})}
+    if facts.get("vulkan_transfer_queue"):
+        # GGML's Vulkan transfers on their own queue: their own configuration.
+        r["backend"] += TRANSFER_QUEUE
+    if facts.get("layout") == "areas":
         # Per-graph I/O areas (coalesced copies, docs/contract.md rule 10): their own configuration.
         r["backend"] += AREAS
-    if doc is not None and (doc.get("extra") or {}).get("transfer_only"):
+    if facts.get("transfer_only"):
         # A replay without compute is its own configuration in the table.
         r["backend"] += TRANSFER_ONLY
     if doc is not None:
@@ -285,10 +293,11 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
 
 
 def base_backend(result: dict) -> str:
-    """The backend's name without the transfer-only and areas marks."""
+    """The backend's name without the transfer-only, areas and transfer-queue marks."""
     name = str(result.get("backend") or "-")
-    name = name[: -len(TRANSFER_ONLY)] if name.endswith(TRANSFER_ONLY) else name
-    return name[: -len(AREAS)] if name.endswith(AREAS) else name
+    for mark in (TRANSFER_ONLY, AREAS, TRANSFER_QUEUE):
+        name = name[: -len(mark)] if name.endswith(mark) else name
+    return name
 
 
 def key(result: dict) -> tuple[str, str, str]:

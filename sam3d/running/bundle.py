@@ -313,7 +313,10 @@ SUMMARY_SCHEMA = {
                         "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"},
                                        "floor_probe": {"type": ["string", "null"]},
                                        "floor_probe_error": {"type": "string"},
-                                       "backend": {"enum": ["vulkan", "cuda"]}}}},
+                                       "backend": {"enum": ["vulkan", "cuda"]},
+                                       "layout": {"enum": ["scattered", "areas"]},
+                                       "transfer_only": {"type": "boolean"},
+                                       "vulkan_transfer_queue": {"type": "boolean"}}}},
                     "device_tests": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
@@ -361,6 +364,12 @@ def _entry_file(raw_dir: Path, entry: dict, key: str) -> Path | None:
     name = entry.get(key)
     raw = inside(raw_dir, name, f"summary.json's {key}", BundleError) if name is not None else None
     return raw if raw is not None and raw.is_file() else None
+
+
+# The facts of a bench run that run.py records in its summary entry (bundle_run.run_bench), which
+# device-import gives the result when the driver wrote no output of its own: they decide the
+# configuration's backend name (results/schema.py wrap()).
+RUN_FACTS = ("layout", "transfer_only", "vulkan_transfer_queue")
 
 
 def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:

@@ -366,7 +366,10 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, st
                             + list(staging) + (["--layout", layout] if layout else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
-         "driver_output": dst.name if dst.is_file() else None}
+         "driver_output": dst.name if dst.is_file() else None,
+         # The run's facts, for device-import where the driver wrote nothing (bundle.RUN_FACTS).
+         "layout": layout or "scattered", "transfer_only": transfer_only,
+         "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env}
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
     if ctag:
