@@ -464,7 +464,8 @@ def main():
                         "(sam3d_bench --layout: scattered, the profile's, or areas; default: scattered)")
     p.add_argument("--vulkan-transfer-queue", action="store_true",
                    help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
-                        "the device's dedicated transfer queue; recorded in each result's environment)")
+                        "the device's dedicated transfer queue; recorded in each run's summary entry, and the table names such "
+                        "rows 'Vulkan transfer queue')")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
