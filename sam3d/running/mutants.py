@@ -116,7 +116,8 @@ def _sync_sources(dest: Path) -> None:
     """Makes `dest` a copy of what the core builds from (native/ and cmake/). A file is written
     only when its bytes differ, with a new modification time, so the scratch build recompiles
     exactly what changed since its last build: a mutant restored after its run, or one left
-    behind by an interrupted run, is rebuilt (a copy keeping the source's old mtime would not be)."""
+    behind by an interrupted run, is rebuilt (a copy keeping the source's old mtime would not be).
+    Each copy keeps its source's permission bits (the tests' launcher must stay executable)."""
     want: set[Path] = set()
     for d in ("native", "cmake"):
         for f in (paths.root() / d).rglob("*"):
@@ -129,6 +130,8 @@ def _sync_sources(dest: Path) -> None:
             if not target.is_file() or target.read_bytes() != data:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
+            if target.stat().st_mode & 0o777 != f.stat().st_mode & 0o777:
+                target.chmod(f.stat().st_mode & 0o777)  # an executable (tests/launch.sh) stays one
     for f in list(dest.rglob("*")):
         if f.is_file() and f.relative_to(dest) not in want:
             f.unlink()
