@@ -290,3 +290,80 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
 }
+
+namespace {
+size_t alignment_1(ggml_backend_buffer_type_t) { return 1; }
+}  // namespace
+
+// A host buffer type may align to one byte (GGML asks no more of one): the bound is then exact
+// to the byte (rule 3: a call batches only if its laid-out bytes are at most the bound). Exactly
+// the bound batches, one byte more falls back as oversized, on a run and a reservation alike.
+TEST(PlanBoundByte, WithAnAlignmentOfOneByteOneByteOverTheBoundFallsBack) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half + 1), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_staging_alignment(s), 1u);
+    const std::vector<uint8_t> src = rig::pattern(half + 1, 5), want = rig::pattern(half, 6);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half, 0);
+    sam3d_download d[] = {rig::down(out, dst.data(), half)};
+
+    sam3d_upload exact[] = {rig::up(in, src.data(), half)};  // half + half: the bound
+    sam3d_call c1{exact, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c1), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "exactly the bound batches";
+    cases::expect_fallbacks(r.counters(s));
+
+    std::fill(dst.begin(), dst.end(), 0);
+    sam3d_upload over[] = {rig::up(in, src.data(), half + 1)};  // one byte over
+    sam3d_call c2{over, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "one byte over the bound batched";
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+    std::vector<uint8_t> back(half + 1, 0);
+    ggml_backend_tensor_get(in, back.data(), 0, half + 1);
+    EXPECT_EQ(back, src);
+
+    sam3d_slot_request fits[2] = {{half}, {half}}, too_big[2] = {{half + 1}, {half}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, fits, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "a reservation of exactly the bound";
+    ASSERT_EQ(sam3d_session_reserve(s, too_big, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "a reservation one byte over the bound";
+}
+
+// With a one-byte alignment a call one byte larger than the staging buffer must grow it (rule
+// 3: the staging holds what the call lays out, what the session holds is what it asked of GGML):
+// a run of n bytes, then one of n + 1 bytes, each exact, the second with a larger allocation.
+TEST(PlanBoundByte, AStagingBufferOneByteShortGrows) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t n = 4097;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(n + 1), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(n + 1, 9);
+    for (size_t bytes : {n, n + 1}) {
+        SCOPED_TRACE(bytes);
+        std::vector<uint8_t> dst(bytes, 0);
+        sam3d_upload u[] = {rig::up(t, src.data(), bytes)};
+        sam3d_call up_call{u, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_run(s, &up_call), SAM3D_OK) << sam3d_last_error();
+        sam3d_download d[] = {rig::down(t, dst.data(), bytes)};
+        sam3d_call down_call{nullptr, 0, nullptr, d, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &down_call), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), bytes));
+        const sam3d_counters k = r.counters(s);
+        EXPECT_GE(k.staging_bytes, bytes) << "a call staged through a buffer smaller than its bytes";
+        EXPECT_EQ(k.pinned_batches, bytes == n ? 2u : 4u);
+    }
+    EXPECT_EQ(r.counters(s).staging_allocations, 2u) << "the first call's buffer, then one grown for one byte more";
+}
