@@ -127,6 +127,44 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
     }
 }
 
+// A staging buffer that grew to exactly the bound is the ring (A5: the ring is the staging buffer
+// at the bound; rule 3: it is reused): a queued call and a reservation after a run of the bound
+// take regions of it, with no second allocation.
+TEST_P(PlanBound, AStagingBufferGrownToTheBoundIsTheRingWithoutAnotherAllocation) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(half % std::max<size_t>(sam3d_session_staging_alignment(s), 1), 0u);
+    const std::vector<uint8_t> src = rig::pattern(half, 11), want = rig::pattern(half, 12);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half, 0);
+    sam3d_upload u[] = {rig::up(in, src.data(), half)};
+    sam3d_download d[] = {rig::down(out, dst.data(), half)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    ASSERT_EQ(r.counters(s).staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    ASSERT_EQ(r.counters(s).staging_allocations, 1u);
+
+    std::fill(dst.begin(), dst.end(), 0);
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    sam3d_slot_request req[1] = {{half}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.staging_allocations, 1u) << "a staging buffer at the bound was allocated again";
+    EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    EXPECT_EQ(k.pinned_batches, 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
 
 class PlanCounting : public testing::TestWithParam<Kind> {
@@ -366,4 +404,35 @@ TEST(PlanBoundByte, AStagingBufferOneByteShortGrows) {
         EXPECT_EQ(k.pinned_batches, bytes == n ? 2u : 4u);
     }
     EXPECT_EQ(r.counters(s).staging_allocations, 2u) << "the first call's buffer, then one grown for one byte more";
+}
+
+// A staging buffer one byte short of the bound (a run of the bound less one byte, alignment 1)
+// is not the ring: a reservation of the bound reallocates it at the bound (A5) and is pinned.
+TEST(PlanBoundByte, AStagingBufferOneByteShortOfTheBoundIsReallocatedAsTheRing) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(half, 13), want = rig::pattern(half, 14);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half - 1, 0);
+    sam3d_upload u[] = {rig::up(in, src.data(), half)};
+    sam3d_download d[] = {rig::down(out, dst.data(), half - 1)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), half - 1));
+    ASSERT_EQ(r.counters(s).staging_bytes, SAM3D_STAGING_BOUND_BYTES - 1);
+
+    sam3d_slot_request req[2] = {{half}, {half}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "a reservation of the bound fell back";
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    EXPECT_EQ(k.staging_allocations, 2u);
+    cases::expect_fallbacks(k);
 }
