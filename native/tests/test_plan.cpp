@@ -436,3 +436,58 @@ TEST(PlanBoundByte, AStagingBufferOneByteShortOfTheBoundIsReallocatedAsTheRing) 
     EXPECT_EQ(k.staging_allocations, 2u);
     cases::expect_fallbacks(k);
 }
+
+// With a one-byte alignment, regions of the ring may meet but never overlap, not by one byte
+// (A5: a region is handed out again only once released): a kept region [0, 1) and a new one
+// fitted after it; a kept region [5, the bound) leaves no room for 6 bytes (heap slots).
+TEST(PlanBoundByte, RingRegionsNeverOverlapAKeptRegionByOneByte) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    // A kept zero-copy call reading a reservation of `size` bytes, each `fill`: its slot.
+    const auto keep = [&](sam3d_session * s, size_t size, uint8_t fill, sam3d_ticket * ticket) {
+        sam3d_slot_request req[1] = {{size}};
+        void * p[1] = {nullptr};
+        EXPECT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << size;
+        std::memset(p[0], fill, size);
+        sam3d_upload u[] = {rig::up(t, p[0], size)};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, ticket), SAM3D_OK)
+            << sam3d_last_error();
+        return static_cast<uint8_t *>(p[0]);
+    };
+    {
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        sam3d_ticket front = 0, rest = 0;
+        const uint8_t * one = keep(s, 1, 0x11, &front);
+        keep(s, bound - 1, 0x22, &rest);
+        ASSERT_EQ(sam3d_session_release(s, rest), SAM3D_OK) << sam3d_last_error();
+        sam3d_slot_request req[1] = {{8}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "there is room after the kept byte";
+        EXPECT_EQ(static_cast<uint8_t *>(p[0]), one + 1) << "the new region starts where the kept one ends";
+        std::memset(p[0], 0xee, 8);
+        EXPECT_EQ(one[0], 0x11) << "a new region overlaps the kept one";
+        ASSERT_EQ(sam3d_session_release(s, front), SAM3D_OK) << sam3d_last_error();
+    }
+    {
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        sam3d_ticket front = 0, rest = 0;
+        keep(s, 5, 0x33, &front);
+        const uint8_t * tail = keep(s, bound - 5, 0x44, &rest);
+        ASSERT_EQ(sam3d_session_release(s, front), SAM3D_OK) << sam3d_last_error();
+        sam3d_slot_request req[1] = {{6}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "6 bytes fitted before a kept region 5 bytes in";
+        std::memset(p[0], 0xee, 6);
+        EXPECT_EQ(tail[0], 0x44) << "a new region overlaps the kept one";
+        EXPECT_EQ(r.counters(s).staging_allocations, 1u);
+        ASSERT_EQ(sam3d_session_release(s, rest), SAM3D_OK) << sam3d_last_error();
+    }
+}
