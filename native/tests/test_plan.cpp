@@ -165,6 +165,48 @@ TEST_P(PlanBound, AStagingBufferGrownToTheBoundIsTheRingWithoutAnotherAllocation
     EXPECT_EQ(k.pinned_batches, 2u);
 }
 
+// A ring with room does not fall back (A5): with kept regions [0, m), [m, 2m) and [2m, the bound)
+// and the middle one released, a reservation of m bytes takes the free middle (neither the ring
+// head nor the front has room) and is pinned.
+TEST_P(PlanBound, AFreeRegionBetweenKeptOnesIsFound) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES, m = size_t(1) << 20;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(m % std::max<size_t>(sam3d_session_staging_alignment(s), 1), 0u);
+    sam3d_ticket k[3] = {0, 0, 0};
+    uint8_t * slot[3] = {nullptr, nullptr, nullptr};
+    const size_t sizes[3] = {m, m, bound - 2 * m};
+    for (int i = 0; i < 3; ++i) {
+        sam3d_slot_request req[1] = {{sizes[i]}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        ASSERT_TRUE(sam3d_session_reservation_pinned(s)) << i;
+        slot[i] = static_cast<uint8_t *>(p[0]);
+        std::memset(slot[i], 0x50 + i, sizes[i]);
+        sam3d_upload u[] = {rig::up(t, p[0], sizes[i])};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k[i]), SAM3D_OK)
+            << sam3d_last_error();
+    }
+    ASSERT_EQ(slot[1], slot[0] + m);
+    ASSERT_EQ(slot[2], slot[0] + 2 * m);
+    ASSERT_EQ(sam3d_session_release(s, k[1]), SAM3D_OK) << sam3d_last_error();
+    sam3d_slot_request req[1] = {{m}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "the ring had room between two kept regions";
+    EXPECT_EQ(static_cast<uint8_t *>(p[0]), slot[1]);
+    EXPECT_EQ(r.counters(s).staging_allocations, 1u);
+    cases::expect_fallbacks(r.counters(s));
+    EXPECT_EQ(slot[0][m - 1], 0x50);
+    EXPECT_EQ(slot[2][0], 0x52);
+    ASSERT_EQ(sam3d_session_release(s, k[0]), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_release(s, k[2]), SAM3D_OK) << sam3d_last_error();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
 
 class PlanCounting : public testing::TestWithParam<Kind> {
