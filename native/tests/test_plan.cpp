@@ -533,3 +533,32 @@ TEST(PlanBoundByte, RingRegionsNeverOverlapAKeptRegionByOneByte) {
         ASSERT_EQ(sam3d_session_release(s, rest), SAM3D_OK) << sam3d_last_error();
     }
 }
+
+// With a one-byte alignment a region never passes the ring's end, not by one byte (A5: regions
+// of the staging buffer): a kept region [0, the bound - 5) leaves 5 bytes at the head, so a
+// reservation of 6 bytes has no room and gets heap slots.
+TEST(PlanBoundByte, ARegionNeverPassesTheEndOfTheRingByOneByte) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_slot_request big[1] = {{bound - 5}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, big, 1, p), SAM3D_OK) << sam3d_last_error();
+    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memset(p[0], 0x66, bound - 5);
+    sam3d_upload u[] = {rig::up(t, p[0], bound - 5)};
+    sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+    sam3d_ticket kept = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kept), SAM3D_OK)
+        << sam3d_last_error();
+    for (size_t n : {size_t(5), size_t(6)}) {
+        sam3d_slot_request req[1] = {{n}};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(sam3d_session_reservation_pinned(s), n == 5) << n << " bytes at the ring's last 5";
+    }
+    ASSERT_EQ(sam3d_session_release(s, kept), SAM3D_OK) << sam3d_last_error();
+}
