@@ -135,5 +135,7 @@ def bundle(session: nox.Session) -> None:
 def mutants(session: nox.Session) -> None:
     """Mutation check of the core: every mutant in native/mutants.toml must be killed by its variant's normal suite.
 
-    Ends with a table of the killers; a CI workflow job (too long for .ci/run)."""
+    Ends with a table of the killers; a CI workflow job (too long for .ci/run). With
+    `-- --generated [--file F] [--shard K/N]`: the generated campaign over native/src/ instead,
+    ending with its report and mutation score (docs/contract.md)."""
     _sam3d(session, "mutants")

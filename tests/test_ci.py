@@ -179,7 +179,7 @@ def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cac
         trims = [st for st in steps if "--evict-older-than" in st.get("run", "")]
         assert len(trims) == 1 and f"ccache -d {rel} " in trims[0]["run"], name
         assert trims[0]["if"] == "${{ !cancelled() }}", name
-    assert building == 4  # the variant matrix, the mutants, the fuzz and the bundle jobs
+    assert building == 5  # the variant matrix, the mutants, the generated mutants, the fuzz and the bundle jobs
 
 
 def test_expected_results_one_per_variant_and_container():

@@ -64,3 +64,23 @@ def test_a_name_used_twice_is_refused(tmp_path):
 ])
 def test_killers_match_parameterized_googletest_names(expected, killer, hit):
     assert mutants.kills(expected, killer) is hit
+
+
+def test_the_scratch_copy_keeps_executables_executable(tmp_path, monkeypatch):
+    """CTest runs the tests through native/tests/launch.sh: a copy without its execute bit
+    fails the scratch build's test discovery with "permission denied"."""
+    root = tmp_path / "checkout"
+    (root / "native" / "tests").mkdir(parents=True)
+    (root / "cmake").mkdir()
+    launcher = root / "native" / "tests" / "launch.sh"
+    launcher.write_text("#!/bin/sh\nexec \"$@\"\n")
+    launcher.chmod(0o755)
+    (root / "native" / "CMakeLists.txt").write_text("project(x)\n")
+    monkeypatch.setenv("SAM3D_ROOT", str(root))
+    dest = tmp_path / "scratch"
+    mutants._sync_sources(dest)
+    assert (dest / "native" / "tests" / "launch.sh").stat().st_mode & 0o777 == 0o755
+    assert (dest / "native" / "CMakeLists.txt").stat().st_mode & 0o111 == 0
+    launcher.chmod(0o644)  # and a change of the bits alone is copied too
+    mutants._sync_sources(dest)
+    assert (dest / "native" / "tests" / "launch.sh").stat().st_mode & 0o777 == 0o644

@@ -403,6 +403,89 @@ TEST_P(Coalescing, AGraphWithItsInputsAndOutputInAreasComputesTheSameBytes) {
     EXPECT_EQ(k.download_copies, 1u);
 }
 
+// An area must hold the run and the joining descriptor whole (rule 10): a descriptor after a gap
+// that ends one byte past the area starts a run of its own; one ending at the area's end joins.
+TEST_P(Coalescing, ADescriptorEndingOneBytePastItsAreaStartsARun) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t n = 1000;
+    ggml_tensor * whole = r.bytes(4 * n, "whole");
+    ggml_tensor * left = ggml_view_1d(r.ctx(), whole, 2 * n, 0);
+    ggml_tensor * a = ggml_view_1d(r.ctx(), whole, n, 0);
+    ggml_tensor * inside = ggml_view_1d(r.ctx(), whole, n - 8, n + 8);  // [n + 8, 2n): the area's end
+    ggml_tensor * past = ggml_view_1d(r.ctx(), whole, n - 7, n + 8);    // [n + 8, 2n + 1): one byte past
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_add_area(s, left), SAM3D_OK) << sam3d_last_error();
+    const auto in = rig::pattern(4 * n, 21);
+    const bool staged = GetParam() != Kind::Cpu;
+    sam3d_counters k = run_transfers(r, s, {rig::up(a, in.data(), n), rig::up(inside, in.data() + n + 8, n - 8)}, {});
+    EXPECT_EQ(k.upload_copies, staged ? 1u : 2u) << "a descriptor ending at the area's end joins";
+    k = run_transfers(r, s, {rig::up(a, in.data(), n), rig::up(past, in.data() + n + 8, n - 7)}, {});
+    EXPECT_EQ(k.upload_copies, 2u) << "a descriptor ending one byte past the area joined its run";
+    const std::vector<uint8_t> d = device_bytes(whole);
+    EXPECT_EQ(std::vector<uint8_t>(d.begin(), d.begin() + n), std::vector<uint8_t>(in.begin(), in.begin() + n));
+    EXPECT_EQ(std::vector<uint8_t>(d.begin() + n + 8, d.begin() + 2 * n + 1),
+              std::vector<uint8_t>(in.begin() + n + 8, in.begin() + 2 * n + 1));
+}
+
+// A copying call's run grows while its bytes are below a piece (rule 10): with pieces of two
+// tensors, a run one byte short of a piece still takes the next adjacent descriptor.
+TEST_P(Coalescing, ARunOneByteShortOfAPieceStillGrows) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    Adjacent a(r, 2);
+    r.alloc();
+    a.check_adjacent();
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.staging_piece_bytes = 2 * kBytes;
+    sam3d_session * s = r.session(o);
+    const auto in = rig::pattern(2 * kBytes, 22);
+    const sam3d_counters k = run_transfers(
+        r, s, {rig::up(a.t[0], in.data(), kBytes), rig::up(a.t[1], in.data() + kBytes, kBytes - 1),
+               rig::up(a.t[1], in.data() + 2 * kBytes - 1, 1, kBytes - 1)}, {});
+    EXPECT_EQ(k.upload_copies, GetParam() != Kind::Cpu ? 1u : 3u) << "a run of a piece less one byte stopped growing";
+    EXPECT_EQ(device_bytes(a.t[0]), std::vector<uint8_t>(in.begin(), in.begin() + kBytes));
+    EXPECT_EQ(device_bytes(a.t[1]), std::vector<uint8_t>(in.begin() + kBytes, in.end()));
+}
+
+// ... and must hold the run's first byte: an area starting one byte after the run bridges nothing.
+TEST_P(Coalescing, AnAreaStartingOneByteAfterTheRunBridgesNothing) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t n = 1000;
+    ggml_tensor * whole = r.bytes(4 * n, "whole");
+    ggml_tensor * area = ggml_view_1d(r.ctx(), whole, 2 * n - 1, 1);  // [1, 2n)
+    ggml_tensor * a = ggml_view_1d(r.ctx(), whole, n, 0);
+    ggml_tensor * b = ggml_view_1d(r.ctx(), whole, n - 8, n + 8);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_add_area(s, area), SAM3D_OK) << sam3d_last_error();
+    const auto in = rig::pattern(4 * n, 23);
+    const sam3d_counters k = run_transfers(r, s, {rig::up(a, in.data(), n), rig::up(b, in.data() + n + 8, n - 8)}, {});
+    EXPECT_EQ(k.upload_copies, 2u) << "a run starting one byte before the area bridged a gap in it";
+    const std::vector<uint8_t> d = device_bytes(whole);
+    EXPECT_EQ(std::vector<uint8_t>(d.begin(), d.begin() + n), std::vector<uint8_t>(in.begin(), in.begin() + n));
+    EXPECT_EQ(std::vector<uint8_t>(d.begin() + n + 8, d.begin() + 2 * n), std::vector<uint8_t>(in.begin() + n + 8, in.begin() + 2 * n));
+}
+
+// Declaring an area allocates through the core's one counted point, so its allocation failure is
+// SAM3D_ERR_OUT_OF_MEMORY with nothing declared (docs/contract.md, "Errors"), and it works again.
+TEST_P(Coalescing, AnAreaDeclarationsAllocationFailureDeclaresNothing) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    ggml_tensor * t = r.bytes(kBytes, "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_testing_fail_allocation(s, 1);
+    EXPECT_EQ(sam3d_session_add_area(s, t), SAM3D_ERR_OUT_OF_MEMORY) << "the declaration allocated past the counted point";
+    sam3d_testing_fail_allocation(s, 0);
+    EXPECT_EQ(sam3d_session_areas(s), 0u);
+    ASSERT_EQ(sam3d_session_add_area(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_areas(s), 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Coalescing, testing::ValuesIn(rig::kinds()), rig::param_name);
 
 // Two buffers over the two halves of one allocation meet in memory; a run stays in one buffer.

@@ -127,6 +127,86 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
     }
 }
 
+// A staging buffer that grew to exactly the bound is the ring (A5: the ring is the staging buffer
+// at the bound; rule 3: it is reused): a queued call and a reservation after a run of the bound
+// take regions of it, with no second allocation.
+TEST_P(PlanBound, AStagingBufferGrownToTheBoundIsTheRingWithoutAnotherAllocation) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(half % std::max<size_t>(sam3d_session_staging_alignment(s), 1), 0u);
+    const std::vector<uint8_t> src = rig::pattern(half, 11), want = rig::pattern(half, 12);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half, 0);
+    sam3d_upload u[] = {rig::up(in, src.data(), half)};
+    sam3d_download d[] = {rig::down(out, dst.data(), half)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    ASSERT_EQ(r.counters(s).staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    ASSERT_EQ(r.counters(s).staging_allocations, 1u);
+
+    std::fill(dst.begin(), dst.end(), 0);
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    sam3d_slot_request req[1] = {{half}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.staging_allocations, 1u) << "a staging buffer at the bound was allocated again";
+    EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    EXPECT_EQ(k.pinned_batches, 2u);
+}
+
+// A ring with room does not fall back (A5): with kept regions [0, m), [m, 2m) and [2m, the bound)
+// and the middle one released, a reservation of m bytes takes the free middle (neither the ring
+// head nor the front has room) and is pinned.
+TEST_P(PlanBound, AFreeRegionBetweenKeptOnesIsFound) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES, m = size_t(1) << 20;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(m % std::max<size_t>(sam3d_session_staging_alignment(s), 1), 0u);
+    sam3d_ticket k[3] = {0, 0, 0};
+    uint8_t * slot[3] = {nullptr, nullptr, nullptr};
+    const size_t sizes[3] = {m, m, bound - 2 * m};
+    for (int i = 0; i < 3; ++i) {
+        sam3d_slot_request req[1] = {{sizes[i]}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        ASSERT_TRUE(sam3d_session_reservation_pinned(s)) << i;
+        slot[i] = static_cast<uint8_t *>(p[0]);
+        std::memset(slot[i], 0x50 + i, sizes[i]);
+        sam3d_upload u[] = {rig::up(t, p[0], sizes[i])};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k[i]), SAM3D_OK)
+            << sam3d_last_error();
+    }
+    ASSERT_EQ(slot[1], slot[0] + m);
+    ASSERT_EQ(slot[2], slot[0] + 2 * m);
+    ASSERT_EQ(sam3d_session_release(s, k[1]), SAM3D_OK) << sam3d_last_error();
+    sam3d_slot_request req[1] = {{m}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "the ring had room between two kept regions";
+    EXPECT_EQ(static_cast<uint8_t *>(p[0]), slot[1]);
+    EXPECT_EQ(r.counters(s).staging_allocations, 1u);
+    cases::expect_fallbacks(r.counters(s));
+    EXPECT_EQ(slot[0][m - 1], 0x50);
+    EXPECT_EQ(slot[2][0], 0x52);
+    ASSERT_EQ(sam3d_session_release(s, k[0]), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_release(s, k[2]), SAM3D_OK) << sam3d_last_error();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PlanBound, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
 
 class PlanCounting : public testing::TestWithParam<Kind> {
@@ -289,4 +369,196 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
     ggml_backend_buffer_free(buf2);
     ggml_backend_buffer_free(buf);
     ggml_free(ctx);
+}
+
+namespace {
+size_t alignment_1(ggml_backend_buffer_type_t) { return 1; }
+}  // namespace
+
+// A host buffer type may align to one byte (GGML asks no more of one): the bound is then exact
+// to the byte (rule 3: a call batches only if its laid-out bytes are at most the bound). Exactly
+// the bound batches, one byte more falls back as oversized, on a run and a reservation alike.
+TEST(PlanBoundByte, WithAnAlignmentOfOneByteOneByteOverTheBoundFallsBack) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half + 1), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_staging_alignment(s), 1u);
+    const std::vector<uint8_t> src = rig::pattern(half + 1, 5), want = rig::pattern(half, 6);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half, 0);
+    sam3d_download d[] = {rig::down(out, dst.data(), half)};
+
+    sam3d_upload exact[] = {rig::up(in, src.data(), half)};  // half + half: the bound
+    sam3d_call c1{exact, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c1), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "exactly the bound batches";
+    cases::expect_fallbacks(r.counters(s));
+
+    std::fill(dst.begin(), dst.end(), 0);
+    sam3d_upload over[] = {rig::up(in, src.data(), half + 1)};  // one byte over
+    sam3d_call c2{over, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(dst, want);
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "one byte over the bound batched";
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+    std::vector<uint8_t> back(half + 1, 0);
+    ggml_backend_tensor_get(in, back.data(), 0, half + 1);
+    EXPECT_EQ(back, src);
+
+    sam3d_slot_request fits[2] = {{half}, {half}}, too_big[2] = {{half + 1}, {half}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, fits, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "a reservation of exactly the bound";
+    ASSERT_EQ(sam3d_session_reserve(s, too_big, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "a reservation one byte over the bound";
+}
+
+// With a one-byte alignment a call one byte larger than the staging buffer must grow it (rule
+// 3: the staging holds what the call lays out, what the session holds is what it asked of GGML):
+// a run of n bytes, then one of n + 1 bytes, each exact, the second with a larger allocation.
+TEST(PlanBoundByte, AStagingBufferOneByteShortGrows) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t n = 4097;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(n + 1), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(n + 1, 9);
+    for (size_t bytes : {n, n + 1}) {
+        SCOPED_TRACE(bytes);
+        std::vector<uint8_t> dst(bytes, 0);
+        sam3d_upload u[] = {rig::up(t, src.data(), bytes)};
+        sam3d_call up_call{u, 1, nullptr, nullptr, 0, false};
+        ASSERT_EQ(sam3d_session_run(s, &up_call), SAM3D_OK) << sam3d_last_error();
+        sam3d_download d[] = {rig::down(t, dst.data(), bytes)};
+        sam3d_call down_call{nullptr, 0, nullptr, d, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &down_call), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), bytes));
+        const sam3d_counters k = r.counters(s);
+        EXPECT_GE(k.staging_bytes, bytes) << "a call staged through a buffer smaller than its bytes";
+        EXPECT_EQ(k.pinned_batches, bytes == n ? 2u : 4u);
+    }
+    EXPECT_EQ(r.counters(s).staging_allocations, 2u) << "the first call's buffer, then one grown for one byte more";
+}
+
+// A staging buffer one byte short of the bound (a run of the bound less one byte, alignment 1)
+// is not the ring: a reservation of the bound reallocates it at the bound (A5) and is pinned.
+TEST(PlanBoundByte, AStagingBufferOneByteShortOfTheBoundIsReallocatedAsTheRing) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(half, 13), want = rig::pattern(half, 14);
+    ggml_backend_tensor_set(out, want.data(), 0, half);
+    std::vector<uint8_t> dst(half - 1, 0);
+    sam3d_upload u[] = {rig::up(in, src.data(), half)};
+    sam3d_download d[] = {rig::down(out, dst.data(), half - 1)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), half - 1));
+    ASSERT_EQ(r.counters(s).staging_bytes, SAM3D_STAGING_BOUND_BYTES - 1);
+
+    sam3d_slot_request req[2] = {{half}, {half}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "a reservation of the bound fell back";
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.staging_bytes, SAM3D_STAGING_BOUND_BYTES);
+    EXPECT_EQ(k.staging_allocations, 2u);
+    cases::expect_fallbacks(k);
+}
+
+// With a one-byte alignment, regions of the ring may meet but never overlap, not by one byte
+// (A5: a region is handed out again only once released): a kept region [0, 1) and a new one
+// fitted after it; a kept region [5, the bound) leaves no room for 6 bytes (heap slots).
+TEST(PlanBoundByte, RingRegionsNeverOverlapAKeptRegionByOneByte) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    // A kept zero-copy call reading a reservation of `size` bytes, each `fill`: its slot.
+    const auto keep = [&](sam3d_session * s, size_t size, uint8_t fill, sam3d_ticket * ticket) {
+        sam3d_slot_request req[1] = {{size}};
+        void * p[1] = {nullptr};
+        EXPECT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << size;
+        std::memset(p[0], fill, size);
+        sam3d_upload u[] = {rig::up(t, p[0], size)};
+        sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, ticket), SAM3D_OK)
+            << sam3d_last_error();
+        return static_cast<uint8_t *>(p[0]);
+    };
+    {
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        sam3d_ticket front = 0, rest = 0;
+        const uint8_t * one = keep(s, 1, 0x11, &front);
+        keep(s, bound - 1, 0x22, &rest);
+        ASSERT_EQ(sam3d_session_release(s, rest), SAM3D_OK) << sam3d_last_error();
+        sam3d_slot_request req[1] = {{8}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "there is room after the kept byte";
+        EXPECT_EQ(static_cast<uint8_t *>(p[0]), one + 1) << "the new region starts where the kept one ends";
+        std::memset(p[0], 0xee, 8);
+        EXPECT_EQ(one[0], 0x11) << "a new region overlaps the kept one";
+        ASSERT_EQ(sam3d_session_release(s, front), SAM3D_OK) << sam3d_last_error();
+    }
+    {
+        sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+        sam3d_ticket front = 0, rest = 0;
+        keep(s, 5, 0x33, &front);
+        const uint8_t * tail = keep(s, bound - 5, 0x44, &rest);
+        ASSERT_EQ(sam3d_session_release(s, front), SAM3D_OK) << sam3d_last_error();
+        sam3d_slot_request req[1] = {{6}};
+        void * p[1] = {nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "6 bytes fitted before a kept region 5 bytes in";
+        std::memset(p[0], 0xee, 6);
+        EXPECT_EQ(tail[0], 0x44) << "a new region overlaps the kept one";
+        EXPECT_EQ(r.counters(s).staging_allocations, 1u);
+        ASSERT_EQ(sam3d_session_release(s, rest), SAM3D_OK) << sam3d_last_error();
+    }
+}
+
+// With a one-byte alignment a region never passes the ring's end, not by one byte (A5: regions
+// of the staging buffer): a kept region [0, the bound - 5) leaves 5 bytes at the head, so a
+// reservation of 6 bytes has no room and gets heap slots.
+TEST(PlanBoundByte, ARegionNeverPassesTheEndOfTheRingByOneByte) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_1;
+    const size_t bound = SAM3D_STAGING_BOUND_BYTES;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(bound), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    sam3d_slot_request big[1] = {{bound - 5}};
+    void * p[1] = {nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, big, 1, p), SAM3D_OK) << sam3d_last_error();
+    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memset(p[0], 0x66, bound - 5);
+    sam3d_upload u[] = {rig::up(t, p[0], bound - 5)};
+    sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+    sam3d_ticket kept = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kept), SAM3D_OK)
+        << sam3d_last_error();
+    for (size_t n : {size_t(5), size_t(6)}) {
+        sam3d_slot_request req[1] = {{n}};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 1, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(sam3d_session_reservation_pinned(s), n == 5) << n << " bytes at the ring's last 5";
+    }
+    ASSERT_EQ(sam3d_session_release(s, kept), SAM3D_OK) << sam3d_last_error();
 }

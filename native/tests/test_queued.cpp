@@ -703,6 +703,35 @@ TEST_P(Queued, QueuedGraphOnlyCallIsEnqueued) {
     }
 }
 
+// A graph-only queued call has nothing to stage (docs/contract.md, "Fallback reasons"; A6): as
+// a session's first call it allocates no staging, holds no region of the ring, and is exact.
+TEST_P(Queued, QueuedGraphOnlyCallAllocatesNoStaging) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 256;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 3.0f), b = rig::ramp(n, 4.0f);
+    ggml_backend_tensor_set(w.a, a.data(), 0, n * 4);
+    ggml_backend_tensor_set(w.b, b.data(), 0, n * 4);
+    sam3d_call c{nullptr, 0, w.graph, nullptr, 0, false};
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+    sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.staging_allocations, 0u) << "a graph-only call allocated staging";
+    EXPECT_EQ(k.staging_bytes, 0u);
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> o(n, -1.0f);
+    ggml_backend_tensor_get(w.out, o.data(), 0, n * 4);
+    EXPECT_EQ(o, cases::expected(a, b));
+    k = r.counters(s);
+    EXPECT_EQ(k.staging_allocations, 0u);
+    EXPECT_EQ(k.pinned_batches, 0u);
+    cases::expect_fallbacks(k);
+}
+
 // A non-queued kept call that fails is not kept: no ticket, and its slots go back at the next
 // reservation.
 TEST_P(Queued, FailedKeptCallIsNotKept) {

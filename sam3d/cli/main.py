@@ -19,7 +19,7 @@ from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bench as bench_runner
-from ..running import bundle, fuzz, mutants, validation
+from ..running import bundle, fuzz, generated_mutants, mutants, validation
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
@@ -213,6 +213,10 @@ def cmd_device_import(args: argparse.Namespace) -> int:
 
 def cmd_mutants(args: argparse.Namespace) -> int:
     """Builds the variants the mutants name (unless --no-build), then applies, builds and tests each mutant of the list."""
+    if args.generated:
+        return _generated_mutants(args)
+    if args.file or args.shard or args.dry_run or args.fresh:
+        raise Sam3dError("--file, --shard, --dry-run and --fresh choose generated mutants: add --generated")
     ms = mutants.load(Path(args.list) if args.list else None)
     if args.mutants:
         unknown = sorted(set(args.mutants) - {m.name for m in ms})
@@ -235,6 +239,50 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     print(f"sam3d mutants: {len(outcomes) - len(bad)}/{len(outcomes)} killed as listed in "
           f"{time.monotonic() - t0:.0f} s" + (f"; not: {', '.join(o.mutant.name for o in bad)}" if bad else ""))
     return 1 if bad else 0
+
+
+def _generated_mutants(args: argparse.Namespace) -> int:
+    """The generated campaign (running/generated_mutants.py): every mutant, or those of --file and
+    of the --shard piece, in each variant in turn while it survives; ends with the report."""
+    if args.list:
+        raise Sam3dError("--list names a curated list; the generated campaign reads native/src/ (leave out --list)")
+    everything = generated_mutants.generate()
+    equivalents = generated_mutants.load_equivalents(everything)
+    ms = generated_mutants.generate(args.file) if args.file else everything
+    if args.mutants:
+        unknown = sorted(set(args.mutants) - {g.name for g in ms})
+        if unknown:
+            raise Sam3dError(f"unknown generated mutant {', '.join(unknown)}: list them with "
+                             "`python -m sam3d mutants --generated --dry-run`")
+        ms = [g for g in ms if g.name in args.mutants]
+    if args.shard:
+        ms = generated_mutants.shard(ms, args.shard)
+    if args.dry_run:
+        for g in ms:
+            mark = " (equivalent)" if g.name in equivalents else ""
+            print(f"{g.name} {g.file}:{g.line} {g.kind}{mark}: {g.change}")
+        print(f"sam3d mutants: {len(ms)} generated mutants ({sum(g.name in equivalents for g in ms)} equivalent)")
+        return 0
+    names = list(args.variant or generated_mutants.VARIANTS)
+    for n in names:
+        variants.get(n)
+    if not args.no_build:
+        failed = build_variants(variants.select([n for n in names if args.variant or n in generated_mutants.REQUIRED]))
+        if failed:
+            print(f"sam3d mutants: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
+            return 1
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    names = generated_mutants.available(names, progress)
+    t0 = time.monotonic()
+    results = generated_mutants.run(ms, equivalents, names, fresh=args.fresh, progress=progress)
+    text = generated_mutants.report(results, names, time.monotonic() - t0)
+    out = paths.root() / "build" / "mutants" / "generated-report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    print(text)
+    survived = sum(r.verdict == "survived" for r in results)
+    print(f"sam3d mutants: {len(results)} generated, {survived} survived (report: {out})")
+    return 1 if survived else 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -368,6 +416,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--list", metavar="FILE", help="the mutant list (default native/mutants.toml)")
     s.add_argument("--no-build", action="store_true",
                    help="use the variants' build folders as they are (no Conan build first)")
+    s.add_argument("--generated", action="store_true",
+                   help="run the generated campaign instead: single-site mutants derived from native/src/ "
+                        "(docs/contract.md), each in release, cpu-asan and vulkan-ubsan in turn while it survives "
+                        "(the first two built unless --no-build; vulkan-ubsan only where built), cached by file "
+                        "and tests; exit 1 when a mutant survives")
+    s.add_argument("--file", action="append", metavar="FILE",
+                   help="with --generated: only the mutants of this file (native/src/ring.cpp; repeatable)")
+    s.add_argument("--shard", metavar="K/N", help="with --generated: only piece K of N (by each name's hash)")
+    s.add_argument("--dry-run", action="store_true", help="with --generated: list the mutants, run nothing")
+    s.add_argument("--fresh", action="store_true", help="with --generated: ignore the cached results")
     s.set_defaults(func=cmd_mutants)
 
     s = sub.add_parser("generate", help="write the files and page parts derived from the code (the variant registry, "

@@ -116,7 +116,8 @@ def _sync_sources(dest: Path) -> None:
     """Makes `dest` a copy of what the core builds from (native/ and cmake/). A file is written
     only when its bytes differ, with a new modification time, so the scratch build recompiles
     exactly what changed since its last build: a mutant restored after its run, or one left
-    behind by an interrupted run, is rebuilt (a copy keeping the source's old mtime would not be)."""
+    behind by an interrupted run, is rebuilt (a copy keeping the source's old mtime would not be).
+    Each copy keeps its source's permission bits (the tests' launcher must stay executable)."""
     want: set[Path] = set()
     for d in ("native", "cmake"):
         for f in (paths.root() / d).rglob("*"):
@@ -129,6 +130,8 @@ def _sync_sources(dest: Path) -> None:
             if not target.is_file() or target.read_bytes() != data:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
+            if target.stat().st_mode & 0o777 != f.stat().st_mode & 0o777:
+                target.chmod(f.stat().st_mode & 0o777)  # an executable (tests/launch.sh) stays one
     for f in list(dest.rglob("*")):
         if f.is_file() and f.relative_to(dest) not in want:
             f.unlink()
@@ -160,11 +163,13 @@ def _run(args: list[str], log, env: dict[str, str] | None = None) -> int:
     return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
-def _suite(v: Variant, build: Path, junit: Path, log) -> tuple[list[str], int]:
-    """Runs the normal suite; returns (failed test names, passed count)."""
+def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = False) -> tuple[list[str], int]:
+    """Runs the normal suite; returns (failed test names, passed count). `stop_on_failure`: CTest
+    starts no test after the first failure (enough to know a mutant is killed)."""
     junit.unlink(missing_ok=True)
     _run([paths.tool("ctest"), "--test-dir", str(build), "-L", "normal", "--no-tests=error", "-j2",
-          "--timeout", str(TEST_TIMEOUT_S), "--output-junit", str(junit)], log, env=ctest.test_env(v))
+          "--timeout", str(TEST_TIMEOUT_S), "--output-junit", str(junit),
+          *(["--stop-on-failure"] if stop_on_failure else [])], log, env=ctest.test_env(v))
     if not junit.is_file():
         return ["(ctest wrote no report)"], 0
     failed, passed = [], 0
@@ -184,12 +189,63 @@ def kills(expected: str, killer: str) -> bool:
     return re.fullmatch(rf"(?:[^/]+/)?{re.escape(expected)}(?:/[^/]+)?", killer) is not None
 
 
+class Scratch:
+    """One variant's scratch build of the core (build/mutants/<variant>, from build/mutants/src/):
+    configured from the variant's Conan preset, built and its normal suite passed unmutated on
+    entering (else MutantError); `trial` applies one mutant, builds, runs the suite and restores
+    the source. Its log is build/logs/<log_name>-<variant>.log."""
+
+    def __init__(self, v: Variant, log_name: str = "mutants", progress=print):
+        self.v = v
+        self.root = _scratch()
+        self.src = self.root / "src"
+        self.build = self.root / v.name
+        self.log_path = paths.logs_dir() / f"{log_name}-{v.name}.log"
+        self.progress = progress
+
+    def __enter__(self) -> "Scratch":
+        _sync_sources(self.src)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.log_path, "w")
+        try:
+            _configure(self.v, self.src, self.build, self.log)
+            self.progress(f"mutants: {self.v.name}: baseline build and suite (log: {self.log_path})")
+            if _run([paths.tool("cmake"), "--build", str(self.build), "-j2"], self.log) != 0:
+                raise MutantError(f"the unmutated core does not build in {self.v.name}: see {self.log_path}")
+            failed, _ = _suite(self.v, self.build, self.root / f"{self.v.name}-baseline.xml", self.log)
+            if failed:
+                raise MutantError(f"the unmutated suite fails in {self.v.name} ({', '.join(failed[:5])}): "
+                                  f"fix it first (log: {self.log_path})")
+        except BaseException:
+            self.log.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.log.close()
+
+    def trial(self, file: str, find: str, replace: str, name: str,
+              stop_on_failure: bool = False) -> tuple[bool, list[str], int]:
+        """(built, failed tests, passed count) of the core with `find` replaced in `file`."""
+        target = self.src / file
+        original = target.read_text()
+        if original.count(find) != 1:
+            raise MutantError(f"mutant {name}: its `find` occurs {original.count(find)} times in {file}")
+        target.write_text(original.replace(find, replace, 1))
+        try:
+            self.log.write(f"\n=== mutant {name}\n")
+            if _run([paths.tool("cmake"), "--build", str(self.build), "-j2"], self.log) != 0:
+                return False, [], 0
+            killers, passed = _suite(self.v, self.build, self.root / f"{self.v.name}-{name}.xml", self.log,
+                                     stop_on_failure)
+            return True, killers, passed
+        finally:
+            target.write_text(original)
+
+
 def run(selected: list[Mutant], progress=print) -> list[Outcome]:
     """Applies, builds and tests each mutant; the scratch tree is restored after each."""
-    root = _scratch()
-    src = root / "src"
-    _sync_sources(src)
-    root.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []
     by_variant: dict[str, list[Mutant]] = {}
     for m in selected:
@@ -197,42 +253,23 @@ def run(selected: list[Mutant], progress=print) -> list[Outcome]:
     total = len(selected)
     done = 0
     for name, ms in by_variant.items():
-        v = variants.get(name)
-        build = root / name
-        log_path = paths.logs_dir() / f"mutants-{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w") as log:
-            _configure(v, src, build, log)
-            progress(f"mutants: {name}: baseline build and suite (log: {log_path})")
-            if _run([paths.tool("cmake"), "--build", str(build), "-j2"], log) != 0:
-                raise MutantError(f"the unmutated core does not build in {name}: see {log_path}")
-            failed, _ = _suite(v, build, root / f"{name}-baseline.xml", log)
-            if failed:
-                raise MutantError(f"the unmutated suite fails in {name} ({', '.join(failed[:5])}): fix it first")
+        with Scratch(variants.get(name), "mutants", progress) as scratch:
             for m in ms:
                 done += 1
                 t0 = time.monotonic()
-                target = src / m.file
-                original = target.read_text()
-                target.write_text(original.replace(m.find, m.replace, 1))
                 o = Outcome(m)
-                try:
-                    log.write(f"\n=== mutant {m.name}\n")
-                    if _run([paths.tool("cmake"), "--build", str(build), "-j2"], log) != 0:
-                        o.verdict = "did not build"
-                    else:
-                        o.killers, o.passed = _suite(v, build, root / f"{name}-{m.name}.xml", log)
-                        missing = [t for t in m.killed_by if not any(kills(t, k) for k in o.killers)]
-                        if not o.killers:
-                            o.verdict = "survived"
-                        elif o.passed == 0:
-                            o.verdict = "fails every test"
-                        elif missing:
-                            o.verdict = f"expected killer passed: {', '.join(missing)}"
-                        else:
-                            o.verdict = "killed"
-                finally:
-                    target.write_text(original)
+                built, o.killers, o.passed = scratch.trial(m.file, m.find, m.replace, m.name)
+                missing = [t for t in m.killed_by if not any(kills(t, k) for k in o.killers)]
+                if not built:
+                    o.verdict = "did not build"
+                elif not o.killers:
+                    o.verdict = "survived"
+                elif o.passed == 0:
+                    o.verdict = "fails every test"
+                elif missing:
+                    o.verdict = f"expected killer passed: {', '.join(missing)}"
+                else:
+                    o.verdict = "killed"
                 o.seconds = time.monotonic() - t0
                 progress(f"mutants: [{done}/{total}] {m.name}: {o.verdict} ({o.seconds:.0f} s)")
                 outcomes.append(o)
