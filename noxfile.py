@@ -135,5 +135,6 @@ def bundle(session: nox.Session) -> None:
 def mutants(session: nox.Session) -> None:
     """Mutation check of the core: every mutant in native/mutants.toml must be killed by its variant's normal suite.
 
-    Ends with a table of the killers; a CI workflow job (too long for .ci/run)."""
+    Ends with a table of the killers; a CI workflow job (too long for .ci/run). `-- --python`: mutmut over
+    sam3d/results/ instead (score >= 90%, every survivor killed or listed as equivalent)."""
     _sam3d(session, "mutants")

@@ -1,0 +1,92 @@
+"""The Python mutation campaign's bookkeeping (sam3d/running/pymutants.py): the equivalents
+file, the score and what fails a run. The campaign itself: `sam3d mutants --python`."""
+
+from __future__ import annotations
+
+import pytest
+
+from sam3d.cli.main import main as cli_main
+from sam3d.running import pymutants
+from sam3d.running.pymutants import Equivalent, Score
+
+ENTRY = '''
+[[equivalent]]
+mutant = "sam3d.results.stats.x_median__mutmut_1"
+change = "return float(np.median(_values(samples)))"
+reason = "the same"
+'''
+
+
+def _load(tmp_path, text):
+    p = tmp_path / "eq.toml"
+    p.write_text(text)
+    return pymutants.load_equivalents(p)
+
+
+def test_the_committed_equivalents_load_each_with_a_reason():
+    for e in pymutants.load_equivalents():
+        assert e.mutant.startswith("sam3d.results.") and e.change and len(e.reason) > 20
+
+
+def test_an_entry_loads(tmp_path):
+    assert _load(tmp_path, ENTRY) == [Equivalent("sam3d.results.stats.x_median__mutmut_1",
+                                                 "return float(np.median(_values(samples)))", "the same")]
+
+
+@pytest.mark.parametrize("change, message", [
+    (('reason = "the same"', 'reason = " "'), r"equivalent\[0\]: missing reason"),
+    (('change = "return float(np.median(_values(samples)))"\n', ''), "missing change"),
+])
+def test_an_entry_without_its_change_or_reason_is_refused(tmp_path, change, message):
+    with pytest.raises(pymutants.PyMutantError, match=message):
+        _load(tmp_path, ENTRY.replace(*change))
+
+
+def test_an_entry_listed_twice_is_refused(tmp_path):
+    with pytest.raises(pymutants.PyMutantError, match="listed twice"):
+        _load(tmp_path, ENTRY + ENTRY)
+
+
+def _score(statuses, equivalents=()):
+    return Score(dict(statuses), [Equivalent(m, "x", "a reason") for m in equivalents])
+
+
+def test_the_score_is_detected_over_all_but_the_equivalents():
+    s = _score({"k1": "killed", "k2": "killed", "t": "timeout", "s": "survived", "e": "survived"}, ["e"])
+    assert (s.detected, s.scored, s.ratio) == (3, 4, 0.75)
+    assert s.unexplained == ["s"] and not s.ok
+    assert "5 mutants: 2 killed, 1 timed out, 1 equivalent, 1 survived; score 3/4 = 75.0%" in s.summary()
+
+
+def test_a_run_passes_with_every_survivor_explained_at_90_percent():
+    killed = {f"k{i}": "killed" for i in range(9)}
+    assert _score({**killed, "e": "survived"}, ["e"]).ok
+    # 9 of 10 scored detected: exactly the target.
+    assert _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ratio == 0.9
+    assert not _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ok  # "s" is unexplained
+
+
+def test_a_run_fails_below_the_target_even_with_every_survivor_listed():
+    s = _score({"k": "killed", "a": "survived", "b": "survived"}, ["a"])
+    assert s.ratio == 0.5 and not s.ok
+
+
+def test_an_equivalent_that_is_killed_or_gone_fails_the_run():
+    s = _score({"k": "killed", "e": "killed"}, ["e", "gone"])
+    assert s.stale == ["e", "gone"] and not s.ok
+
+
+def test_an_unfinished_run_fails():
+    s = _score({"k": "killed", "n": "not checked"})
+    assert s.unfinished == ["n"] and not s.ok
+
+
+def test_without_mutmut_the_error_names_the_bootstrap(monkeypatch, tmp_path):
+    monkeypatch.setattr(pymutants.sys, "executable", str(tmp_path / "bin" / "python"))
+    with pytest.raises(pymutants.PyMutantError, match=r"run through ci/bootstrap.sh.*nox -s mutants -- --python"):
+        pymutants._mutmut()
+
+
+def test_the_core_options_are_refused_with_python(capsys):
+    assert cli_main(["mutants", "--python", "--no-build"]) == 2
+    assert "--no-build: options of the core's mutants, not of --python" in capsys.readouterr().err
