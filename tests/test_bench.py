@@ -293,6 +293,54 @@ def test_check_rejects_unknown_modes_and_missing_on():
         results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
 
 
+def test_check_names_the_optional_rows_beside_the_required_ones():
+    """The required rows (schema.REQUIRED_ROWS) and, optionally, every other row the schema knows."""
+    doc = _doc(True)
+    doc["rows"][0]["batching"] = "zerocopy"
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "expected rows for batching on and off (and optionally zerocopy, queued), got ['off', 'zerocopy']"]
+    assert checks.check({}) == [
+        "expected rows for batching on and off (and optionally zerocopy, queued), got []"]
+
+
+def test_check_without_extra_expects_every_batched_row_batched():
+    """"extra" is optional (the schema): without it no mode has a static fallback, so every
+    row beside off must be batched, and no driver problem is reported."""
+    r = results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)
+    del r["extra"]
+    results.validate(r)
+    assert checks.check(r) == []
+    r = results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)
+    del r["extra"]
+    assert checks.check(r) == ["batching on per image: async_uploads 0 (expected 199), async_downloads 0 "
+                               "(expected 232), sync_uploads 202 (expected 3), sync_downloads 233 (expected 1), "
+                               "pinned_batches 0 (expected 82), fallbacks.no_async_caps 82 (expected 0)"]
+
+
+def test_check_reports_the_drivers_own_problems_first():
+    doc = _doc(True)
+    doc["extra"]["problems"] = ["replay: graph 7 left 4 bytes unread"]
+    doc["rows"][0]["counters"]["pinned_batches"] = 81
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "driver: replay: graph 7 left 4 bytes unread", "batching on per image: pinned_batches 81 (expected 82)"]
+
+
+def test_check_counts_an_image_present_in_one_row_only_as_differing():
+    """Every image's outputs are compared with off's, paired by image: one only off has and one
+    only on has both differ, though their hashes match."""
+    doc = _doc(True)
+    doc["rows"][0]["samples"][2]["image"] = 7
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "outputs differ between batching on and off for images [2, 7]"]
+
+
+def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
+    doc = _doc(False)
+    doc["extra"]["modes"]["on"]["static_fallback"] = "no_such_reason"
+    assert checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON)) == [
+        "batching on per image: fallbacks.no_such_reason 0 (expected 82)"]
+
+
 # ---------------------------------------------------------------- the driver's mode table and output schema
 def test_driver_mode_table_names_the_schemas_rows():
     """The modes are declared once, in the driver; its rows are the result schema's. Needs a

@@ -342,3 +342,67 @@ def test_the_floor_probe_runs_beside_the_driver(tmp_path):
     assert (doc["backend"], doc["upload_bytes"], doc["download_bytes"], doc["median_ms"]) == (
         "CPU", profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES, None)
     assert "--upload-bytes 33193136 --download-bytes 32403596" in (tmp_path / "p.log").read_text()
+
+
+# --- the rules at their edges (docs/benchmark.md, "Transfer floor, round trips and limits") ---
+
+def test_ring_waits_only_over_the_bound_not_at_it():
+    """"ring waits only where the staging ring would hold more than 32 MiB": exactly 32 MiB in
+    flight fits."""
+    prof = {"graphs": [_graph(f"g{i}", [8 * MIB - 4096], [4096]) for i in range(4)]}   # 8 MiB each
+    assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 0
+    prof["graphs"].append(_graph("g4", [4096], []))                                     # one slot more
+    assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 1
+
+
+def test_slots_are_rounded_up_to_the_alignment():
+    """Each slot counts rounded up to the staging alignment: three graphs of 10 MiB + 1 byte
+    up and 1 byte down are 12 MiB each at a 1 MiB alignment (36 MiB: one ring wait), though
+    their bytes (about 30 MiB) would fit."""
+    prof = {"graphs": [_graph(f"g{i}", [10 * MIB + 1], [1]) for i in range(3)]}
+    assert limits.mandatory_waits(prof, compute=False, alignment=MIB).ring == 1
+    assert limits.mandatory_waits(prof, compute=False, alignment=1).ring == 0
+
+
+def test_every_synchronous_graph_adds_its_blocking_steps():
+    """Two synchronous graphs: each upload, download and (with compute) compute of both count."""
+    prof = {"graphs": [_graph("a", [64, 64], [64], synchronous=True), _graph("b", [64], [64, 64], synchronous=True)]}
+    assert limits.mandatory_waits(prof, compute=True, alignment=64).synchronous == (2 + 1 + 1) + (1 + 2 + 1)
+    assert limits.mandatory_waits(prof, compute=False, alignment=64).synchronous == 3 + 3
+
+
+def test_a_resolution_needs_two_block_medians():
+    """The gap between the best and second-best block medians; two blocks are enough."""
+    assert limits.resolution_ms({"block_medians_ms": [1.25, 1.0]}) == 0.25
+    assert limits.resolution_ms({"block_medians_ms": [1.5, 1.0, 1.125]}) == 0.125
+    assert limits.resolution_ms({"block_medians_ms": [1.0]}) == 0.0
+    assert limits.resolution_ms({}) == 0.0
+
+
+def test_a_failed_self_check_says_which_bound_by_how_much_and_the_tolerance():
+    """Below [max(up, down), up + down] names the slower direction alone and the low tolerance;
+    above it, the two in sequence and the high tolerance; the bounds follow."""
+    below = limits.FloorCheck(both_ms=0.79, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                              high_tolerance_ms=0.02)
+    assert not below.ok
+    assert str(below) == ("self-check FAILED: both 0.0100 ms below the slower direction alone "
+                          "(tolerance 0.0050 ms; 0.800 <= 0.790 <= 1.550 ms)")
+    above = limits.FloorCheck(both_ms=1.58, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                              high_tolerance_ms=0.02)
+    assert str(above) == ("self-check FAILED: both 0.0300 ms above the two alone in sequence "
+                          "(tolerance 0.0200 ms; 0.800 <= 1.580 <= 1.550 ms)")
+    within = limits.FloorCheck(both_ms=1.56, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                               high_tolerance_ms=0.02)
+    assert str(within).startswith("self-check ok within the run's resolution: both 0.0100 ms above")
+    assert str(limits.FloorCheck(both_ms=1.4, low_ms=0.8, high_ms=1.55)) == "self-check ok: 0.800 <= 1.400 <= 1.550 ms"
+
+
+def test_the_per_copy_cost_divides_by_the_copies_beyond_the_floors_two(make_result):
+    """(copies - floor) / (n - 2): with 3 copies, the one beyond the floor's 2 carries it all;
+    a mode without its cold series or without its row shows neither; the parts end "(medians)"."""
+    r = _result(make_result, transfer_only=True, floor=1.4)
+    r["extra"]["ggml_calls"] = {"copies": _series_of(1.6), "zerocopy": _series_of(5.0), "copies_per_image": 3}
+    rows = [(row["batching"], row) for row in r["rows"] if row["batching"] != "zerocopy"]
+    assert limits.ggml_calls(r, rows) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
+                                          "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
+                                          "5.000 ms (medians)")

@@ -125,6 +125,26 @@ def test_on_off_mismatch_is_shown(make_result):
     assert checks.problems(rs)
 
 
+def test_problems_name_the_host_and_the_result_at_fault(make_result):
+    """problems() says where each mismatch was measured (the host with its CPU) and names a
+    result that is not one by its 1-based position; across backends the odd rows are marked
+    against the first row (table order: CPU, CUDA, Vulkan) of the most common outputs."""
+    outs = [f"o{i}" for i in range(20)]
+    bad = list(outs)
+    bad[3] = "different"
+    rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
+    assert checks.problems(rs) == [
+        "outputs differ between batching on and off: release CPU Test CPU on host-a (Test CPU) (1/20 images)"]
+    vk = [make_result(backend=b, device=d, host="host-b", on_ms=ON, off_ms=OFF, outputs=o)
+          for b, d, o in (("Vulkan", "GPU", outs), ("CUDA", "GPU", outs), ("CPU", "Test CPU", bad))]
+    assert [p for p in checks.problems(vk) if "across" in p or "exact in F32" in p] == [
+        f"outputs of release CPU Test CPU {m} host-b (Test CPU) differ from release CUDA GPU off host-b (Test CPU) "
+        "(1/20 images; the replay with compute is exact in F32, so every backend must give the same bytes)"
+        for m in ("off", "on")]
+    with pytest.raises(results.ResultError, match=r"^result #2: "):
+        checks.problems([rs[0], {"schema": results.SCHEMA}])
+
+
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     outs = [f"o{i}" for i in range(20)]
     odd = ["x"] * 20
