@@ -338,7 +338,7 @@ def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
     doc = _doc(False)
     doc["extra"]["modes"]["on"]["static_fallback"] = "no_such_reason"
     assert checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON)) == [
-        "batching on per image: fallbacks.no_such_reason 0 (expected 82)"]
+        "batching on per image: fallbacks.no_async_caps 82 (expected 0), fallbacks.no_such_reason 0 (expected 82)"]
 
 
 # ---------------------------------------------------------------- the driver's mode table and output schema

@@ -417,6 +417,38 @@ def test_compare_refuses_different_machines(tmp_path, make_result, capsys):
     assert doc["forced"][0].startswith("different machines") and len(doc["rows"]) == 2
 
 
+def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, make_result):
+    """The comparison (docs/getting-started.md, `sam3d compare A B`): each side named by the
+    folder given, the forced differences first, the caption, the table, then the rule for
+    slower/faster with the test's alpha and minimum effect; --format json holds the same rows
+    (no "verdict" column in the table: it is the change cell) and the count changed."""
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF, host="host-a"))
+    results.write(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=OFF, host="host-b"))
+    c = compare.compare(tmp_path / "a", tmp_path / "b", force=True, min_effect=0.08, alpha=0.01)
+    lines = c.markdown().splitlines()
+    forced = "WARNING: forced: different machines: A (%s) ran on host-a (Test CPU), B (%s) on host-b (Test CPU)" % (
+        tmp_path / "a", tmp_path / "b")
+    assert lines[:5] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'b'}", "", forced, ""]
+    assert lines[5].startswith("all rows: variant=release, backend=CPU, device=Test CPU") and lines[6] == ""
+    assert lines[7].startswith("| batching ") and "verdict" not in lines[7]
+    assert lines[11:] == [
+        "", "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
+        "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when p < 0.01 and B/A "
+        "differs from 1 by at least 8%.",
+        "- x floor, x limit: each side's median over its own run's transfer floor and its mode's modelled limit "
+        "(ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
+        "- 1 of 2 rows changed."]
+    doc = json.loads(c.json())
+    assert c.json() == json.dumps(doc, indent=1) + "\n"     # one key a line, as the result files
+    assert {k: doc[k] for k in ("a", "b", "min_effect", "alpha", "forced", "changed")} == {
+        "a": str(tmp_path / "a"), "b": str(tmp_path / "b"), "min_effect": 0.08, "alpha": 0.01,
+        "forced": [forced.removeprefix("WARNING: forced: ")], "changed": 1}
+    assert [(r["batching"], r["verdict"], r["change"]) for r in doc["rows"]] == [
+        ("off", "no change", "no change"), ("on", "faster", "**faster**")]
+    unforced = compare.compare(tmp_path / "a", tmp_path / "a").markdown().splitlines()
+    assert unforced[:3] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'a'}", ""] and unforced[3].startswith("all rows: ")
+
+
 # --- CLI ------------------------------------------------------------------------------------
 
 def test_cli_report(tmp_path, make_result, capsys):
@@ -523,6 +555,22 @@ def test_terminal_table_fits_120_columns(make_result):
     assert "generated/diagnostics/x/table.md" in term
 
 
+def test_terminal_table_shortens_cells_but_keeps_their_numbers(make_result):
+    """The terminal's table (sam3d/results/table.py, TERMINAL_WIDTH): speedup, saved, x floor
+    and x limit keep their first number (the parenthesised part is in table.md), a device or
+    machine name over 20 characters is cut to 19 and "~", a failed row points at its note."""
+    from sam3d.results.table import _short_cell
+    assert _short_cell("speedup", "1.05x (IQR 1.05-1.05)") == "1.05x"
+    assert _short_cell("saved vs on ms", "45.000 (47%)") == "45.000"
+    assert _short_cell("x floor", "2.6x (1.410) (x)") == "2.6x"
+    assert _short_cell("x limit", "1.75x (2.920)") == "1.75x"
+    assert _short_cell("median ms", "1.75 (2.920)") == "1.75 (2.920)"
+    assert _short_cell("device", "a" * 20) == "a" * 20
+    assert _short_cell("machine", "m" * 21) == "m" * 19 + "~"
+    assert _short_cell("device", "llvmpipe (LLVM 19.1.7, 256 bits)") == "llvmpipe (LLVM 19.1~"
+    assert _short_cell("median ms", "FAILED: build failed: conan exit 1") == "FAILED (below)"
+
+
 def test_report_json(tmp_path, make_result, capsys):
     results.write(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
     assert cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
@@ -546,6 +594,32 @@ def test_device_test_table_rounds_the_kernel_total_and_marks_n_a():
     assert cells == [["release", "plain", "168", "0", "1", ""],
                      ["release", "perf_logger", "168", "0", "1", "10.199"],
                      ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"]]
+
+
+def test_device_test_table_page_right_aligns_every_count():
+    """The page (docs/gpu-checks.md): its title names the machine and its GPU, the counts,
+    CUDA devices, checkers' findings and kernel total are numbers, right-aligned; a run
+    without a CUDA device count leaves that cell blank; no runs say so; the note follows."""
+    from sam3d.results.table import device_tests
+    md = device_tests({"hostname": "vm", "gpu": "NVIDIA H200"}, [
+        ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1,
+                                   "sanitizer_errors": 0, "diagnostic_kernel_timestamp_total_ms": 2.5}),
+        ("release", "plain", {"passed": 7, "failed": 1, "skipped": 0})]).splitlines()
+    assert md[:2] == ["# Device tests on vm (NVIDIA H200)", ""]
+    header, rule = md[2], md[3]
+    heads = [c.strip() for c in header.strip("|").split("|")]
+    assert heads == ["variant", "run", "passed", "failed", "skipped", "CUDA devices (GGML's)",
+                     "compute-sanitizer errors", "kernel timestamps ms (diagnostic)"]
+    aligns = [c.strip() for c in rule.strip("|").split("|")]
+    assert [a.startswith(":") for a in aligns] == [True, True] + [False] * 6
+    assert all(a.endswith(":") for a in aligns[2:])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md[4:6]]
+    assert rows == [["cuda-release", "plain", "168", "0", "1", "1", "0", "2.500"],
+                    ["release", "plain", "7", "1", "0", "", "", ""]]
+    assert md[6:] == ["", "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+                          "with an extra synchronization before compute, never production latency."]
+    empty = device_tests({"hostname": "vm"}, []).splitlines()
+    assert empty[:4] == ["# Device tests on vm ()", "", "no device tests", ""]
 
 
 def test_device_test_table_shows_the_cuda_devices_ggml_saw_when_known():
