@@ -186,6 +186,27 @@ def test_failed_build_keeps_a_result_with_the_reason():
         results.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
 
 
+def test_wrap_names_a_transfer_only_or_areas_replay_as_its_own_backend():
+    """A replay without compute is its own configuration ("Vulkan (transfer-only)"), so is one
+    in the areas layout ("Vulkan areas"), and one of both "Vulkan areas (transfer-only)";
+    base_backend() gives the backend itself back."""
+    def backend(**extra):
+        doc = _doc()
+        doc["extra"].update(extra)
+        r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
+        results.validate(r)
+        return r["backend"], results.base_backend(r)
+    assert backend() == ("Vulkan", "Vulkan")
+    assert backend(transfer_only=True) == ("Vulkan (transfer-only)", "Vulkan")
+    assert backend(transfer_only=False, layout="descriptors") == ("Vulkan", "Vulkan")
+    assert backend(layout="areas") == ("Vulkan areas", "Vulkan")
+    assert backend(layout="areas", transfer_only=True) == ("Vulkan areas (transfer-only)", "Vulkan")
+    failed = results.wrap(RELEASE, "vulkan", None, status="failed", reason="driver crashed", **COMMON)
+    assert failed["backend"] == "Vulkan" and "device" not in failed
+    with pytest.raises(ValueError, match="^a failed result needs a reason$"):
+        results.wrap(RELEASE, "vulkan", None, status="failed", reason="", **COMMON)
+
+
 def test_check_accepts_batched_vulkan_and_cpu_fallback():
     assert checks.check(results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
     assert checks.check(results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []

@@ -367,6 +367,36 @@ def test_write_evidence_caller_reason(tmp_path, make_result):
     assert len(list((d / "results").glob("*.json"))) == 1
 
 
+def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatch):
+    """The evidence folder (sam3d/results/evidence.py): table.md opens with the run's name and,
+    when not accepted, the reasons as a list (the caller's first, each one Markdown cell);
+    NOT-ACCEPTED holds them one a line; each result is copied as NN-variant-backend-host.json
+    (1-based, what a file name cannot hold as "_", "unknown" without a host); only stale *.json
+    copies are removed from results/; no results give "no results"."""
+    monkeypatch.setattr(evidence, "plot", lambda rs, path, title=None: path)  # the picture is another test's
+    a = make_result(on_ms=ON, off_ms=OFF, host="host a")
+    b = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    b["machine"] = None
+    b["status"], b["reason"], b["rows"] = "failed", "build | failed", []
+    d = tmp_path / "run3"
+    (d / "results").mkdir(parents=True)
+    (d / "results" / "00-stale.json").write_text("{}")
+    (d / "results" / "notes.txt").write_text("kept")
+    evidence.write_evidence([a, b], d, accepted=False, reason="  GPU lost  ")
+    reasons = ["GPU lost", "cpu-asan CPU Test CPU - failed: build | failed"]
+    assert (d / "NOT-ACCEPTED").read_text() == "\n".join(reasons) + "\n"
+    table = (d / "table.md").read_text()
+    assert table.startswith("\n".join(["# run3", "", "**NOT ACCEPTED** as evidence:", "", "- GPU lost",
+                                       "- cpu-asan CPU Test CPU - failed: build \\| failed", "", ""]))
+    assert table.endswith(render([a, b]))
+    assert sorted(p.name for p in (d / "results").iterdir()) == [
+        "01-release-CPU-host_a_Test_CPU_.json", "02-cpu-asan-CPU-unknown.json", "notes.txt"]
+    empty = evidence.write_evidence([], tmp_path / "none")
+    assert (empty / "table.md").read_text() == "# none\n\nno results\n"
+    with pytest.raises(results.ResultError, match=r"^result #2: "):
+        evidence.write_evidence([a, {"schema": results.SCHEMA}], tmp_path / "bad")
+
+
 # --- compare --------------------------------------------------------------------------------
 
 def test_compare_flags_a_real_change(tmp_path, make_result):
