@@ -560,6 +560,39 @@ def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
     assert by(rows, variant="release", batching="on")["machine"] == "vm (Test CPU)"
 
 
+def test_compare_refuses_a_side_that_is_not_one_run(make_result):
+    """Each side must be one run: one result per configuration and one profile file
+    (sam3d/results/compare.py); a side and a result are named in the refusal."""
+    one = make_result(on_ms=ON, off_ms=OFF, host="host-a")
+    again = make_result(on_ms=ON, off_ms=OFF, host="host-b")
+    with pytest.raises(ReportError) as e:
+        compare.compare_results([one, again], [one], "runs/a", "runs/b", force=True)
+    assert str(e.value) == ("A (runs/a) holds two results for release CPU Test CPU off (hosts host-a (Test CPU), "
+                            "host-b (Test CPU)); compare needs one result per configuration on each side: pass "
+                            "one run's folder")
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
+    with pytest.raises(compare.ProfileMismatch) as e:
+        compare.compare_results([one], [one, other], "runs/a", "runs/b")
+    assert str(e.value) == (f"B (runs/b) mixes results from 2 profiles ({'a' * 64}, {'b' * 64}); a run uses one "
+                            "profile file")
+    with pytest.raises(results.ResultError, match=r"^B result #2: "):
+        compare.compare_results([one], [one, {"schema": results.SCHEMA}])
+    with pytest.raises(results.ResultError, match=r"^A result #1: "):
+        compare.compare_results([{"schema": results.SCHEMA}], [one])
+    # without names the sides are called A and B
+    c = compare.compare_results([one], [one])
+    assert (c.where_a, c.where_b) == ("A", "B") and c.markdown().startswith("A: A\nB: B\n")
+
+
+def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
+    """A failed result has no batching: its row's batching is "-" on both sides."""
+    fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
+    fb = make_result(status="failed", reason="crash", on_ms=None, off_ms=None)
+    (row,) = compare.compare_results([fa], [fb]).rows
+    assert (row["batching"], row["A median ms"], row["B median ms"], row["change"]) == (
+        "-", "FAILED: timeout", "FAILED: crash", "not comparable (failed)")
+
+
 def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
