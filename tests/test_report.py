@@ -634,6 +634,56 @@ def test_terminal_table_shortens_cells_but_keeps_their_numbers(make_result):
     assert _short_cell("median ms", "FAILED: build failed: conan exit 1") == "FAILED (below)"
 
 
+def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make_result):
+    """render_terminal (sam3d/results/table.py): columns leave in DROP_ORDER while the table is
+    wider than the terminal, and only then (a table exactly as wide stays whole); each column is
+    as wide as its widest cell; the caption wraps with an indent; of the notes only FAILED and
+    WARNING ones, each cut to the width; a last line names the dropped columns and where the
+    full table is."""
+    from sam3d.results import table
+    outs = [f"o{i}" for i in range(20)]
+    bad = ["x"] + outs[1:]
+    rs = [make_result(variant=v, host=h, on_ms=ON, off_ms=OFF, outputs=outs,
+                      on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs)
+          for v in ("release", "cpu-asan") for h in ("host-a", "host-b")]
+    rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
+                          on_ms=None, off_ms=None))
+    wide = table.render_terminal(rs, width=1000)
+    lines = wide.splitlines()
+    tab = [ln for ln in lines if ln.startswith("|")]
+    width = max(map(len, tab))
+    assert wide.endswith("\n") and not any(ln.startswith("(") for ln in lines)   # nothing dropped, no file named
+    cells = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in tab]
+    for col in zip(*cells):
+        assert len(col[1]) == max(len(c.strip()) for c in col)                # no padding beyond the widest cell
+    exact = table.render_terminal(rs, width=width).splitlines()               # exactly as wide: it fits
+    assert [ln for ln in exact if ln.startswith("|")] == tab and not exact[-1].startswith("(not shown")
+    notes = [ln for ln in lines if ln.startswith("- ")]
+    assert notes and all(ln.startswith(("- FAILED", "- WARNING")) for ln in notes)
+    assert next(ln for ln in notes if ln.startswith("- FAILED")).endswith("x" * 200 + " (no timings)")
+
+    narrow = table.render_terminal(rs, full="x/table.md", width=width - 1).splitlines()
+    assert all(len(ln) <= width - 1 for ln in narrow)
+    caption = [ln for ln in narrow[:narrow.index(next(ln for ln in narrow if ln.startswith("|")))]]
+    assert caption[0].startswith("all rows: ") and all(ln.startswith("  ") for ln in caption[1:])
+    failed = next(ln for ln in narrow if ln.startswith("- FAILED"))
+    assert failed.endswith(" ...") and len(failed) <= width - 1
+    last = narrow[-1]
+    assert last.startswith("(not shown here: ") and last.endswith("; every column and note: x/table.md)")
+    dropped = last[len("(not shown here: "):last.index(";")].split(", ")
+    present = [table.SHORT.get(h, h) for h in table.DROP_ORDER
+               if table.SHORT.get(h, h) in [c.strip() for c in cells[0]]]
+    assert dropped == present[:len(dropped)] and dropped
+    header = [c.strip() for c in re.split(r"(?<!\\)\|", next(ln for ln in narrow if ln.startswith("|")))[1:-1]]
+    assert not set(dropped) & set(header) and "same out" in header              # a mismatch keeps its column
+    small = table.render_terminal(rs, width=60).splitlines()
+    caption = small[:small.index(next(ln for ln in small if ln.startswith("|")))]
+    assert len(caption) > 1 and caption[0].startswith("all rows: backend=CPU, ")
+    assert all(ln.startswith("  ") and len(ln) <= 60 for ln in caption[1:])
+    unnamed = table.render_terminal(rs, width=width - 1).splitlines()[-1]
+    assert unnamed == f"(not shown here: {', '.join(dropped)}; every column: the table.md of the evidence folder)"
+
+
 def test_report_json(tmp_path, make_result, capsys):
     results.write(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
     assert cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
