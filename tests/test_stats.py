@@ -189,3 +189,13 @@ def test_summary_and_speedup_of_one_pair():
     assert (s.n, s.median, s.p95, s.min, s.max, s.q25, s.q75) == (4, 5.0, 8.0, 2.0, 8.0, 3.5, 6.5)
     one = stats.speedup([3.0], [2.0])
     assert (one.ratio, one.iqr_low, one.iqr_high, one.n) == (1.5, 1.5, 1.5, 1)
+
+
+def test_equal_medians_are_no_change_even_at_a_minimum_effect_of_0():
+    """B/A = 1 is neither slower nor faster, however significant the test: `compare
+    --min-effect 0` once called such a row faster."""
+    a = [9.0] * 10 + [10.0] + [11.0] * 10
+    b = [9.5] * 10 + [10.0] + [11.5] * 10          # the same median, every other sample higher
+    c = stats.change(a, b, min_effect=0.0)
+    assert c.ratio == 1.0 and c.p < 0.05 and c.verdict == "no change"
+    assert stats.change(a, [x * 1.001 for x in b], min_effect=0.0).verdict == "slower"
