@@ -90,3 +90,23 @@ def test_without_mutmut_the_error_names_the_bootstrap(monkeypatch, tmp_path):
 def test_the_core_options_are_refused_with_python(capsys):
     assert cli_main(["mutants", "--python", "--no-build"]) == 2
     assert "--no-build: options of the core's mutants, not of --python" in capsys.readouterr().err
+
+
+def test_the_table_counts_each_module_and_the_summary_what_is_not_checked():
+    s = _score({"sam3d.results.stats.x_median__mutmut_1": "killed",
+                "sam3d.results.stats.x_median__mutmut_2": "survived",
+                "sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3": "survived",
+                "sam3d.results.limits.x_limit__mutmut_9": "timeout",
+                "sam3d.results.limits.x_limit__mutmut_10": "not checked"},
+               ["sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3"])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in s.table().splitlines()[2:]]
+    assert rows == [["limits", "3", "0", "1", "1", "0", "1"], ["stats", "2", "1", "0", "0", "1", "0"]]
+    assert s.unfinished == ["sam3d.results.limits.x_limit__mutmut_10"]
+    assert ", 1 not checked; score 2/4 = 50.0%" in s.summary()
+
+
+def test_last_belongs_to_python_and_takes_no_names(capsys):
+    assert cli_main(["mutants", "--last"]) == 2
+    assert "--last is an option of --python" in capsys.readouterr().err
+    assert cli_main(["mutants", "--python", "--last", "sam3d.results.stats.*"]) == 2
+    assert "it takes no mutant names" in capsys.readouterr().err

@@ -216,6 +216,8 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     With --python: mutmut's campaign over sam3d/results/ instead (_python_mutants)."""
     if args.python:
         return _python_mutants(args)
+    if args.last:
+        raise Sam3dError("--last is an option of --python")
     ms = mutants.load(Path(args.list) if args.list else None)
     if args.mutants:
         unknown = sorted(set(args.mutants) - {m.name for m in ms})
@@ -246,23 +248,28 @@ def _python_mutants(args: argparse.Namespace) -> int:
     wrong = [o for o, v in (("--variant", args.variant), ("--list", args.list), ("--no-build", args.no_build)) if v]
     if wrong:
         raise Sam3dError(f"{', '.join(wrong)}: options of the core's mutants, not of --python")
+    if args.last and args.mutants:
+        raise Sam3dError("--last scores the last run: it takes no mutant names")
     equivalents = pymutants.load_equivalents()
     log = paths.logs_dir() / pymutants.LOG
-    print(f"mutants: mutmut over sam3d/results/ with {args.jobs} workers (log: {log})", flush=True)
     t0 = time.monotonic()
-    pymutants.run(args.mutants, args.jobs, log, progress=lambda line: print(line, flush=True))
+    if not args.last:
+        print(f"mutants: mutmut over sam3d/results/ with {args.jobs} workers (log: {log})", flush=True)
+        pymutants.run(args.mutants, args.jobs, log, progress=lambda line: print(line, flush=True))
     s, wrong_entries = pymutants.score(equivalents)
     for i, name in enumerate(s.unexplained):
         # `mutmut show` takes about a second a mutant: the change of the first SHOWN only.
         shown = f": {pymutants.change(name)}" if i < pymutants.SHOWN else ""
         print(f"survived: {name}{shown}  (.venv/bin/mutmut show {name})")
-    for name in s.unfinished:
-        print(f"not finished: {name}: {s.status[name]}")
+    if s.unfinished:
+        print(f"not checked: {len(s.unfinished)} mutants (e.g. {s.unfinished[0]}): the run stopped before them; "
+              "run `sam3d mutants --python` again (it goes on where it stopped)")
     for name in s.stale:
         print(f"listed as equivalent but {s.status.get(name, 'no longer a mutant')}: {name}: remove it from "
               f"{pymutants.EQUIVALENTS}")
     for text in wrong_entries:
         print(f"equivalent out of date: {text}")
+    print(s.table())
     print(f"sam3d mutants --python: {s.summary()} in {time.monotonic() - t0:.0f} s"
           + (f"; {len(s.unexplained)} survivors neither killed nor listed in {pymutants.EQUIVALENTS}"
              if s.unexplained else ""))
@@ -402,6 +409,8 @@ def parser() -> argparse.ArgumentParser:
                         f"{pymutants.EQUIVALENTS}")
     s.add_argument("--jobs", type=_at_least(1), default=2, metavar="N",
                    help="with --python: mutmut's workers (default %(default)s)")
+    s.add_argument("--last", action="store_true",
+                   help="with --python: score the verdicts mutmut keeps in mutants/ without running it")
     s.add_argument("--variant", action="append", metavar="VARIANT", help="only the mutants of this variant")
     s.add_argument("--list", metavar="FILE", help="the mutant list (default native/mutants.toml)")
     s.add_argument("--no-build", action="store_true",

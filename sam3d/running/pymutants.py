@@ -25,6 +25,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabulate import tabulate
+
 from ..core import paths
 from ..core.errors import Sam3dError
 
@@ -36,7 +38,7 @@ DETECTED = ("killed", "timeout", "segfault", "caught by type check")
 UNDETECTED = ("survived", "no tests")
 BOOTSTRAP = "ci/bootstrap.sh nox -s mutants -- --python"
 # Survivors printed with their change (the others by name).
-SHOWN = 40
+SHOWN = 20
 
 
 class PyMutantError(Sam3dError):
@@ -89,17 +91,36 @@ class Score:
 
     @property
     def unfinished(self) -> list[str]:
-        return [m for m, s in self.status.items() if s not in DETECTED + UNDETECTED]
+        return sorted(m for m, s in self.status.items() if s not in DETECTED + UNDETECTED)
 
     @property
     def ok(self) -> bool:
         return not self.unexplained and not self.stale and not self.unfinished and self.ratio >= TARGET
 
+    def table(self) -> str:
+        """Per module of sam3d/results/: mutants, killed, timed out, equivalent, survived, not checked."""
+        rows: dict[str, list[int]] = {}
+        eq = self.equivalent_names
+        for m, st in sorted(self.status.items()):
+            row = rows.setdefault(m.split(".x")[0].removeprefix("sam3d.results."), [0] * 6)
+            row[0] += 1
+            if st in UNDETECTED:
+                row[3 if m in eq else 4] += 1
+            elif st in DETECTED:
+                row[1 if st != "timeout" else 2] += 1
+            else:
+                row[5] += 1
+        return tabulate([[k, *v] for k, v in rows.items()],
+                        headers=["module", "mutants", "killed", "timed out", "equivalent", "survived", "not checked"],
+                        tablefmt="pipe")
+
     def summary(self) -> str:
         n = len(self.status)
         eq = len(self.equivalent_names & set(self.status))
+        rest = len(self.unfinished)
         return (f"{n} mutants: {len(self.names('killed'))} killed, {len(self.names('timeout'))} timed out, "
-                f"{eq} equivalent, {len(self.names(*UNDETECTED)) - eq} survived; score "
+                f"{eq} equivalent, {len(self.names(*UNDETECTED)) - eq} survived"
+                + (f", {rest} not checked" if rest else "") + "; score "
                 f"{self.detected}/{self.scored} = {self.ratio:.1%} (target {TARGET:.0%})")
 
 
