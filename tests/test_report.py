@@ -584,6 +584,31 @@ def test_compare_refuses_a_side_that_is_not_one_run(make_result):
     assert (c.where_a, c.where_b) == ("A", "B") and c.markdown().startswith("A: A\nB: B\n")
 
 
+def test_compare_refusals_name_each_side_its_folder_and_the_fix(make_result):
+    """Both sides are checked alike, and each refusal says how to go on (docs/getting-started.md:
+    runs of different profiles or machines are refused unless --force)."""
+    one = make_result(on_ms=ON, off_ms=OFF, host="host-a")
+    with pytest.raises(ReportError, match=r"^B \(runs/b\) holds two results for release CPU Test CPU off "):
+        compare.compare_results([one], [one, make_result(on_ms=ON, off_ms=OFF, host="host-b")], "runs/a", "runs/b",
+                                force=True)
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
+    with pytest.raises(compare.ProfileMismatch, match=r"^A \(runs/a\) mixes results from 2 profiles"):
+        compare.compare_results([one, other], [one], "runs/a", "runs/b")
+    with pytest.raises(compare.ProfileMismatch) as e:
+        compare.compare_results([one], [make_result(on_ms=ON, off_ms=OFF, profile_sha="b" * 64)], "runs/a", "runs/b")
+    assert str(e.value) == (f"refusing to compare runs on different profiles: A (runs/a) used profile sha256 "
+                            f"{'a' * 64}, B (runs/b) used {'b' * 64}; re-run one side with the other's profile file "
+                            "(--force compares anyway)")
+    two_hosts = [one, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-b")]
+    three = [make_result(on_ms=ON, off_ms=OFF, host="host-c"),
+             make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-d")]
+    with pytest.raises(compare.MachineMismatch) as e:
+        compare.compare_results(two_hosts, three, "runs/a", "runs/b")
+    assert str(e.value) == ("refusing to compare runs of different machines: A (runs/a) ran on host-a (Test CPU), "
+                            "host-b (Test CPU), B (runs/b) on host-c (Test CPU), host-d (Test CPU); compare runs of "
+                            "one machine (--force compares anyway)")
+
+
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
     """A failed result has no batching: its row's batching is "-" on both sides."""
     fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
