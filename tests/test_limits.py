@@ -406,3 +406,12 @@ def test_the_per_copy_cost_divides_by_the_copies_beyond_the_floors_two(make_resu
     assert limits.ggml_calls(r, rows) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
                                           "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
                                           "5.000 ms (medians)")
+
+
+def test_transfer_only_queued_waits_count_no_compute(make_result):
+    """Transfer-only rows have no compute: the synchronous graph's blocking steps are its 3
+    uploads and 1 download, so 50 dependency + 0 ring + 1 end + 4 = 55 made, 55 mandatory."""
+    r = _result(make_result, transfer_only=True, dependency=50, ring=0, end=1)
+    lim = limits.limit(r, "queued", _row(r, "queued"))
+    assert (lim.waits_made, lim.round_trips, lim.excess) == (55, 55, 0)
+    assert _cells([r])[("Vulkan (transfer-only)", "queued")]["waits"] == "55/55"

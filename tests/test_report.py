@@ -609,6 +609,13 @@ def test_compare_refusals_name_each_side_its_folder_and_the_fix(make_result):
                             "one machine (--force compares anyway)")
 
 
+def test_a_row_label_names_the_host_only_when_asked(make_result):
+    from sam3d.results.rows import rows
+    on = [w for w in rows([make_result(on_ms=ON, off_ms=OFF)]) if w.mode == "on"][0]
+    assert on.label() == "release CPU Test CPU on"
+    assert on.label(with_host=True) == "release CPU Test CPU on host-a (Test CPU)"
+
+
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
     """A failed result has no batching: its row's batching is "-" on both sides."""
     fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
