@@ -712,8 +712,22 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     caption = small[:small.index(next(ln for ln in small if ln.startswith("|")))]
     assert len(caption) > 1 and caption[0].startswith("all rows: backend=CPU, ")
     assert all(ln.startswith("  ") and len(ln) <= 60 for ln in caption[1:])
+    rule = next(ln for ln in narrow if ln.startswith("|:"))
+    aligns = dict(zip(header, [c.strip() for c in rule.strip("|").split("|")]))
+    assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")   # numbers right-aligned
+    assert aligns["variant"].startswith(":") and not aligns["variant"].endswith(":")
     unnamed = table.render_terminal(rs, width=width - 1).splitlines()[-1]
     assert unnamed == f"(not shown here: {', '.join(dropped)}; every column: the table.md of the evidence folder)"
+
+
+def test_terminal_table_keeps_a_mismatch_column_even_when_every_row_shows_the_same(make_result):
+    """As table.md: a column showing an output mismatch never moves to the caption."""
+    from sam3d.results import table
+    outs = [f"o{i}" for i in range(20)]
+    r = make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=["x"] + outs[1:])
+    term = table.render_terminal([r])
+    header = next(ln for ln in term.splitlines() if ln.startswith("|"))
+    assert "same out" in header and "same out=" not in term
 
 
 def test_report_json(tmp_path, make_result, capsys):
@@ -763,6 +777,9 @@ def test_device_test_table_page_right_aligns_every_count():
                     ["release", "plain", "7", "1", "0", "", "", ""]]
     assert md[6:] == ["", "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
                           "with an extra synchronization before compute, never production latency."]
+    na = device_tests({"hostname": "vm"}, [("release", "perf_logger", {"not_applicable": True}),
+                                           ("release", "plain", {"passed": 1, "failed": 0, "skipped": 0})])
+    assert [ln.split("|")[2].strip() for ln in na.splitlines() if ln.startswith("| release")] == ["perf_logger", "plain"]
     empty = device_tests({"hostname": "vm"}, []).splitlines()
     assert empty[:4] == ["# Device tests on vm ()", "", "no device tests", ""]
 
