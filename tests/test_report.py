@@ -616,6 +616,26 @@ def test_a_row_label_names_the_host_only_when_asked(make_result):
     assert on.label(with_host=True) == "release CPU Test CPU on host-a (Test CPU)"
 
 
+def test_compare_a_failed_result_stands_against_the_other_sides_rows_of_its_device(make_result):
+    """A failed result on one side stands against both batching rows of the other side's result
+    of the same variant and backend, when its device is the same or unknown (a build failure
+    has none), on either side; a failed result of another device does not."""
+    ok = make_result(backend="Vulkan", device="GPU-1", on_ms=ON, off_ms=OFF)
+
+    def failed(device):
+        r = make_result(backend="Vulkan", device=device, status="failed", reason="crash", on_ms=None, off_ms=None)
+        r["device"] = device
+        return r
+
+    for a, b in (([ok], [failed("GPU-1")]), ([failed("GPU-1")], [ok]), ([ok], [failed(None)]), ([failed(None)], [ok])):
+        rows = compare.compare_results(a, b).rows
+        assert [(r["batching"], r["change"]) for r in rows] == [("off", "not comparable (failed)"),
+                                                                ("on", "not comparable (failed)")]
+    rows = compare.compare_results([ok], [ok, failed("GPU-2")]).rows
+    assert [(r["device"], r["batching"], r["change"]) for r in rows] == [
+        ("GPU-1", "off", "no change"), ("GPU-1", "on", "no change"), ("GPU-2", "-", "only in B")]
+
+
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
     """A failed result has no batching: its row's batching is "-" on both sides."""
     fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
@@ -630,7 +650,9 @@ def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_resul
     results.write(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
     with pytest.raises(ReportError) as e:
         compare.compare(tmp_path / "a", tmp_path / "b")
-    assert "share no configuration" in str(e.value)
+    assert str(e.value) == (f"A ({tmp_path / 'a'}) and B ({tmp_path / 'b'}) share no configuration (variant, "
+                            "backend, device, batching): nothing to compare; compare runs of the same variants on "
+                            "the same device")
 
 
 def test_terminal_table_fits_120_columns(make_result):
