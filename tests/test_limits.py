@@ -415,3 +415,73 @@ def test_transfer_only_queued_waits_count_no_compute(make_result):
     lim = limits.limit(r, "queued", _row(r, "queued"))
     assert (lim.waits_made, lim.round_trips, lim.excess) == (55, 55, 0)
     assert _cells([r])[("Vulkan (transfer-only)", "queued")]["waits"] == "55/55"
+
+
+def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_result):
+    """The table's limits line (limits.describe): the floor per direction with its GB/s and
+    self-check, the probe's distance, the round trips, the staging memcpy, the queued mandatory
+    waits, each limited row's x floor and x limit, then the diagnostics outside every limit:
+    the event-waited round trips, what each graph submitted back to back adds after the first,
+    and the core's host ms per image (medians of the samples)."""
+    r = _result(make_result, floor=1.5, upload=0.8, download=0.75, probe=1.7)
+    rts = r["extra"]["round_trips"]
+    rts.update(download_event={"best_median_ms": 0.05}, graph_event={"best_median_ms": 0.06},
+               back_to_back={"best_median_ms": 0.35}, back_to_back_graphs=8)
+    line = limits.describe(r, [(row["batching"], row) for row in r["rows"]])
+    up, down = 33_193_136, 32_403_596
+    on, zc, q = 83 * 0.04 + 4.0, 1.5 + 83 * 0.04, 1.5 + 56 * 0.04
+    medians = {"on": 10.095, "zerocopy": 6.095, "queued": 5.095}
+    assert line == "; ".join([
+        f"floor 1.500 ms (upload alone 0.800 ms = {up / 0.8 / 1e6:.1f} GB/s, download alone 0.750 ms = "
+        f"{down / 0.75 / 1e6:.1f} GB/s, both {(up + down) / 1.5 / 1e6:.1f} GB/s; self-check ok: 0.800 <= 1.500 <= 1.550 ms)",
+        f"sam3d_floor_probe 1.700 ms ({1.5 / 1.7 - 1:+.1%})",
+        "RT download 0.0300 ms, graph 0.0400 ms",
+        f"staging memcpy 4.000 ms ({56_159_512 / 4.0 / 1e6:.1f} GB/s)",
+        "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)",
+        f"on {medians['on'] / 1.5:.2f}x floor, {medians['on'] / on:.2f}x limit {on:.3f} ms",
+        f"zerocopy {medians['zerocopy'] / 1.5:.2f}x floor, {medians['zerocopy'] / zc:.2f}x limit {zc:.3f} ms",
+        f"queued {medians['queued'] / 1.5:.2f}x floor, {medians['queued'] / q:.2f}x limit {q:.3f} ms",
+        "diagnostics (not in any limit): event-wait RT download 0.0500 ms, graph 0.0600 ms",
+        f"8 graphs back to back 0.3500 ms ({(0.35 - 0.04) / 7:+.4f} ms per graph after the first)",
+        "host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
+        + ", ".join(f"{m} 0.500/1.000/0.250/0.000" for m in ("on", "zerocopy", "queued"))])
+    # one graph back to back says nothing per further graph; a CPU result (no floor) has no line
+    rts["back_to_back_graphs"] = 1
+    assert "back to back" not in limits.describe(r, [(row["batching"], row) for row in r["rows"]])
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    assert limits.describe(cpu, [(row["batching"], row) for row in cpu["rows"]]) is None
+
+
+def test_the_tables_notes_state_the_rules(make_result):
+    """The notes under the table say the rules of docs/benchmark.md ("Statistics", "Transfer
+    floor, round trips and limits") and flag what is wrong, each in its own words."""
+    r = _result(make_result, floor=1.5, probe=1.7, writes=[0.5] * 20, reads=[0.25] * 20)
+    r["extra"]["floor_probe_error"] = "probe | crashed"
+    cpu = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
+    again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
+    failed = make_result(variant="vulkan-ubsan", status="failed", reason="x | y", on_ms=None, off_ms=None)
+    notes = table.records([r, cpu, again, failed])["notes"]
+    text = "\n".join(notes)
+    for rule in ("p95 is nearest-rank (the ceil(0.95 n)-th smallest)",
+                 "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
+                 "IQR (25th-75th percentile, numpy linear)",
+                 "the SAM3D transfer profile's totals are 33,193,136 uploaded and 32,403,596 downloaded; * marks "
+                 "rows that differ from them.",
+                 "saved vs on: median(on) - median(row) per image, ms (share of on)",
+                 "x floor: median over the transfer floor measured in the same run",
+                 "the smallest of its block medians", "both directions within [max, sum] of each direction alone",
+                 "staged = G x RT + the slower of the floor and the staged copies at plain memcpy speed",
+                 "zerocopy = floor + G x RT; queued = floor + W x RT",
+                 "ring waits where the bytes in flight exceed 32 MiB", "**+N** marks waits beyond the model",
+                 "excluded ms: per-image host ms the zerocopy and queued rows do not time",
+                 "the producer's writes into slots + the consumer's reads out of them",
+                 f"WARNING: release Vulkan: the driver's floor 1.500 ms and sam3d_floor_probe's 1.700 ms differ by "
+                 f"{1.5 / 1.7 - 1:+.1%} (more than 5%).",
+                 "WARNING: release Vulkan: no floor cross-check: probe \\| crashed",
+                 "run: #i is the i-th result given; two results share a configuration and host.",
+                 "FAILED: vulkan-ubsan CPU Test CPU: x \\| y (no timings)"):
+        assert rule in text, rule
+    assert notes[0].startswith("times: per-image wall ms; ") and notes[1].startswith("bytes per image; ")
+    assert any(n.startswith("limits, release Vulkan: floor 1.500 ms") for n in notes)
+    plain = "\n".join(table.records([make_result(on_ms=ON, off_ms=OFF)])["notes"])
+    assert "32,403,596 downloaded." in plain and "* marks" not in plain and "run: #i" not in plain
