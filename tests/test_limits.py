@@ -485,3 +485,72 @@ def test_the_tables_notes_state_the_rules(make_result):
     assert any(n.startswith("limits, release Vulkan: floor 1.500 ms") for n in notes)
     plain = "\n".join(table.records([make_result(on_ms=ON, off_ms=OFF)])["notes"])
     assert "32,403,596 downloaded." in plain and "* marks" not in plain and "run: #i" not in plain
+
+
+def _drawn(monkeypatch, tmp_path, rs, title=None):
+    """plot()'s figure, taken when it is saved."""
+    from matplotlib.figure import Figure
+
+    from sam3d.results import evidence
+    figs = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figs.append(self), save(self, *a, **k))[1])
+    assert evidence.plot(rs, tmp_path / "t.png", title=title) == tmp_path / "t.png"
+    (fig,) = figs
+    return fig
+
+
+def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_path, make_result):
+    """timings.png (docs/benchmark.md, "Evidence"; sam3d/results/evidence.py): one panel per
+    backend group titled by it, its rows in table order; each row's samples, its run's floor
+    as a black bar and its mode's modelled limit as a red bar, labelled with its median and x
+    limit; a failed row says FAILED and why; a panel whose times span more than 20x is
+    logarithmic, else linear from 0."""
+    import matplotlib.colors as mcolors
+    vk = _result(make_result, floor=1.5)
+    slow = make_result(variant="cpu-asan", on_ms=[x * 30 for x in ON], off_ms=OFF)
+    cpu = make_result(on_ms=ON, off_ms=OFF)
+    failed = make_result(variant="vulkan-ubsan", backend="Vulkan", device="Test GPU", status="failed",
+                         reason="r" * 150, on_ms=None, off_ms=None)
+    fig = _drawn(monkeypatch, tmp_path, [vk, slow, cpu, failed], title="run-7")
+    assert fig._suptitle.get_text() == "run-7"
+    panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in panels] == ["CPU", "Vulkan"]
+    cpu_ax, vk_ax = panels
+    assert [t.get_text() for t in cpu_ax.get_yticklabels()] == [     # the variant list's order
+        "cpu-asan Test CPU off\nmedian 20.095", "cpu-asan Test CPU on\nmedian 302.850",
+        "release Test CPU off\nmedian 20.095", "release Test CPU on\nmedian 10.095"]
+    labels = [t.get_text() for t in vk_ax.get_yticklabels()]
+    assert labels == ["vulkan-ubsan Test GPU -", "release Test GPU off\nmedian 20.095",
+                      "release Test GPU on\nmedian 10.095, 1.38x limit",
+                      "release Test GPU zerocopy\nmedian 6.095, 1.26x limit",
+                      "release Test GPU queued\nmedian 5.095, 1.36x limit"]
+    assert vk_ax.get_ylim() == (4.5, -0.5)
+    assert [t.get_text() for t in vk_ax.texts] == ["FAILED: " + "r" * 100]
+    bars = [(round(seg[0][0], 3), round(seg[0][1], 2), mcolors.to_hex(c))
+            for coll in vk_ax.collections if hasattr(coll, "get_segments")
+            for seg, c in zip(coll.get_segments(), coll.get_colors())]
+    black, red = mcolors.to_hex("black"), mcolors.to_hex("tab:red")
+    assert sorted(bars) == sorted([(1.5, round(y - 0.4, 2), black) for y in range(1, 5)] + [
+        (round(83 * 0.04 + 4.0, 3), 1.6, red), (round(1.5 + 83 * 0.04, 3), 2.6, red), (round(1.5 + 56 * 0.04, 3), 3.6, red)])
+    dots = [coll for coll in vk_ax.collections if not hasattr(coll, "get_segments")]
+    assert sorted(x for d in dots for x, _ in d.get_offsets()) == sorted(
+        s["wall_ms"] for row in vk["rows"] for s in row["samples"])
+    assert all(abs(yv - round(yv)) <= 0.125 for d in dots for _, yv in d.get_offsets())
+    assert vk_ax.get_xscale() == "linear" and vk_ax.get_xlim()[0] == 0          # 5.0 to 20.2 ms: under 20x
+    assert cpu_ax.get_xscale() == "log"                                          # 10 to 305 ms: over 20x
+    assert vk_ax.get_xlabel() == "wall time per image (ms)"
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert legend == ["transfer floor (same run)", "modelled limit of the mode"]
+    assert _drawn(monkeypatch, tmp_path, [cpu])._suptitle.get_text() == "per-image wall time"
+
+
+def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF, host="a"), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="b")]
+    (ax,) = [ax for ax in _drawn(monkeypatch, tmp_path, rs).axes if ax.get_title(loc="left")]
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
+        "cpu-asan Test CPU off b (Test CPU)", "cpu-asan Test CPU on b (Test CPU)",
+        "release Test CPU off a (Test CPU)", "release Test CPU on a (Test CPU)"]
+    from sam3d.results import evidence
+    with pytest.raises(evidence.ReportError, match="no results to plot"):
+        evidence.plot([], tmp_path / "none.png")
