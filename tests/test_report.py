@@ -322,6 +322,50 @@ def test_load_many_errors(tmp_path):
         results.load_many([tmp_path / "missing"])
 
 
+def test_result_files_and_loading_edges(tmp_path, make_result):
+    """result_files(): every *.json naming sam3d-bench-result/N of any version, sorted by path,
+    skipping other and unreadable files; load_many() keeps a result reached twice (a copy in an
+    evidence folder) once; load() and validate() name what is wrong."""
+    r = make_result(on_ms=ON, off_ms=OFF)
+    results.write(tmp_path / "b" / "copy.json", r)
+    results.write(tmp_path / "a" / "orig.json", r)
+    old = dict(r, schema="sam3d-bench-result/9")
+    (tmp_path / "a" / "z-old.json").write_text(json.dumps(old))
+    (tmp_path / "a" / "list.json").write_text('["sam3d-bench-result/3"]')
+    (tmp_path / "a" / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")
+    (tmp_path / "a" / "dir.json").mkdir()
+    assert [p.relative_to(tmp_path).as_posix() for p in results.result_files(tmp_path)] == [
+        "a/orig.json", "a/z-old.json", "b/copy.json"]
+    assert results.load_many([tmp_path / "a" / "orig.json", tmp_path / "b"]) == [r]
+    with pytest.raises(results.ResultError, match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
+                                                  r"schema version 9; this reader needs version 3 or 2 or 1"):
+        results.load_many([tmp_path / "a"])
+    with pytest.raises(results.ResultError, match=r"missing\.json: no such result file$"):
+        results.load(tmp_path / "missing.json")
+    with pytest.raises(results.ResultError, match=r"^x\.json: expected a JSON object, got list$"):
+        results.validate([], "x.json")
+    with pytest.raises(results.ResultError, match=r"^<result>: field 'schema': missing"):
+        results.validate({})
+
+
+def test_a_machine_is_named_by_hostname_and_gpu_or_cpu(make_result):
+    """Hostnames repeat across machines: the first GPU's name (nvidia-smi's first field) or else
+    the CPU goes beside it; without a hostname there is no machine."""
+    r = make_result()
+    assert results.hostname(r) == "host-a (Test CPU)"
+    r["machine"]["gpu"] = "NVIDIA H200, 580.1, 5\nNVIDIA H100, 580.1, 5"
+    assert results.hostname(r) == "host-a (NVIDIA H200)"
+    r["machine"].update(gpu="", cpu="")
+    assert results.hostname(r) == "host-a"
+    r["machine"]["hostname"] = ""
+    assert results.hostname(r) is None
+    r["machine"] = "vm"
+    assert results.hostname(r) is None and results.key(r) == ("release", "CPU", "Test CPU")
+    failed = {"schema": results.SCHEMA, "variant": "release", "status": "failed", "reason": "x"}
+    assert results.key(failed) == ("release", "-", "-") and results.profile_sha256(failed) is None
+    assert results.base_backend(failed) == "-" and results.base_backend({"backend": "CUDA areas"}) == "CUDA"
+
+
 # --- evidence -------------------------------------------------------------------------------
 
 def test_write_evidence_accepted(tmp_path, make_result):
