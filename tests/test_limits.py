@@ -554,3 +554,12 @@ def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, m
     from sam3d.results import evidence
     with pytest.raises(evidence.ReportError, match="no results to plot"):
         evidence.plot([], tmp_path / "none.png")
+
+
+def test_waits_unknown_to_the_driver_show_a_question_mark(make_result):
+    """A queued row without the driver's wait counts: "?" made over the mandatory W, no excess."""
+    r = _result(make_result)
+    del r["extra"]["modes"]["queued"]["ring_wait_points_per_image"]
+    lim = limits.limit(r, "queued", _row(r, "queued"))
+    assert (lim.waits_made, lim.excess) == (None, 0)
+    assert _cells([r])[("Vulkan", "queued")]["waits"] == "?/56"

@@ -9,6 +9,7 @@ from sam3d import cli
 from sam3d.results import checks, compare, evidence
 from sam3d.results import schema as results
 from sam3d.results.rows import ReportError
+from sam3d.results import table
 from sam3d.results.table import render
 
 from conftest import limits_extra
@@ -587,6 +588,30 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
     # saved vs on: on median 95.95 - 50.95 = 45.000 ms, 45 / 95.95 = 47%; only extra-mode rows
     assert z["saved vs on ms"] == "45.000 (47%)"
     assert by(rows, batching="on")["saved vs on ms"] == "" and by(rows, batching="off")["saved vs on ms"] == ""
+
+
+def test_table_cells_of_fallbacks_profile_and_pairs(make_result):
+    """fallbacks: the nonzero reasons, the schema's first in its order, then unknown ones by
+    name, else "none"; profile: its sha256's first 12 digits and version, "-" without one;
+    speedup: the paired per-image ratios of the images both rows timed."""
+    import copy
+    r = make_result(on_ms=[10.0] * 20, off_ms=[20.0] * 20,
+                    fallbacks={"oversized": 2, "no_async_caps": 1, "zeta": 3, "alpha": 0})
+    off = next(row for row in r["rows"] if row["batching"] == "off")
+    for smp in off["samples"]:
+        smp["image"] += 1                      # off timed images 1..20, on 0..19: 19 pairs
+    off["samples"][-1]["wall_ms"] = 1000.0     # image 20: no pair, so no effect
+    rows = {w["batching"]: w for w in table.records([r])["rows"]}
+    assert rows["on"]["fallbacks"] == "no_async_caps=1, oversized=2, zeta=3"
+    assert rows["off"]["fallbacks"] == "none"
+    assert rows["on"]["speedup"] == "2.00x (IQR 2.00-2.00)"
+    assert rows["on"]["profile"] == "aaaaaaaaaaaa v1"
+    failed = make_result(variant="cpu-asan", status="failed", reason="x", on_ms=None, off_ms=None)
+    del failed["profile"]
+    assert [w["profile"] for w in table.records([failed])["rows"]] == ["-"]
+    lone = copy.deepcopy(r)
+    lone["rows"] = [off]                       # no on row: no speedup, nothing saved
+    assert table.records([lone])["rows"][0]["speedup"] == ""
 
 
 def test_no_saving_column_without_extra_modes(make_result):
