@@ -3,6 +3,8 @@ file, the score and what fails a run. The campaign itself: `sam3d mutants --pyth
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sam3d.cli.main import main as cli_main
@@ -110,3 +112,52 @@ def test_last_belongs_to_python_and_takes_no_names(capsys):
     assert "--last is an option of --python" in capsys.readouterr().err
     assert cli_main(["mutants", "--python", "--last", "sam3d.results.stats.*"]) == 2
     assert "it takes no mutant names" in capsys.readouterr().err
+
+
+FAKE = r'''#!/usr/bin/env python3
+"""A stand-in for mutmut: its verdicts in verdicts.json, every call logged to calls.txt."""
+import json, sys
+from pathlib import Path
+here = Path.cwd()
+with open(here / "calls.txt", "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\n")
+verdicts = json.loads((here / "verdicts.json").read_text())
+cmd = sys.argv[1]
+if cmd == "results":
+    for name, status in verdicts.items():
+        print(f"    {name}: {status}")
+elif cmd == "show":
+    print(f"# {sys.argv[2]}: survived\n--- a\n+++ b\n@@ -1 +1 @@\n-    return x\n+    return None")
+elif cmd == "run":
+    print("⠋ 3/3  🎉 2 🫥 0  ⏰ 0  🤔 0  🙁 1  🔇 0  🧙 0")
+    (here / "mutants").mkdir(exist_ok=True)
+    (here / "mutants" / "mutmut-stats.json").write_text("{}")
+'''
+
+
+def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_path, monkeypatch):
+    """run(): `mutmut run`, then the survivors of the run before it again by name; score():
+    `mutmut results --all true` and, for each listed equivalent, the + lines of `mutmut show`."""
+    fake = tmp_path / "mutmut"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    monkeypatch.setattr(pymutants, "_mutmut", lambda: str(fake))
+    monkeypatch.setattr(pymutants.paths, "root", lambda: tmp_path)
+    verdicts = {"sam3d.results.stats.x_median__mutmut_1": "killed", "sam3d.results.stats.x_median__mutmut_2": "survived",
+                "sam3d.results.stats.x_p95__mutmut_1": "no tests"}
+    (tmp_path / "verdicts.json").write_text(json.dumps(verdicts))
+    lines = []
+    pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
+    assert (tmp_path / "calls.txt").read_text().splitlines() == ["run --max-children 2"]   # no earlier run
+    assert lines == ["mutmut: 3/3  🎉 2 🫥 0  ⏰ 0  🤔 0  🙁 1  🔇 0  🧙 0"]
+    pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
+    assert (tmp_path / "calls.txt").read_text().splitlines()[1:] == [
+        "results --all true", "run --max-children 2",
+        "run --max-children 2 sam3d.results.stats.x_median__mutmut_2 sam3d.results.stats.x_p95__mutmut_1"]
+    eq = [Equivalent("sam3d.results.stats.x_median__mutmut_2", "return None", "a reason"),
+          Equivalent("sam3d.results.stats.x_p95__mutmut_1", "return 0", "another reason")]
+    s, wrong = pymutants.score(eq)
+    assert s.status == verdicts and s.unexplained == [] and s.stale == []
+    assert wrong == ["sam3d.results.stats.x_p95__mutmut_1: listed as changing 'return 0', now changes 'return None': "
+                     "the code changed; check the reason and update the entry in "
+                     "sam3d/results/mutmut-equivalents.toml"]

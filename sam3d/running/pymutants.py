@@ -173,12 +173,15 @@ def _mutmut_run(names: list[str], jobs: int, log, log_path: Path, progress) -> N
     proc = subprocess.Popen([_mutmut(), "run", "--max-children", str(jobs), *names], cwd=paths.root(),
                             stdout=log, stderr=subprocess.STDOUT)
     last = ""
-    while proc.poll() is None:
-        time.sleep(1 if not last else 60)
+    while True:
+        done = proc.poll() is not None
         line = _last_status(log_path)
         if line and line != last:
             progress(f"mutmut: {line}")
             last = line
+        if done:
+            break
+        time.sleep(1 if not last else 60)
     if proc.returncode != 0:
         raise PyMutantError(f"mutmut run failed (exit {proc.returncode}): see {log_path}")
 
