@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,14 +173,16 @@ def _mutmut_run(names: list[str], jobs: int, log, log_path: Path, progress) -> N
                             stdout=log, stderr=subprocess.STDOUT)
     last = ""
     while True:
-        done = proc.poll() is not None
+        try:  # a look every minute (every second until the first line), and one when mutmut ends
+            proc.wait(timeout=60 if last else 1)
+        except subprocess.TimeoutExpired:
+            pass
         line = _last_status(log_path)
         if line and line != last:
             progress(f"mutmut: {line}")
             last = line
-        if done:
+        if proc.returncode is not None:
             break
-        time.sleep(1 if not last else 60)
     if proc.returncode != 0:
         raise PyMutantError(f"mutmut run failed (exit {proc.returncode}): see {log_path}")
 
