@@ -402,7 +402,8 @@ def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
 
 def test_write_evidence_caller_reason(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF)]
-    with pytest.raises(ReportError, match="needs a reason"):
+    with pytest.raises(ReportError, match=r"^write_evidence\(accepted=False\) needs a reason; it goes into "
+                                          r"NOT-ACCEPTED$"):
         evidence.write_evidence(rs, tmp_path / "r", accepted=False)
     d = evidence.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
     assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
@@ -418,7 +419,8 @@ def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatc
     NOT-ACCEPTED holds them one a line; each result is copied as NN-variant-backend-host.json
     (1-based, what a file name cannot hold as "_", "unknown" without a host); only stale *.json
     copies are removed from results/; no results give "no results"."""
-    monkeypatch.setattr(evidence, "plot", lambda rs, path, title=None: path)  # the picture is another test's
+    titles = []
+    monkeypatch.setattr(evidence, "plot", lambda rs, path, title=None: titles.append((path.name, title)))
     a = make_result(on_ms=ON, off_ms=OFF, host="host a")
     b = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
     b["machine"] = None
@@ -436,6 +438,7 @@ def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatc
     assert table.endswith(render([a, b]))
     assert sorted(p.name for p in (d / "results").iterdir()) == [
         "01-release-CPU-host_a_Test_CPU_.json", "02-cpu-asan-CPU-unknown.json", "notes.txt"]
+    assert titles == [("timings.png", "run3")]      # the picture is titled by its run (drawn in test_limits.py)
     empty = evidence.write_evidence([], tmp_path / "none")
     assert (empty / "table.md").read_text() == "# none\n\nno results\n"
     with pytest.raises(results.ResultError, match=r"^result #2: "):
@@ -767,7 +770,8 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     outs = [f"o{i}" for i in range(20)]
     bad = ["x"] + outs[1:]
     rs = [make_result(variant=v, host=h, on_ms=ON, off_ms=OFF, outputs=outs,
-                      on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs)
+                      on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs,
+                      profile_sha=("b" if h == "host-b" else "a") * 64)
           for v in ("release", "cpu-asan") for h in ("host-a", "host-b")]
     rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
                           on_ms=None, off_ms=None))
@@ -783,6 +787,7 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     assert [ln for ln in exact if ln.startswith("|")] == tab and not exact[-1].startswith("(not shown")
     notes = [ln for ln in lines if ln.startswith("- ")]
     assert notes and all(ln.startswith(("- FAILED", "- WARNING")) for ln in notes)
+    assert any(ln.startswith("- WARNING: outputs differ between batching on and off") for ln in notes)
     assert next(ln for ln in notes if ln.startswith("- FAILED")).endswith("x" * 200 + " (no timings)")
 
     narrow = table.render_terminal(rs, full="x/table.md", width=width - 1).splitlines()
@@ -796,7 +801,7 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     dropped = last[len("(not shown here: "):last.index(";")].split(", ")
     present = [table.SHORT.get(h, h) for h in table.DROP_ORDER
                if table.SHORT.get(h, h) in [c.strip() for c in cells[0]]]
-    assert dropped == present[:len(dropped)] and dropped
+    assert dropped == present[:len(dropped)] and dropped[0] == "profile"      # two profiles: shown, and first to go
     header = [c.strip() for c in re.split(r"(?<!\\)\|", next(ln for ln in narrow if ln.startswith("|")))[1:-1]]
     assert not set(dropped) & set(header) and "same out" in header              # a mismatch keeps its column
     small = table.render_terminal(rs, width=60).splitlines()
@@ -807,8 +812,22 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     aligns = dict(zip(header, [c.strip() for c in rule.strip("|").split("|")]))
     assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")   # numbers right-aligned
     assert aligns["variant"].startswith(":") and not aligns["variant"].endswith(":")
+    assert table.render_terminal(rs, full="x/table.md", width=1000).splitlines()[-1] == (
+        "(every column and note: x/table.md)")                                     # nothing dropped
+    cut = table.render_terminal(rs, full="x" * 300, width=width - 1).splitlines()[-1]
+    assert cut.startswith("(not shown here: ") and cut.endswith(" ...)") and len(cut) <= width - 1
     unnamed = table.render_terminal(rs, width=width - 1).splitlines()[-1]
     assert unnamed == f"(not shown here: {', '.join(dropped)}; every column: the table.md of the evidence folder)"
+
+
+def test_terminal_table_without_a_caption_has_no_caption_line(make_result):
+    """No column holds one value in every row: no "all rows:" line."""
+    from sam3d.results import table
+    a = make_result(on_ms=ON, off_ms=OFF, fallbacks={"oversized": 1})
+    b = make_result(variant="cpu-asan", backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF[:3],
+                    profile_sha="b" * 64, bytes_up=1)
+    term = table.render_terminal([a, b], width=1000)
+    assert term.startswith("| variant ") and "all rows" not in term
 
 
 def test_terminal_table_keeps_a_mismatch_column_even_when_every_row_shows_the_same(make_result):
