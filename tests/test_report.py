@@ -708,6 +708,32 @@ def test_compare_a_failed_result_stands_against_the_other_sides_rows_of_its_devi
         ("GPU-1", "off", "no change"), ("GPU-1", "on", "no change"), ("GPU-2", "-", "only in B")]
 
 
+def test_compare_rows_follow_the_tables_order(make_result):
+    """Rows in table order (rows.py): the variant list's order (unknown variants after, by
+    name), then backend, device, then the schema's batching order off, on, zerocopy, queued."""
+    import copy
+
+    def res(variant, backend, device, extra_modes=()):
+        r = make_result(variant=variant, backend=backend, device=device, on_ms=ON, off_ms=OFF)
+        for m in extra_modes:
+            row = copy.deepcopy(r["rows"][1])
+            row["batching"] = m
+            r["rows"].append(row)
+        return r
+
+    rs = [res("zz-x", "CPU", "d"), res("aa-x", "CPU", "d"), res("release", "Vulkan", "Alpha"),
+          res("release", "CPU", "Zeta"), res("release", "CPU", "B-dev", ("queued", "zerocopy")),
+          res("vulkan-ubsan", "CPU", "d")]
+    order = [(r["variant"], r["backend"], r["device"], r["batching"]) for r in compare.compare_results(rs, rs).rows]
+    assert order == [("vulkan-ubsan", "CPU", "d", "off"), ("vulkan-ubsan", "CPU", "d", "on"),
+                     ("release", "CPU", "B-dev", "off"), ("release", "CPU", "B-dev", "on"),
+                     ("release", "CPU", "B-dev", "zerocopy"), ("release", "CPU", "B-dev", "queued"),
+                     ("release", "CPU", "Zeta", "off"), ("release", "CPU", "Zeta", "on"),
+                     ("release", "Vulkan", "Alpha", "off"), ("release", "Vulkan", "Alpha", "on"),
+                     ("aa-x", "CPU", "d", "off"), ("aa-x", "CPU", "d", "on"),
+                     ("zz-x", "CPU", "d", "off"), ("zz-x", "CPU", "d", "on")]
+
+
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
     """A failed result has no batching: its row's batching is "-" on both sides."""
     fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
