@@ -563,3 +563,20 @@ def test_waits_unknown_to_the_driver_show_a_question_mark(make_result):
     lim = limits.limit(r, "queued", _row(r, "queued"))
     assert (lim.waits_made, lim.excess) == (None, 0)
     assert _cells([r])[("Vulkan", "queued")]["waits"] == "?/56"
+
+
+def test_no_self_check_or_probe_gap_without_their_measurements(make_result):
+    """A floor without the three directions (none, or schema 1's median alone) has no
+    self-check; a probe without a median, or a run without a floor, has no gap; with both the
+    gap is floor / probe - 1."""
+    assert limits.floor_check(None) is None and limits.floor_check({"median_ms": 2.0}) is None
+    three = {k: _blocks(1.0) for k in ("both", "upload", "download")}
+    assert limits.floor_check(three) is not None
+    assert limits.floor_check({**three, "download": None}) is None
+    r = _result(make_result, floor=1.5, probe=1.2)
+    assert limits.probe_gap(r) == (1.2, pytest.approx(1.5 / 1.2 - 1.0))
+    r["extra"]["floor_probe"]["median_ms"] = 0
+    assert limits.probe_gap(r) is None
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    cpu["extra"] = {"floor_probe": {"median_ms": 1.0}}
+    assert limits.probe_gap(cpu) is None and limits.floor_ms(cpu) is None
