@@ -703,9 +703,12 @@ def test_compare_a_failed_result_stands_against_the_other_sides_rows_of_its_devi
         rows = compare.compare_results(a, b).rows
         assert [(r["batching"], r["change"]) for r in rows] == [("off", "not comparable (failed)"),
                                                                 ("on", "not comparable (failed)")]
-    rows = compare.compare_results([ok], [ok, failed("GPU-2")]).rows
-    assert [(r["device"], r["batching"], r["change"]) for r in rows] == [
-        ("GPU-1", "off", "no change"), ("GPU-1", "on", "no change"), ("GPU-2", "-", "only in B")]
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    rows = compare.compare_results([other, ok], [other, failed("GPU-2")]).rows
+    assert [(r["variant"], r["device"], r["batching"], r["change"]) for r in rows] == [
+        ("cpu-asan", "Test CPU", "off", "no change"), ("cpu-asan", "Test CPU", "on", "no change"),
+        ("release", "GPU-1", "off", "only in A"), ("release", "GPU-1", "on", "only in A"),
+        ("release", "GPU-2", "-", "only in B")]
 
 
 def test_compare_rows_follow_the_tables_order(make_result):
@@ -808,7 +811,7 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     assert wide.endswith("\n") and not any(ln.startswith("(") for ln in lines)   # nothing dropped, no file named
     cells = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in tab]
     for col in zip(*cells):
-        assert len(col[1]) == max(len(c.strip()) for c in col)                # no padding beyond the widest cell
+        assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)  # widest cell + a space each side
     exact = table.render_terminal(rs, width=width).splitlines()               # exactly as wide: it fits
     assert [ln for ln in exact if ln.startswith("|")] == tab and not exact[-1].startswith("(not shown")
     notes = [ln for ln in lines if ln.startswith("- ")]
