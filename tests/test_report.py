@@ -617,6 +617,18 @@ def test_table_cells_of_fallbacks_profile_and_pairs(make_result):
     assert table.records([lone])["rows"][0]["speedup"] == ""
 
 
+def test_render_lays_out_title_caption_table_and_notes(make_result):
+    """table.md's shape: "## title", the caption line, the table, then the notes as a list,
+    each part after a blank line, ending in a newline."""
+    md = render([make_result(on_ms=ON, off_ms=OFF)], title="run-3")
+    lines = md.split("\n")
+    assert lines[:4] == ["## run-3", "", lines[2], ""] and lines[2].startswith("all rows: variant=release, ")
+    assert lines[4].startswith("| batching ") and md.endswith(".\n") and not md.endswith("\n\n")
+    first_note = next(i for i, ln in enumerate(lines) if ln.startswith("- "))
+    assert lines[first_note - 1] == "" and lines[first_note - 2].startswith("| on ")
+    assert render([make_result(on_ms=ON, off_ms=OFF)]).startswith("all rows: ")
+
+
 def test_no_saving_column_without_extra_modes(make_result):
     _, header, _ = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "saved vs on ms" not in header
@@ -735,6 +747,43 @@ def test_compare_rows_follow_the_tables_order(make_result):
                      ("release", "Vulkan", "Alpha", "off"), ("release", "Vulkan", "Alpha", "on"),
                      ("aa-x", "CPU", "d", "off"), ("aa-x", "CPU", "d", "on"),
                      ("zz-x", "CPU", "d", "off"), ("zz-x", "CPU", "d", "on")]
+
+
+def test_compare_a_failed_result_beside_its_configurations_rows_comes_last(make_result):
+    """As in the table, a failed result's row follows the batching rows of its configuration
+    (it once sorted between on and zerocopy, tied with zerocopy)."""
+    import copy
+    ok = make_result(on_ms=ON, off_ms=OFF)
+    for m in ("zerocopy", "queued"):
+        row = copy.deepcopy(ok["rows"][1])
+        row["batching"] = m
+        ok["rows"].append(row)
+    failed = make_result(status="failed", reason="crash", on_ms=None, off_ms=None)
+    rows = compare.compare_results([ok, failed], [ok]).rows
+    assert [(r["batching"], r["change"]) for r in rows] == [
+        ("off", "no change"), ("on", "no change"), ("zerocopy", "no change"), ("queued", "no change"),
+        ("-", "only in A")]
+
+
+def test_compare_cells_of_one_sided_failed_and_compared_rows(make_result):
+    """Each side's median where it has one, FAILED and the reason where it failed; B/A, p and
+    the change from the Mann-Whitney U test at the alpha given."""
+    a = make_result(on_ms=ON, off_ms=OFF)
+    b = make_result(on_ms=[x * 0.9 for x in ON], off_ms=OFF)
+    only_a = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    only_b = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF)
+    rows = {(r["variant"], r["batching"]): r for r in compare.compare_results([a, only_a], [b, only_b]).rows}
+    on = rows[("release", "on")]
+    assert (on["A median ms"], on["B median ms"], on["B/A"], on["change"]) == ("95.950", "86.355", "0.900", "**faster**")
+    assert (rows[("cpu-asan", "on")].get("A median ms"), rows[("cpu-asan", "on")].get("B median ms")) == ("95.950", None)
+    assert (rows[("vulkan-ubsan", "on")].get("A median ms"), rows[("vulkan-ubsan", "on")].get("B median ms")) == (
+        None, "95.950")
+    strict = {r["batching"]: r for r in compare.compare_results([a], [b], alpha=1e-30).rows}
+    assert strict["on"]["change"] == "no change" and float(strict["on"]["p"]) > 1e-30
+    failed_a = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
+    for r in compare.compare_results([failed_a], [b]).rows:
+        assert (r["A median ms"], r["change"]) == ("FAILED: timeout", "not comparable (failed)")
+        assert r["B median ms"] == {"off": "100.950", "on": "86.355"}[r["batching"]]
 
 
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
