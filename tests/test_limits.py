@@ -580,3 +580,28 @@ def test_no_self_check_or_probe_gap_without_their_measurements(make_result):
     cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
     cpu["extra"] = {"floor_probe": {"median_ms": 1.0}}
     assert limits.probe_gap(cpu) is None and limits.floor_ms(cpu) is None
+
+
+def test_plot_panels_grow_with_their_rows(monkeypatch, tmp_path, make_result):
+    """The figure's layout: panels stacked in one column, each as tall as its rows plus one
+    (its title and axis), the figure growing by the same height per row and per panel, laid
+    out by matplotlib's constrained layout so labels fit."""
+    def drawn(*backends):
+        rs = [make_result(variant=v, backend=b, on_ms=ON, off_ms=OFF) for b, v in backends]
+        return _drawn(monkeypatch, tmp_path, rs)
+
+    two = drawn(("CPU", "release"))
+    four = drawn(("CPU", "release"), ("CPU", "cpu-asan"))
+    six = drawn(("CPU", "release"), ("CPU", "cpu-asan"), ("CPU", "vulkan-ubsan"))
+    split = drawn(("CPU", "release"), ("Vulkan", "cpu-asan"))        # four rows in two panels
+    h = {k: f.get_size_inches()[1] for k, f in (("2", two), ("4", four), ("6", six), ("2+2", split))}
+    assert h["4"] - h["2"] == pytest.approx(h["6"] - h["4"]) and h["4"] > h["2"]
+    assert h["2+2"] > h["4"]                                              # a panel adds height of its own
+    assert len({f.get_size_inches()[0] for f in (two, four, six, split)}) == 1
+    axes = [ax for ax in split.axes if ax.get_title(loc="left")]
+    grid = axes[0].get_subplotspec().get_gridspec()
+    assert (grid.nrows, grid.ncols, list(grid.get_height_ratios())) == (2, 1, [3, 3])
+    assert split.get_layout_engine() is not None and type(split.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    from sam3d.results import evidence
+    with pytest.raises(evidence.ReportError, match="^no results to plot$"):
+        evidence.plot([], tmp_path / "none.png")
