@@ -605,3 +605,28 @@ def test_plot_panels_grow_with_their_rows(monkeypatch, tmp_path, make_result):
     from sam3d.results import evidence
     with pytest.raises(evidence.ReportError, match="^no results to plot$"):
         evidence.plot([], tmp_path / "none.png")
+
+
+def test_plot_rows_boxes_samples_and_failures_sit_on_their_row(monkeypatch, tmp_path, make_result):
+    """Each row's box is horizontal at the row's height without fliers, its samples drawn over
+    it, its device cut to 32 characters in the label; a failed row's FAILED text is red, at
+    the panel's left edge; the figure holds the panels and nothing else."""
+    import matplotlib.colors as mcolors
+    long = "D" * 40
+    ok = make_result(device=long, on_ms=ON + [100.0], off_ms=OFF + [1.0])   # outliers beyond 1.5 IQR
+    ok["protocol"]["images"] = 21
+    bad = make_result(variant="cpu-asan", device=long, status="failed", reason="oom", on_ms=None, off_ms=None)
+    fig = _drawn(monkeypatch, tmp_path, [ok, bad])
+    (ax,) = fig.axes
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
+        "cpu-asan " + "D" * 32 + " -", "release " + "D" * 32 + " off", "release " + "D" * 32 + " on"]
+    (text,) = ax.texts
+    assert text.get_position() == (0.01, 0) and text.get_transform() == ax.get_yaxis_transform()
+    assert mcolors.to_hex(text.get_color()) == mcolors.to_hex("tab:red")
+    # horizontal boxes: their two whiskers lie along the row, at its height
+    flat = [ln.get_ydata()[0] for ln in ax.lines if len(set(ln.get_ydata())) == 1 and len(set(ln.get_xdata())) == 2]
+    assert sorted(flat).count(1.0) >= 2 and sorted(flat).count(2.0) >= 2
+    assert all(abs(y - round(y)) <= 0.3 + 1e-9 for ln in ax.lines for y in ln.get_ydata())
+    assert not any(ln.get_marker() not in ("None", None, "") and len(ln.get_xdata()) for ln in ax.lines)  # no fliers
+    dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    assert dots and all(d.get_zorder() > max(ln.get_zorder() for ln in ax.lines) for d in dots)

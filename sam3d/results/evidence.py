@@ -31,7 +31,9 @@ _BOX = {"orientation": "horizontal", "widths": 0.6, "showfliers": False}
 _SAMPLES = {"s": 8, "alpha": 0.6, "color": "tab:blue", "zorder": 3}
 _BAR = {"linewidth": 2, "zorder": 4}
 _BAR_HALF_HEIGHT = 0.4
-_JITTER = 0.25  # the samples' vertical spread around their row, in rows
+# The samples' vertical offsets from their row's line (in rows, within +-1/8), one per sample
+# in turn: spread so that equal times stay visible.
+_JITTER = tuple(0.25 * (((k * 7) % 11) / 10 - 0.5) for k in range(11))
 _TICK_FONT, _TITLE_FONT, _LEGEND_FONT = 7, 10, 8
 
 
@@ -41,8 +43,9 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     on one ms axis shared by the whole panel (logarithmic when the panel's times span more than
     20x, as sanitizer variants beside release do). Each row: a horizontal box (quartiles,
     whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
-    black bar and its modelled limit (results/limits.py) as a red bar. A failed row says FAILED
-    and why. Agg renderer (no display needed)."""
+    black bar and its modelled limit (results/limits.py) as a red bar, labelled by variant,
+    device (its first 32 characters), batching and, from several hosts, host. A failed row
+    says FAILED and why, in red at the panel's left edge. Agg renderer (no display needed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -73,7 +76,7 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
                 continue
             xs = w.wall_ms
             ax.boxplot([xs], positions=[y], **_BOX)
-            ax.scatter(xs, [y + _JITTER * (((k * 7) % 11) / 10 - 0.5) for k in range(len(xs))], **_SAMPLES)
+            ax.scatter(xs, [y + _JITTER[k % len(_JITTER)] for k in range(len(xs))], **_SAMPLES)
             floor = limits.floor_ms(w.result)
             if floor is not None:
                 ax.vlines(floor, y - _BAR_HALF_HEIGHT, y + _BAR_HALF_HEIGHT, color="black", **_BAR)
