@@ -629,6 +629,21 @@ def test_render_lays_out_title_caption_table_and_notes(make_result):
     assert render([make_result(on_ms=ON, off_ms=OFF)]).startswith("all rows: ")
 
 
+def test_rows_without_their_off_or_on_sibling_render_without_speedup_or_saving(make_result):
+    """A speedup needs the off row of the same result, a saving its on row: a result without
+    them (a partial run) still renders, those cells empty."""
+    import copy
+    r = make_result(on_ms=ON, off_ms=OFF)
+    on = copy.deepcopy(r["rows"][1])
+    zc = dict(copy.deepcopy(on), batching="zerocopy")
+    only_on = dict(r, rows=[on])
+    no_on = dict(copy.deepcopy(r), rows=[copy.deepcopy(r["rows"][0]), zc])
+    rows = table.records([only_on])["rows"]
+    assert [(w["batching"], w["speedup"]) for w in rows] == [("on", "")]
+    rows = {w["batching"]: w for w in table.records([no_on])["rows"]}
+    assert rows["zerocopy"]["saved vs on ms"] == "" and rows["zerocopy"]["speedup"].startswith("1.05x")
+
+
 def test_no_saving_column_without_extra_modes(make_result):
     _, header, _ = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "saved vs on ms" not in header
@@ -885,7 +900,10 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     small = table.render_terminal(rs, width=60).splitlines()
     caption = small[:small.index(next(ln for ln in small if ln.startswith("|")))]
     assert len(caption) > 1 and caption[0].startswith("all rows: backend=CPU, ")
-    assert all(ln.startswith("  ") and len(ln) <= 60 for ln in caption[1:])
+    assert all(ln.startswith("  ") for ln in caption[1:]) and all(len(ln) <= 60 for ln in caption)
+    kept = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in narrow if ln.startswith("|")]
+    for col in zip(*kept):                                                     # after dropping too
+        assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)
     rule = next(ln for ln in narrow if ln.startswith("|:"))
     aligns = dict(zip(header, [c.strip() for c in rule.strip("|").split("|")]))
     assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")   # numbers right-aligned
