@@ -630,3 +630,28 @@ def test_plot_rows_boxes_samples_and_failures_sit_on_their_row(monkeypatch, tmp_
     assert not any(ln.get_marker() not in ("None", None, "") and len(ln.get_xdata()) for ln in ax.lines)  # no fliers
     dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
     assert dots and all(d.get_zorder() > max(ln.get_zorder() for ln in ax.lines) for d in dots)
+
+
+@pytest.mark.parametrize("both, up, down, ok", [
+    # download the slower (0.70): the low tolerance is both's 0.002 + download's 0.001, not upload's 0.05
+    ((0.6950, 0.6970), (0.60, 0.65), (0.700, 0.701), False),
+    ((0.6975, 0.6995), (0.60, 0.65), (0.700, 0.701), True),
+    # a tie (0.70 each way): the upload's resolution (0.05) is the slower direction's
+    ((0.6950, 0.6970), (0.70, 0.75), (0.700, 0.701), True),
+    # the cap is 1% of both, so it grows with the floor: 2 ms missed by 0.015 ms is within 0.01995
+    ((1.995, 2.4), (1.0, 1.3), (0.98, 1.2), True),
+])
+def test_the_self_checks_low_tolerance_takes_the_slower_direction_and_the_cap_grows_with_the_floor(both, up, down, ok):
+    check = limits.floor_check({"both": _blocks(*both), "upload": _blocks(*up), "download": _blocks(*down)})
+    assert check.ok == ok
+
+
+def test_back_to_back_graphs_are_shown_from_two_on(make_result):
+    """(back to back - one graph) / (n - 1) per further graph, from n = 2; without the count, nothing."""
+    r = _result(make_result)
+    rts = r["extra"]["round_trips"]
+    rts.update(back_to_back={"best_median_ms": 0.10}, back_to_back_graphs=2)
+    rows = [(row["batching"], row) for row in r["rows"]]
+    assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(r, rows)
+    del rts["back_to_back_graphs"]
+    assert "back to back" not in limits.describe(r, rows)

@@ -122,6 +122,7 @@ def test_on_off_mismatch_is_shown(make_result):
     caption, header, rows = parse(md)
     assert "outputs identical" in header          # never moved to the caption when it shows a mismatch
     assert by(rows, batching="on")["outputs identical"] == "**NO**: on/off differ (1/20 images)"
+    assert by(rows, batching="off")["outputs identical"] == "**NO**: on/off differ (1/20 images)"   # both sides
     assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on (1/20 images)" in md
     assert checks.problems(rs)
 
@@ -144,6 +145,18 @@ def test_problems_name_the_host_and_the_result_at_fault(make_result):
         for m in ("off", "on")]
     with pytest.raises(results.ResultError, match=r"^result #2: "):
         checks.problems([rs[0], {"schema": results.SCHEMA}])
+
+
+def test_one_result_alone_is_compared_on_against_off(make_result):
+    """Each row of a result is compared with the same result's off row (off with its first
+    other row): with nothing else in its group, "yes"; a result of one row has nothing: "n/a".
+    diff() counts the images whose outputs differ or that one side lacks, over all images."""
+    rows = {w["batching"]: w["outputs identical"] for w in table.records([make_result(on_ms=ON, off_ms=OFF)])["rows"]}
+    assert rows == {"off": "yes", "on": "yes"}
+    lone = make_result(on_ms=None, off_ms=OFF)
+    assert [w["outputs identical"] for w in table.records([lone])["rows"]] == ["n/a"]
+    assert checks.diff({0: "a", 1: "b"}, {1: "b", 2: "c"}) == (2, 3)
+    assert checks.diff({0: "a", 1: "b"}, {0: "a", 1: "x"}) == (1, 2)
 
 
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
