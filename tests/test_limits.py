@@ -655,3 +655,12 @@ def test_back_to_back_graphs_are_shown_from_two_on(make_result):
     assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(r, rows)
     del rts["back_to_back_graphs"]
     assert "back to back" not in limits.describe(r, rows)
+
+
+def test_no_limit_without_a_row_and_no_memcpy_beyond_staged(make_result):
+    """A limit belongs to a row; only the staged row counts the memcpy: zerocopy's limit with a
+    floor under the memcpy is still floor + G x RT."""
+    r = _result(make_result, floor=0.5, memcpy=4.0)
+    assert limits.limit(r, "on", None) is None
+    zc = limits.limit(r, "zerocopy", _row(r, "zerocopy"))
+    assert zc.memcpy_ms == 0.0 and zc.ms == pytest.approx(0.5 + 83 * 0.04)

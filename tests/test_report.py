@@ -159,6 +159,53 @@ def test_one_result_alone_is_compared_on_against_off(make_result):
     assert checks.diff({0: "a", 1: "b"}, {0: "a", 1: "x"}) == (1, 2)
 
 
+def test_output_checks_name_hosts_only_when_asked_and_join_two_findings(make_result):
+    """Two results of one backend, device and profile: the odd one is marked against the other
+    (a group of two is compared too); a row both unlike its off row and unlike the group shows
+    both findings; hosts are named only when asked (with_host), also across backends."""
+    from sam3d.results.rows import rows as table_rows
+    outs = [f"o{i}" for i in range(20)]
+    odd = ["x"] * 20
+    a = make_result(on_ms=None, off_ms=OFF, outputs=outs, host="h1")
+    b = make_result(variant="cpu-asan", on_ms=None, off_ms=OFF, outputs=odd, host="h2")
+    cells, warnings = checks.output_checks(table_rows([a, b]))
+    # a tie (one against one): the first in table order (cpu-asan) is the reference
+    assert sorted(cells.values()) == ["**NO**: differs from cpu-asan CPU Test CPU off (20/20 images)", "yes"]
+    assert warnings == ["outputs of release CPU Test CPU off differ from cpu-asan CPU Test CPU off (20/20 images; "
+                        "same backend, device and profile)"]
+    _, warned = checks.output_checks(table_rows([a, b]), True)
+    assert warned == ["outputs of release CPU Test CPU off h1 (Test CPU) differ from cpu-asan CPU Test CPU off h2 "
+                      "(Test CPU) (20/20 images; same backend, device and profile)"]
+    both = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=odd)
+    ref = make_result(on_ms=ON, off_ms=OFF, outputs=outs)
+    again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=outs)
+    cells, _ = checks.output_checks(table_rows([both, ref, again]))
+    assert "**NO**: on/off differ (20/20 images); **NO**: differs from cpu-asan CPU Test CPU off (20/20 images)" in \
+        cells.values()
+    vk = make_result(backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF, outputs=odd, host="h1")
+    notes, warned = checks.across_backends(table_rows([a, vk, dict(a, variant="cpu-asan")]))
+    assert notes == [] and warned == [
+        "outputs of release Vulkan GPU off differ from cpu-asan CPU Test CPU off (20/20 images; the replay with "
+        "compute is exact in F32, so every backend must give the same bytes)"]
+
+
+def test_across_backends_notes_each_replay_group_with_several_backends(make_result):
+    """One note per replay group (transfer-only, with compute) whose rows span backends;
+    a group of one backend says nothing and does not stop the others."""
+    from sam3d.results.rows import rows as table_rows
+    t = make_result(variant="cpu-asan", backend="CPU (transfer-only)", on_ms=ON, off_ms=OFF)
+    c1 = make_result(on_ms=ON, off_ms=OFF)
+    c2 = make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF)
+    notes, warned = checks.across_backends(table_rows([t, c1, c2]))
+    assert warned == [] and notes == ["outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are "
+                                      "identical image by image (the replay's arithmetic is exact in F32)"]
+
+
+def test_a_cell_is_one_line_with_its_pipes_escaped():
+    from sam3d.results.rows import cell
+    assert cell("a \n  b|c\n") == "a b\\|c "
+
+
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     outs = [f"o{i}" for i in range(20)]
     odd = ["x"] * 20
