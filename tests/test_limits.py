@@ -664,3 +664,12 @@ def test_no_limit_without_a_row_and_no_memcpy_beyond_staged(make_result):
     assert limits.limit(r, "on", None) is None
     zc = limits.limit(r, "zerocopy", _row(r, "zerocopy"))
     assert zc.memcpy_ms == 0.0 and zc.ms == pytest.approx(0.5 + 83 * 0.04)
+
+
+def test_a_limit_names_its_mode_and_terms(make_result):
+    r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, memcpy=4.0)
+    q = limits.limit(r, "queued", _row(r, "queued"))
+    assert (q.mode, q.floor_ms, q.round_trip, q.round_trip_ms, q.round_trips, q.memcpy_ms) == (
+        "queued", 1.5, "download", 0.03, 55, 0.0)
+    on = limits.limit(r, "on", _row(r, "on"))
+    assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
