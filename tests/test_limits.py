@@ -673,3 +673,12 @@ def test_a_limit_names_its_mode_and_terms(make_result):
         "queued", 1.5, "download", 0.03, 55, 0.0)
     on = limits.limit(r, "on", _row(r, "on"))
     assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
+
+
+def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
+    """gb_per_s is optional in the schema: without it the note gives the ms alone (it once
+    said 0.0 GB/s)."""
+    r = _result(make_result)
+    rows = [(row["batching"], row) for row in r["rows"]]
+    del r["extra"]["staging_memcpy"]["gb_per_s"]
+    assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(r, rows)

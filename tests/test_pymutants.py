@@ -74,8 +74,9 @@ def test_a_run_fails_below_the_target_even_with_every_survivor_listed():
 
 
 def test_an_equivalent_that_is_killed_or_gone_fails_the_run():
-    s = _score({"k": "killed", "e": "killed"}, ["e", "gone"])
-    assert s.stale == ["e", "gone"] and not s.ok
+    s = _score({"k": "killed", "e": "killed", "n": "not checked"}, ["e", "gone", "n"])
+    assert s.stale == ["e", "gone"] and not s.ok            # "n" is not checked yet: not stale
+    assert s.equivalent == set() and s.scored == 3
 
 
 def test_an_unfinished_run_fails():

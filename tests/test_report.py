@@ -173,7 +173,8 @@ def test_output_checks_name_hosts_only_when_asked_and_join_two_findings(make_res
     assert sorted(cells.values()) == ["**NO**: differs from cpu-asan CPU Test CPU off (20/20 images)", "yes"]
     assert warnings == ["outputs of release CPU Test CPU off differ from cpu-asan CPU Test CPU off (20/20 images; "
                         "same backend, device and profile)"]
-    _, warned = checks.output_checks(table_rows([a, b]), True)
+    hosted, warned = checks.output_checks(table_rows([a, b]), True)
+    assert "**NO**: differs from cpu-asan CPU Test CPU off h2 (Test CPU) (20/20 images)" in hosted.values()
     assert warned == ["outputs of release CPU Test CPU off h1 (Test CPU) differ from cpu-asan CPU Test CPU off h2 "
                       "(Test CPU) (20/20 images; same backend, device and profile)"]
     both = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=odd)

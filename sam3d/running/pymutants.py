@@ -70,9 +70,14 @@ class Score:
         return len(self.names(*DETECTED))
 
     @property
+    def equivalent(self) -> set[str]:
+        """The listed equivalents that survived this run (the others are stale or not checked)."""
+        return {m for m in self.equivalent_names if self.status.get(m) in UNDETECTED}
+
+    @property
     def scored(self) -> int:
         """The mutants the score is over: all but the equivalents."""
-        return len(self.status) - len(self.equivalent_names & set(self.status))
+        return len(self.status) - len(self.equivalent)
 
     @property
     def ratio(self) -> float:
@@ -85,8 +90,9 @@ class Score:
 
     @property
     def stale(self) -> list[str]:
-        """Listed equivalents that are not survivors of this run (killed, or gone)."""
-        return sorted(e.mutant for e in self.equivalents if self.status.get(e.mutant) not in UNDETECTED)
+        """Listed equivalents that are killed, or no mutant of this run (not those not yet checked)."""
+        return sorted(e.mutant for e in self.equivalents
+                      if e.mutant not in self.status or self.status[e.mutant] in DETECTED)
 
     @property
     def unfinished(self) -> list[str]:
@@ -99,7 +105,7 @@ class Score:
     def table(self) -> str:
         """Per module of sam3d/results/: mutants, killed, timed out, equivalent, survived, not checked."""
         rows: dict[str, list[int]] = {}
-        eq = self.equivalent_names
+        eq = self.equivalent
         for m, st in sorted(self.status.items()):
             row = rows.setdefault(m.split(".x")[0].removeprefix("sam3d.results."), [0] * 6)
             row[0] += 1
@@ -115,7 +121,7 @@ class Score:
 
     def summary(self) -> str:
         n = len(self.status)
-        eq = len(self.equivalent_names & set(self.status))
+        eq = len(self.equivalent)
         rest = len(self.unfinished)
         return (f"{n} mutants: {len(self.names('killed'))} killed, {len(self.names('timeout'))} timed out, "
                 f"{eq} equivalent, {len(self.names(*UNDETECTED)) - eq} survived"
