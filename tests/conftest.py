@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+from pathlib import Path
 
 import pytest
 
 PROFILE_SHA = "a" * 64
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under mutmut (`sam3d mutants --python`, which sets MUTANT_UNDER_TEST to the mutant's
+    name and runs from mutants/), the fastest tests first: pytest stops at the first failure
+    (-x), so a killed mutant costs its fastest killer, not the tests that happen to come
+    before it. The durations are mutmut's own (mutants/mutmut-stats.json)."""
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    try:
+        duration = json.loads(Path("mutmut-stats.json").read_text())["duration_by_test"]
+    except (OSError, ValueError, KeyError):
+        return
+    items.sort(key=lambda item: duration.get(item.nodeid, 0.0))
 
 
 def _result(variant="release", backend="CPU", device="Test CPU", host="host-a", status="ok",

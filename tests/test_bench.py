@@ -186,6 +186,27 @@ def test_failed_build_keeps_a_result_with_the_reason():
         results.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
 
 
+def test_wrap_names_a_transfer_only_or_areas_replay_as_its_own_backend():
+    """A replay without compute is its own configuration ("Vulkan (transfer-only)"), so is one
+    in the areas layout ("Vulkan areas"), and one of both "Vulkan areas (transfer-only)";
+    base_backend() gives the backend itself back."""
+    def backend(**extra):
+        doc = _doc()
+        doc["extra"].update(extra)
+        r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
+        results.validate(r)
+        return r["backend"], results.base_backend(r)
+    assert backend() == ("Vulkan", "Vulkan")
+    assert backend(transfer_only=True) == ("Vulkan (transfer-only)", "Vulkan")
+    assert backend(transfer_only=False, layout="descriptors") == ("Vulkan", "Vulkan")
+    assert backend(layout="areas") == ("Vulkan areas", "Vulkan")
+    assert backend(layout="areas", transfer_only=True) == ("Vulkan areas (transfer-only)", "Vulkan")
+    failed = results.wrap(RELEASE, "vulkan", None, status="failed", reason="driver crashed", **COMMON)
+    assert failed["backend"] == "Vulkan" and "device" not in failed
+    with pytest.raises(ValueError, match="^a failed result needs a reason$"):
+        results.wrap(RELEASE, "vulkan", None, status="failed", reason="", **COMMON)
+
+
 def test_check_accepts_batched_vulkan_and_cpu_fallback():
     assert checks.check(results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
     assert checks.check(results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []
@@ -291,6 +312,54 @@ def test_check_rejects_unknown_modes_and_missing_on():
     doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
     assert "got ['off', 'on', 'turbo']" in checks.check(
         results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+
+
+def test_check_names_the_optional_rows_beside_the_required_ones():
+    """The required rows (schema.REQUIRED_ROWS) and, optionally, every other row the schema knows."""
+    doc = _doc(True)
+    doc["rows"][0]["batching"] = "zerocopy"
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "expected rows for batching on and off (and optionally zerocopy, queued), got ['off', 'zerocopy']"]
+    assert checks.check({}) == [
+        "expected rows for batching on and off (and optionally zerocopy, queued), got []"]
+
+
+def test_check_without_extra_expects_every_batched_row_batched():
+    """"extra" is optional (the schema): without it no mode has a static fallback, so every
+    row beside off must be batched, and no driver problem is reported."""
+    r = results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)
+    del r["extra"]
+    results.validate(r)
+    assert checks.check(r) == []
+    r = results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)
+    del r["extra"]
+    assert checks.check(r) == ["batching on per image: async_uploads 0 (expected 199), async_downloads 0 "
+                               "(expected 232), sync_uploads 202 (expected 3), sync_downloads 233 (expected 1), "
+                               "pinned_batches 0 (expected 82), fallbacks.no_async_caps 82 (expected 0)"]
+
+
+def test_check_reports_the_drivers_own_problems_first():
+    doc = _doc(True)
+    doc["extra"]["problems"] = ["replay: graph 7 left 4 bytes unread"]
+    doc["rows"][0]["counters"]["pinned_batches"] = 81
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "driver: replay: graph 7 left 4 bytes unread", "batching on per image: pinned_batches 81 (expected 82)"]
+
+
+def test_check_counts_an_image_present_in_one_row_only_as_differing():
+    """Every image's outputs are compared with off's, paired by image: one only off has and one
+    only on has both differ, though their hashes match."""
+    doc = _doc(True)
+    doc["rows"][0]["samples"][2]["image"] = 7
+    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+        "outputs differ between batching on and off for images [2, 7]"]
+
+
+def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
+    doc = _doc(False)
+    doc["extra"]["modes"]["on"]["static_fallback"] = "no_such_reason"
+    assert checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON)) == [
+        "batching on per image: fallbacks.no_async_caps 82 (expected 0), fallbacks.no_such_reason 0 (expected 82)"]
 
 
 # ---------------------------------------------------------------- the driver's mode table and output schema

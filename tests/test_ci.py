@@ -168,6 +168,8 @@ def test_every_job_that_builds_keeps_its_compiler_cache_apart_from_the_conan_cac
         runs = " ".join(st.get("run", "") for st in steps)
         if not any(cmd in runs for cmd in ("ci_stage build", "nox -s mutants", "nox -s fuzz", "nox -s bundle")):
             continue
+        if "nox -s mutants -- --python" in runs:  # mutmut over sam3d/results/ builds nothing
+            continue
         building += 1
         caches = [st["with"] for st in steps if st.get("uses", "").startswith("actions/cache@")]
         (cc,) = [c for c in caches if c["path"].strip() == rel]

@@ -398,3 +398,343 @@ def test_the_floor_probe_runs_beside_the_driver(tmp_path):
     assert (doc["backend"], doc["upload_bytes"], doc["download_bytes"], doc["median_ms"]) == (
         "CPU", profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES, None)
     assert "--upload-bytes 33193136 --download-bytes 32403596" in (tmp_path / "p.log").read_text()
+
+
+# --- the rules at their edges (docs/benchmark.md, "Transfer floor, round trips and limits") ---
+
+def test_ring_waits_only_over_the_bound_not_at_it():
+    """"ring waits only where the staging ring would hold more than 32 MiB": exactly 32 MiB in
+    flight fits."""
+    prof = {"graphs": [_graph(f"g{i}", [8 * MIB - 4096], [4096]) for i in range(4)]}   # 8 MiB each
+    assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 0
+    prof["graphs"].append(_graph("g4", [4096], []))                                     # one slot more
+    assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 1
+
+
+def test_slots_are_rounded_up_to_the_alignment():
+    """Each slot counts rounded up to the staging alignment: three graphs of 10 MiB + 1 byte
+    up and 1 byte down are 12 MiB each at a 1 MiB alignment (36 MiB: one ring wait), though
+    their bytes (about 30 MiB) would fit."""
+    prof = {"graphs": [_graph(f"g{i}", [10 * MIB + 1], [1]) for i in range(3)]}
+    assert limits.mandatory_waits(prof, compute=False, alignment=MIB).ring == 1
+    assert limits.mandatory_waits(prof, compute=False, alignment=1).ring == 0
+
+
+def test_every_synchronous_graph_adds_its_blocking_steps():
+    """Two synchronous graphs: each upload, download and (with compute) compute of both count."""
+    prof = {"graphs": [_graph("a", [64, 64], [64], synchronous=True), _graph("b", [64], [64, 64], synchronous=True)]}
+    assert limits.mandatory_waits(prof, compute=True, alignment=64).synchronous == (2 + 1 + 1) + (1 + 2 + 1)
+    assert limits.mandatory_waits(prof, compute=False, alignment=64).synchronous == 3 + 3
+
+
+def test_a_resolution_needs_two_block_medians():
+    """The gap between the best and second-best block medians; two blocks are enough."""
+    assert limits.resolution_ms({"block_medians_ms": [1.25, 1.0]}) == 0.25
+    assert limits.resolution_ms({"block_medians_ms": [1.5, 1.0, 1.125]}) == 0.125
+    assert limits.resolution_ms({"block_medians_ms": [1.0]}) == 0.0
+    assert limits.resolution_ms({}) == 0.0
+
+
+def test_a_failed_self_check_says_which_bound_by_how_much_and_the_tolerance():
+    """Below [max(up, down), up + down] names the slower direction alone and the low tolerance;
+    above it, the two in sequence and the high tolerance; the bounds follow."""
+    below = limits.FloorCheck(both_ms=0.79, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                              high_tolerance_ms=0.02)
+    assert not below.ok
+    assert str(below) == ("self-check FAILED: both 0.0100 ms below the slower direction alone "
+                          "(tolerance 0.0050 ms; 0.800 <= 0.790 <= 1.550 ms)")
+    above = limits.FloorCheck(both_ms=1.58, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                              high_tolerance_ms=0.02)
+    assert str(above) == ("self-check FAILED: both 0.0300 ms above the two alone in sequence "
+                          "(tolerance 0.0200 ms; 0.800 <= 1.580 <= 1.550 ms)")
+    within = limits.FloorCheck(both_ms=1.56, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
+                               high_tolerance_ms=0.02)
+    assert str(within).startswith("self-check ok within the run's resolution: both 0.0100 ms above")
+    assert str(limits.FloorCheck(both_ms=1.4, low_ms=0.8, high_ms=1.55)) == "self-check ok: 0.800 <= 1.400 <= 1.550 ms"
+
+
+def test_the_per_copy_cost_divides_by_the_copies_beyond_the_floors_two(make_result):
+    """(copies - floor) / (n - 2): with 3 copies, the one beyond the floor's 2 carries it all;
+    a mode without its cold series or without its row shows neither; the parts end "(medians)"."""
+    r = _result(make_result, transfer_only=True, floor=1.4)
+    r["extra"]["ggml_calls"] = {"copies": _series_of(1.6), "zerocopy": _series_of(5.0), "copies_per_image": 3}
+    rows = [(row["batching"], row) for row in r["rows"] if row["batching"] != "zerocopy"]
+    assert limits.ggml_calls(r, rows) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
+                                          "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
+                                          "5.000 ms (medians)")
+
+
+def test_transfer_only_queued_waits_count_no_compute(make_result):
+    """Transfer-only rows have no compute: the synchronous graph's blocking steps are its 3
+    uploads and 1 download, so 50 dependency + 0 ring + 1 end + 4 = 55 made, 55 mandatory."""
+    r = _result(make_result, transfer_only=True, dependency=50, ring=0, end=1)
+    lim = limits.limit(r, "queued", _row(r, "queued"))
+    assert (lim.waits_made, lim.round_trips, lim.excess) == (55, 55, 0)
+    assert _cells([r])[("Vulkan (transfer-only)", "queued")]["waits"] == "55/55"
+
+
+def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_result):
+    """The table's limits line (limits.describe): the floor per direction with its GB/s and
+    self-check, the probe's distance, the round trips, the staging memcpy, the queued mandatory
+    waits, each limited row's x floor and x limit, then the diagnostics outside every limit:
+    the event-waited round trips, what each graph submitted back to back adds after the first,
+    and the core's host ms per image (medians of the samples)."""
+    r = _result(make_result, floor=1.5, upload=0.8, download=0.75, probe=1.7)
+    rts = r["extra"]["round_trips"]
+    rts.update(download_event={"best_median_ms": 0.05}, graph_event={"best_median_ms": 0.06},
+               back_to_back={"best_median_ms": 0.35}, back_to_back_graphs=8)
+    line = limits.describe(r, [(row["batching"], row) for row in r["rows"]])
+    up, down = 33_193_136, 32_403_596
+    on, zc, q = 83 * 0.04 + 4.0, 1.5 + 83 * 0.04, 1.5 + 56 * 0.04
+    medians = {"on": 10.095, "zerocopy": 6.095, "queued": 5.095}
+    assert line == "; ".join([
+        f"floor 1.500 ms (upload alone 0.800 ms = {up / 0.8 / 1e6:.1f} GB/s, download alone 0.750 ms = "
+        f"{down / 0.75 / 1e6:.1f} GB/s, both {(up + down) / 1.5 / 1e6:.1f} GB/s; self-check ok: 0.800 <= 1.500 <= 1.550 ms)",
+        f"sam3d_floor_probe 1.700 ms ({1.5 / 1.7 - 1:+.1%})",
+        "RT download 0.0300 ms, graph 0.0400 ms",
+        f"staging memcpy 4.000 ms ({56_159_512 / 4.0 / 1e6:.1f} GB/s)",
+        "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)",
+        f"on {medians['on'] / 1.5:.2f}x floor, {medians['on'] / on:.2f}x limit {on:.3f} ms",
+        f"zerocopy {medians['zerocopy'] / 1.5:.2f}x floor, {medians['zerocopy'] / zc:.2f}x limit {zc:.3f} ms",
+        f"queued {medians['queued'] / 1.5:.2f}x floor, {medians['queued'] / q:.2f}x limit {q:.3f} ms",
+        "diagnostics (not in any limit): event-wait RT download 0.0500 ms, graph 0.0600 ms",
+        f"8 graphs back to back 0.3500 ms ({(0.35 - 0.04) / 7:+.4f} ms per graph after the first)",
+        "host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
+        + ", ".join(f"{m} 0.500/1.000/0.250/0.000" for m in ("on", "zerocopy", "queued"))])
+    # one graph back to back says nothing per further graph; a CPU result (no floor) has no line
+    rts["back_to_back_graphs"] = 1
+    assert "back to back" not in limits.describe(r, [(row["batching"], row) for row in r["rows"]])
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    assert limits.describe(cpu, [(row["batching"], row) for row in cpu["rows"]]) is None
+
+
+def test_the_tables_notes_state_the_rules(make_result):
+    """The notes under the table say the rules of docs/benchmark.md ("Statistics", "Transfer
+    floor, round trips and limits") and flag what is wrong, each in its own words."""
+    r = _result(make_result, floor=1.5, probe=1.7, writes=[0.5] * 20, reads=[0.25] * 20)
+    r["extra"]["floor_probe_error"] = "probe | crashed"
+    cpu = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
+    again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
+    failed = make_result(variant="vulkan-ubsan", status="failed", reason="x | y", on_ms=None, off_ms=None)
+    notes = table.records([r, cpu, again, failed])["notes"]
+    text = "\n".join(notes)
+    for rule in ("p95 is nearest-rank (the ceil(0.95 n)-th smallest)",
+                 "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
+                 "IQR (25th-75th percentile, numpy linear)",
+                 "the SAM3D transfer profile's totals are 33,193,136 uploaded and 32,403,596 downloaded; * marks "
+                 "rows that differ from them.",
+                 "saved vs on: median(on) - median(row) per image, ms (share of on)",
+                 "x floor: median over the transfer floor measured in the same run",
+                 "the smallest of its block medians", "both directions within [max, sum] of each direction alone",
+                 "staged = G x RT + the slower of the floor and the staged copies at plain memcpy speed",
+                 "zerocopy = floor + G x RT; queued = floor + W x RT",
+                 "ring waits where the bytes in flight exceed 32 MiB", "**+N** marks waits beyond the model",
+                 "excluded ms: per-image host ms the zerocopy and queued rows do not time",
+                 "the producer's writes into slots + the consumer's reads out of them",
+                 f"WARNING: release Vulkan: the driver's floor 1.500 ms and sam3d_floor_probe's 1.700 ms differ by "
+                 f"{1.5 / 1.7 - 1:+.1%} (more than 5%).",
+                 "WARNING: release Vulkan: no floor cross-check: probe \\| crashed",
+                 "run: #i is the i-th result given; two results share a configuration and host.",
+                 "FAILED: vulkan-ubsan CPU Test CPU: x \\| y (no timings)"):
+        assert rule in text, rule
+    assert notes[0].startswith("times: per-image wall ms; ") and notes[1].startswith("bytes per image; ")
+    assert any(n.startswith("limits, release Vulkan: floor 1.500 ms") for n in notes)
+    plain = "\n".join(table.records([make_result(on_ms=ON, off_ms=OFF)])["notes"])
+    assert "32,403,596 downloaded." in plain and "* marks" not in plain and "run: #i" not in plain
+
+
+def _drawn(monkeypatch, tmp_path, rs, title=None):
+    """plot()'s figure, taken when it is saved."""
+    from matplotlib.figure import Figure
+
+    from sam3d.results import evidence
+    figs = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figs.append(self), save(self, *a, **k))[1])
+    assert evidence.plot(rs, tmp_path / "t.png", title=title) == tmp_path / "t.png"
+    (fig,) = figs
+    return fig
+
+
+def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_path, make_result):
+    """timings.png (docs/benchmark.md, "Evidence"; sam3d/results/evidence.py): one panel per
+    backend group titled by it, its rows in table order; each row's samples, its run's floor
+    as a black bar and its mode's modelled limit as a red bar, labelled with its median and x
+    limit; a failed row says FAILED and why; a panel whose times span more than 20x is
+    logarithmic, else linear from 0."""
+    import matplotlib.colors as mcolors
+    vk = _result(make_result, floor=1.5)
+    slow = make_result(variant="cpu-asan", on_ms=[x * 30 for x in ON], off_ms=OFF)
+    cpu = make_result(on_ms=ON, off_ms=OFF)
+    failed = make_result(variant="vulkan-ubsan", backend="Vulkan", device="Test GPU", status="failed",
+                         reason="r" * 150, on_ms=None, off_ms=None)
+    fig = _drawn(monkeypatch, tmp_path, [vk, slow, cpu, failed], title="run-7")
+    assert fig._suptitle.get_text() == "run-7"
+    panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in panels] == ["CPU", "Vulkan"]
+    cpu_ax, vk_ax = panels
+    assert [t.get_text() for t in cpu_ax.get_yticklabels()] == [     # the variant list's order
+        "cpu-asan Test CPU off\nmedian 20.095", "cpu-asan Test CPU on\nmedian 302.850",
+        "release Test CPU off\nmedian 20.095", "release Test CPU on\nmedian 10.095"]
+    labels = [t.get_text() for t in vk_ax.get_yticklabels()]
+    assert labels == ["vulkan-ubsan Test GPU -", "release Test GPU off\nmedian 20.095",
+                      "release Test GPU on\nmedian 10.095, 1.38x limit",
+                      "release Test GPU zerocopy\nmedian 6.095, 1.26x limit",
+                      "release Test GPU queued\nmedian 5.095, 1.36x limit"]
+    assert vk_ax.get_ylim() == (4.5, -0.5)
+    assert [t.get_text() for t in vk_ax.texts] == ["FAILED: " + "r" * 100]
+    bars = [(round(seg[0][0], 3), round(seg[0][1], 2), mcolors.to_hex(c))
+            for coll in vk_ax.collections if hasattr(coll, "get_segments")
+            for seg, c in zip(coll.get_segments(), coll.get_colors())]
+    black, red = mcolors.to_hex("black"), mcolors.to_hex("tab:red")
+    assert sorted(bars) == sorted([(1.5, round(y - 0.4, 2), black) for y in range(1, 5)] + [
+        (round(83 * 0.04 + 4.0, 3), 1.6, red), (round(1.5 + 83 * 0.04, 3), 2.6, red), (round(1.5 + 56 * 0.04, 3), 3.6, red)])
+    dots = [coll for coll in vk_ax.collections if not hasattr(coll, "get_segments")]
+    assert sorted(x for d in dots for x, _ in d.get_offsets()) == sorted(
+        s["wall_ms"] for row in vk["rows"] for s in row["samples"])
+    assert all(abs(yv - round(yv)) <= 0.125 for d in dots for _, yv in d.get_offsets())
+    assert vk_ax.get_xscale() == "linear" and vk_ax.get_xlim()[0] == 0          # 5.0 to 20.2 ms: under 20x
+    assert cpu_ax.get_xscale() == "log"                                          # 10 to 305 ms: over 20x
+    assert vk_ax.get_xlabel() == "wall time per image (ms)"
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert legend == ["transfer floor (same run)", "modelled limit of the mode"]
+    assert _drawn(monkeypatch, tmp_path, [cpu])._suptitle.get_text() == "per-image wall time"
+
+
+def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, make_result):
+    rs = [make_result(on_ms=ON, off_ms=OFF, host="a"), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="b")]
+    (ax,) = [ax for ax in _drawn(monkeypatch, tmp_path, rs).axes if ax.get_title(loc="left")]
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
+        "cpu-asan Test CPU off b (Test CPU)", "cpu-asan Test CPU on b (Test CPU)",
+        "release Test CPU off a (Test CPU)", "release Test CPU on a (Test CPU)"]
+    from sam3d.results import evidence
+    with pytest.raises(evidence.ReportError, match="no results to plot"):
+        evidence.plot([], tmp_path / "none.png")
+
+
+def test_waits_unknown_to_the_driver_show_a_question_mark(make_result):
+    """A queued row without the driver's wait counts: "?" made over the mandatory W, no excess."""
+    r = _result(make_result)
+    del r["extra"]["modes"]["queued"]["ring_wait_points_per_image"]
+    lim = limits.limit(r, "queued", _row(r, "queued"))
+    assert (lim.waits_made, lim.excess) == (None, 0)
+    assert _cells([r])[("Vulkan", "queued")]["waits"] == "?/56"
+
+
+def test_no_self_check_or_probe_gap_without_their_measurements(make_result):
+    """A floor without the three directions (none, or schema 1's median alone) has no
+    self-check; a probe without a median, or a run without a floor, has no gap; with both the
+    gap is floor / probe - 1."""
+    assert limits.floor_check(None) is None and limits.floor_check({"median_ms": 2.0}) is None
+    three = {k: _blocks(1.0) for k in ("both", "upload", "download")}
+    assert limits.floor_check(three) is not None
+    assert limits.floor_check({**three, "download": None}) is None
+    r = _result(make_result, floor=1.5, probe=1.2)
+    assert limits.probe_gap(r) == (1.2, pytest.approx(1.5 / 1.2 - 1.0))
+    r["extra"]["floor_probe"]["median_ms"] = 0
+    assert limits.probe_gap(r) is None
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    cpu["extra"] = {"floor_probe": {"median_ms": 1.0}}
+    assert limits.probe_gap(cpu) is None and limits.floor_ms(cpu) is None
+
+
+def test_plot_panels_grow_with_their_rows(monkeypatch, tmp_path, make_result):
+    """The figure's layout: panels stacked in one column, each as tall as its rows plus one
+    (its title and axis), the figure growing by the same height per row and per panel, laid
+    out by matplotlib's constrained layout so labels fit."""
+    def drawn(*backends):
+        rs = [make_result(variant=v, backend=b, on_ms=ON, off_ms=OFF) for b, v in backends]
+        return _drawn(monkeypatch, tmp_path, rs)
+
+    two = drawn(("CPU", "release"))
+    four = drawn(("CPU", "release"), ("CPU", "cpu-asan"))
+    six = drawn(("CPU", "release"), ("CPU", "cpu-asan"), ("CPU", "vulkan-ubsan"))
+    split = drawn(("CPU", "release"), ("Vulkan", "cpu-asan"))        # four rows in two panels
+    h = {k: f.get_size_inches()[1] for k, f in (("2", two), ("4", four), ("6", six), ("2+2", split))}
+    assert h["4"] - h["2"] == pytest.approx(h["6"] - h["4"]) and h["4"] > h["2"]
+    assert h["2+2"] > h["4"]                                              # a panel adds height of its own
+    assert len({f.get_size_inches()[0] for f in (two, four, six, split)}) == 1
+    axes = [ax for ax in split.axes if ax.get_title(loc="left")]
+    grid = axes[0].get_subplotspec().get_gridspec()
+    assert (grid.nrows, grid.ncols, list(grid.get_height_ratios())) == (2, 1, [3, 3])
+    assert split.get_layout_engine() is not None and type(split.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    from sam3d.results import evidence
+    with pytest.raises(evidence.ReportError, match="^no results to plot$"):
+        evidence.plot([], tmp_path / "none.png")
+
+
+def test_plot_rows_boxes_samples_and_failures_sit_on_their_row(monkeypatch, tmp_path, make_result):
+    """Each row's box is horizontal at the row's height without fliers, its samples drawn over
+    it, its device cut to 32 characters in the label; a failed row's FAILED text is red, at
+    the panel's left edge; the figure holds the panels and nothing else."""
+    import matplotlib.colors as mcolors
+    long = "D" * 40
+    ok = make_result(device=long, on_ms=ON + [100.0], off_ms=OFF + [1.0])   # outliers beyond 1.5 IQR
+    ok["protocol"]["images"] = 21
+    bad = make_result(variant="cpu-asan", device=long, status="failed", reason="oom", on_ms=None, off_ms=None)
+    fig = _drawn(monkeypatch, tmp_path, [ok, bad])
+    (ax,) = fig.axes
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
+        "cpu-asan " + "D" * 32 + " -", "release " + "D" * 32 + " off", "release " + "D" * 32 + " on"]
+    (text,) = ax.texts
+    assert text.get_position() == (0.01, 0) and text.get_transform() == ax.get_yaxis_transform()
+    assert mcolors.to_hex(text.get_color()) == mcolors.to_hex("tab:red")
+    # horizontal boxes: their two whiskers lie along the row, at its height
+    flat = [ln.get_ydata()[0] for ln in ax.lines if len(set(ln.get_ydata())) == 1 and len(set(ln.get_xdata())) == 2]
+    assert sorted(flat).count(1.0) >= 2 and sorted(flat).count(2.0) >= 2
+    assert all(abs(y - round(y)) <= 0.3 + 1e-9 for ln in ax.lines for y in ln.get_ydata())
+    assert not any(ln.get_marker() not in ("None", None, "") and len(ln.get_xdata()) for ln in ax.lines)  # no fliers
+    dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    assert dots and all(d.get_zorder() > max(ln.get_zorder() for ln in ax.lines) for d in dots)
+
+
+@pytest.mark.parametrize("both, up, down, ok", [
+    # download the slower (0.70): the low tolerance is both's 0.002 + download's 0.001, not upload's 0.05
+    ((0.6950, 0.6970), (0.60, 0.65), (0.700, 0.701), False),
+    ((0.6975, 0.6995), (0.60, 0.65), (0.700, 0.701), True),
+    # a tie (0.70 each way): the upload's resolution (0.05) is the slower direction's
+    ((0.6950, 0.6970), (0.70, 0.75), (0.700, 0.701), True),
+    # the cap is 1% of both, so it grows with the floor: 2 ms missed by 0.015 ms is within 0.01995
+    ((1.995, 2.4), (1.0, 1.3), (0.98, 1.2), True),
+])
+def test_the_self_checks_low_tolerance_takes_the_slower_direction_and_the_cap_grows_with_the_floor(both, up, down, ok):
+    check = limits.floor_check({"both": _blocks(*both), "upload": _blocks(*up), "download": _blocks(*down)})
+    assert check.ok == ok
+
+
+def test_back_to_back_graphs_are_shown_from_two_on(make_result):
+    """(back to back - one graph) / (n - 1) per further graph, from n = 2; without the count, nothing."""
+    r = _result(make_result)
+    rts = r["extra"]["round_trips"]
+    rts.update(back_to_back={"best_median_ms": 0.10}, back_to_back_graphs=2)
+    rows = [(row["batching"], row) for row in r["rows"]]
+    assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(r, rows)
+    del rts["back_to_back_graphs"]
+    assert "back to back" not in limits.describe(r, rows)
+
+
+def test_no_limit_without_a_row_and_no_memcpy_beyond_staged(make_result):
+    """A limit belongs to a row; only the staged row counts the memcpy: zerocopy's limit with a
+    floor under the memcpy is still floor + G x RT."""
+    r = _result(make_result, floor=0.5, memcpy=4.0)
+    assert limits.limit(r, "on", None) is None
+    zc = limits.limit(r, "zerocopy", _row(r, "zerocopy"))
+    assert zc.memcpy_ms == 0.0 and zc.ms == pytest.approx(0.5 + 83 * 0.04)
+
+
+def test_a_limit_names_its_mode_and_terms(make_result):
+    r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, memcpy=4.0)
+    q = limits.limit(r, "queued", _row(r, "queued"))
+    assert (q.mode, q.floor_ms, q.round_trip, q.round_trip_ms, q.round_trips, q.memcpy_ms) == (
+        "queued", 1.5, "download", 0.03, 55, 0.0)
+    on = limits.limit(r, "on", _row(r, "on"))
+    assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
+
+
+def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
+    """gb_per_s is optional in the schema: without it the note gives the ms alone (it once
+    said 0.0 GB/s)."""
+    r = _result(make_result)
+    rows = [(row["batching"], row) for row in r["rows"]]
+    del r["extra"]["staging_memcpy"]["gb_per_s"]
+    assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(r, rows)

@@ -9,6 +9,7 @@ from sam3d import cli
 from sam3d.results import checks, compare, evidence
 from sam3d.results import schema as results
 from sam3d.results.rows import ReportError
+from sam3d.results import table
 from sam3d.results.table import render
 
 from conftest import limits_extra
@@ -121,8 +122,89 @@ def test_on_off_mismatch_is_shown(make_result):
     caption, header, rows = parse(md)
     assert "outputs identical" in header          # never moved to the caption when it shows a mismatch
     assert by(rows, batching="on")["outputs identical"] == "**NO**: on/off differ (1/20 images)"
+    assert by(rows, batching="off")["outputs identical"] == "**NO**: on/off differ (1/20 images)"   # both sides
     assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on (1/20 images)" in md
     assert checks.problems(rs)
+
+
+def test_problems_name_the_host_and_the_result_at_fault(make_result):
+    """problems() says where each mismatch was measured (the host with its CPU) and names a
+    result that is not one by its 1-based position; across backends the odd rows are marked
+    against the first row (table order: CPU, CUDA, Vulkan) of the most common outputs."""
+    outs = [f"o{i}" for i in range(20)]
+    bad = list(outs)
+    bad[3] = "different"
+    rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
+    assert checks.problems(rs) == [
+        "outputs differ between batching on and off: release CPU Test CPU on host-a (Test CPU) (1/20 images)"]
+    vk = [make_result(backend=b, device=d, host="host-b", on_ms=ON, off_ms=OFF, outputs=o)
+          for b, d, o in (("Vulkan", "GPU", outs), ("CUDA", "GPU", outs), ("CPU", "Test CPU", bad))]
+    assert [p for p in checks.problems(vk) if "across" in p or "exact in F32" in p] == [
+        f"outputs of release CPU Test CPU {m} host-b (Test CPU) differ from release CUDA GPU off host-b (Test CPU) "
+        "(1/20 images; the replay with compute is exact in F32, so every backend must give the same bytes)"
+        for m in ("off", "on")]
+    with pytest.raises(results.ResultError, match=r"^result #2: "):
+        checks.problems([rs[0], {"schema": results.SCHEMA}])
+
+
+def test_one_result_alone_is_compared_on_against_off(make_result):
+    """Each row of a result is compared with the same result's off row (off with its first
+    other row): with nothing else in its group, "yes"; a result of one row has nothing: "n/a".
+    diff() counts the images whose outputs differ or that one side lacks, over all images."""
+    rows = {w["batching"]: w["outputs identical"] for w in table.records([make_result(on_ms=ON, off_ms=OFF)])["rows"]}
+    assert rows == {"off": "yes", "on": "yes"}
+    lone = make_result(on_ms=None, off_ms=OFF)
+    assert [w["outputs identical"] for w in table.records([lone])["rows"]] == ["n/a"]
+    assert checks.diff({0: "a", 1: "b"}, {1: "b", 2: "c"}) == (2, 3)
+    assert checks.diff({0: "a", 1: "b"}, {0: "a", 1: "x"}) == (1, 2)
+
+
+def test_output_checks_name_hosts_only_when_asked_and_join_two_findings(make_result):
+    """Two results of one backend, device and profile: the odd one is marked against the other
+    (a group of two is compared too); a row both unlike its off row and unlike the group shows
+    both findings; hosts are named only when asked (with_host), also across backends."""
+    from sam3d.results.rows import rows as table_rows
+    outs = [f"o{i}" for i in range(20)]
+    odd = ["x"] * 20
+    a = make_result(on_ms=None, off_ms=OFF, outputs=outs, host="h1")
+    b = make_result(variant="cpu-asan", on_ms=None, off_ms=OFF, outputs=odd, host="h2")
+    cells, warnings = checks.output_checks(table_rows([a, b]))
+    # a tie (one against one): the first in table order (cpu-asan) is the reference
+    assert sorted(cells.values()) == ["**NO**: differs from cpu-asan CPU Test CPU off (20/20 images)", "yes"]
+    assert warnings == ["outputs of release CPU Test CPU off differ from cpu-asan CPU Test CPU off (20/20 images; "
+                        "same backend, device and profile)"]
+    hosted, warned = checks.output_checks(table_rows([a, b]), True)
+    assert "**NO**: differs from cpu-asan CPU Test CPU off h2 (Test CPU) (20/20 images)" in hosted.values()
+    assert warned == ["outputs of release CPU Test CPU off h1 (Test CPU) differ from cpu-asan CPU Test CPU off h2 "
+                      "(Test CPU) (20/20 images; same backend, device and profile)"]
+    both = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=odd)
+    ref = make_result(on_ms=ON, off_ms=OFF, outputs=outs)
+    again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=outs)
+    cells, _ = checks.output_checks(table_rows([both, ref, again]))
+    assert "**NO**: on/off differ (20/20 images); **NO**: differs from cpu-asan CPU Test CPU off (20/20 images)" in \
+        cells.values()
+    vk = make_result(backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF, outputs=odd, host="h1")
+    notes, warned = checks.across_backends(table_rows([a, vk, dict(a, variant="cpu-asan")]))
+    assert notes == [] and warned == [
+        "outputs of release Vulkan GPU off differ from cpu-asan CPU Test CPU off (20/20 images; the replay with "
+        "compute is exact in F32, so every backend must give the same bytes)"]
+
+
+def test_across_backends_notes_each_replay_group_with_several_backends(make_result):
+    """One note per replay group (transfer-only, with compute) whose rows span backends;
+    a group of one backend says nothing and does not stop the others."""
+    from sam3d.results.rows import rows as table_rows
+    t = make_result(variant="cpu-asan", backend="CPU (transfer-only)", on_ms=ON, off_ms=OFF)
+    c1 = make_result(on_ms=ON, off_ms=OFF)
+    c2 = make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF)
+    notes, warned = checks.across_backends(table_rows([t, c1, c2]))
+    assert warned == [] and notes == ["outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are "
+                                      "identical image by image (the replay's arithmetic is exact in F32)"]
+
+
+def test_a_cell_is_one_line_with_its_pipes_escaped():
+    from sam3d.results.rows import cell
+    assert cell("a \n  b|c\n") == "a b\\|c "
 
 
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
@@ -302,6 +384,50 @@ def test_load_many_errors(tmp_path):
         results.load_many([tmp_path / "missing"])
 
 
+def test_result_files_and_loading_edges(tmp_path, make_result):
+    """result_files(): every *.json naming sam3d-bench-result/N of any version, sorted by path,
+    skipping other and unreadable files; load_many() keeps a result reached twice (a copy in an
+    evidence folder) once; load() and validate() name what is wrong."""
+    r = make_result(on_ms=ON, off_ms=OFF)
+    results.write(tmp_path / "b" / "copy.json", r)
+    results.write(tmp_path / "a" / "orig.json", r)
+    old = dict(r, schema="sam3d-bench-result/9")
+    (tmp_path / "a" / "z-old.json").write_text(json.dumps(old))
+    (tmp_path / "a" / "list.json").write_text('["sam3d-bench-result/3"]')
+    (tmp_path / "a" / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")
+    (tmp_path / "a" / "dir.json").mkdir()
+    assert [p.relative_to(tmp_path).as_posix() for p in results.result_files(tmp_path)] == [
+        "a/orig.json", "a/z-old.json", "b/copy.json"]
+    assert results.load_many([tmp_path / "a" / "orig.json", tmp_path / "b"]) == [r]
+    with pytest.raises(results.ResultError, match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
+                                                  r"schema version 9; this reader needs version 3 or 2 or 1"):
+        results.load_many([tmp_path / "a"])
+    with pytest.raises(results.ResultError, match=r"missing\.json: no such result file$"):
+        results.load(tmp_path / "missing.json")
+    with pytest.raises(results.ResultError, match=r"^x\.json: expected a JSON object, got list$"):
+        results.validate([], "x.json")
+    with pytest.raises(results.ResultError, match=r"^<result>: field 'schema': missing"):
+        results.validate({})
+
+
+def test_a_machine_is_named_by_hostname_and_gpu_or_cpu(make_result):
+    """Hostnames repeat across machines: the first GPU's name (nvidia-smi's first field) or else
+    the CPU goes beside it; without a hostname there is no machine."""
+    r = make_result()
+    assert results.hostname(r) == "host-a (Test CPU)"
+    r["machine"]["gpu"] = "NVIDIA H200, 580.1, 5\nNVIDIA H100, 580.1, 5"
+    assert results.hostname(r) == "host-a (NVIDIA H200)"
+    r["machine"].update(gpu="", cpu="")
+    assert results.hostname(r) == "host-a"
+    r["machine"]["hostname"] = ""
+    assert results.hostname(r) is None
+    r["machine"] = "vm"
+    assert results.hostname(r) is None and results.key(r) == ("release", "CPU", "Test CPU")
+    failed = {"schema": results.SCHEMA, "variant": "release", "status": "failed", "reason": "x"}
+    assert results.key(failed) == ("release", "-", "-") and results.profile_sha256(failed) is None
+    assert results.base_backend(failed) == "-" and results.base_backend({"backend": "CUDA areas"}) == "CUDA"
+
+
 # --- evidence -------------------------------------------------------------------------------
 
 def test_write_evidence_accepted(tmp_path, make_result):
@@ -337,7 +463,8 @@ def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
 
 def test_write_evidence_caller_reason(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF)]
-    with pytest.raises(ReportError, match="needs a reason"):
+    with pytest.raises(ReportError, match=r"^write_evidence\(accepted=False\) needs a reason; it goes into "
+                                          r"NOT-ACCEPTED$"):
         evidence.write_evidence(rs, tmp_path / "r", accepted=False)
     d = evidence.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
     assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
@@ -345,6 +472,38 @@ def test_write_evidence_caller_reason(tmp_path, make_result):
     evidence.write_evidence(rs, d)
     assert not (d / "NOT-ACCEPTED").exists()
     assert len(list((d / "results").glob("*.json"))) == 1
+
+
+def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatch):
+    """The evidence folder (sam3d/results/evidence.py): table.md opens with the run's name and,
+    when not accepted, the reasons as a list (the caller's first, each one Markdown cell);
+    NOT-ACCEPTED holds them one a line; each result is copied as NN-variant-backend-host.json
+    (1-based, what a file name cannot hold as "_", "unknown" without a host); only stale *.json
+    copies are removed from results/; no results give "no results"."""
+    titles = []
+    monkeypatch.setattr(evidence, "plot", lambda rs, path, title=None: titles.append((path.name, title)))
+    a = make_result(on_ms=ON, off_ms=OFF, host="host a")
+    b = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    b["machine"] = None
+    b["status"], b["reason"], b["rows"] = "failed", "build | failed", []
+    d = tmp_path / "run3"
+    (d / "results").mkdir(parents=True)
+    (d / "results" / "00-stale.json").write_text("{}")
+    (d / "results" / "notes.txt").write_text("kept")
+    evidence.write_evidence([a, b], d, accepted=False, reason="  GPU lost  ")
+    reasons = ["GPU lost", "cpu-asan CPU Test CPU - failed: build | failed"]
+    assert (d / "NOT-ACCEPTED").read_text() == "\n".join(reasons) + "\n"
+    table = (d / "table.md").read_text()
+    assert table.startswith("\n".join(["# run3", "", "**NOT ACCEPTED** as evidence:", "", "- GPU lost",
+                                       "- cpu-asan CPU Test CPU - failed: build \\| failed", "", ""]))
+    assert table.endswith(render([a, b]))
+    assert sorted(p.name for p in (d / "results").iterdir()) == [
+        "01-release-CPU-host_a_Test_CPU_.json", "02-cpu-asan-CPU-unknown.json", "notes.txt"]
+    assert titles == [("timings.png", "run3")]      # the picture is titled by its run (drawn in test_limits.py)
+    empty = evidence.write_evidence([], tmp_path / "none")
+    assert (empty / "table.md").read_text() == "# none\n\nno results\n"
+    with pytest.raises(results.ResultError, match=r"^result #2: "):
+        evidence.write_evidence([a, {"schema": results.SCHEMA}], tmp_path / "bad")
 
 
 # --- compare --------------------------------------------------------------------------------
@@ -395,6 +554,38 @@ def test_compare_refuses_different_machines(tmp_path, make_result, capsys):
     assert cli.main(["compare", "--force", "--format", "json", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["forced"][0].startswith("different machines") and len(doc["rows"]) == 2
+
+
+def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, make_result):
+    """The comparison (docs/getting-started.md, `sam3d compare A B`): each side named by the
+    folder given, the forced differences first, the caption, the table, then the rule for
+    slower/faster with the test's alpha and minimum effect; --format json holds the same rows
+    (no "verdict" column in the table: it is the change cell) and the count changed."""
+    results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF, host="host-a"))
+    results.write(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=OFF, host="host-b"))
+    c = compare.compare(tmp_path / "a", tmp_path / "b", force=True, min_effect=0.08, alpha=0.01)
+    lines = c.markdown().splitlines()
+    forced = "WARNING: forced: different machines: A (%s) ran on host-a (Test CPU), B (%s) on host-b (Test CPU)" % (
+        tmp_path / "a", tmp_path / "b")
+    assert lines[:5] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'b'}", "", forced, ""]
+    assert lines[5].startswith("all rows: variant=release, backend=CPU, device=Test CPU") and lines[6] == ""
+    assert lines[7].startswith("| batching ") and "verdict" not in lines[7]
+    assert lines[11:] == [
+        "", "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
+        "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when p < 0.01 and B/A "
+        "differs from 1 by at least 8%.",
+        "- x floor, x limit: each side's median over its own run's transfer floor and its mode's modelled limit "
+        "(ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
+        "- 1 of 2 rows changed."]
+    doc = json.loads(c.json())
+    assert c.json() == json.dumps(doc, indent=1) + "\n"     # one key a line, as the result files
+    assert {k: doc[k] for k in ("a", "b", "min_effect", "alpha", "forced", "changed")} == {
+        "a": str(tmp_path / "a"), "b": str(tmp_path / "b"), "min_effect": 0.08, "alpha": 0.01,
+        "forced": [forced.removeprefix("WARNING: forced: ")], "changed": 1}
+    assert [(r["batching"], r["verdict"], r["change"]) for r in doc["rows"]] == [
+        ("off", "no change", "no change"), ("on", "faster", "**faster**")]
+    unforced = compare.compare(tmp_path / "a", tmp_path / "a").markdown().splitlines()
+    assert unforced[:3] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'a'}", ""] and unforced[3].startswith("all rows: ")
 
 
 # --- CLI ------------------------------------------------------------------------------------
@@ -463,6 +654,57 @@ def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
     assert by(rows, batching="on")["saved vs on ms"] == "" and by(rows, batching="off")["saved vs on ms"] == ""
 
 
+def test_table_cells_of_fallbacks_profile_and_pairs(make_result):
+    """fallbacks: the nonzero reasons, the schema's first in its order, then unknown ones by
+    name, else "none"; profile: its sha256's first 12 digits and version, "-" without one;
+    speedup: the paired per-image ratios of the images both rows timed."""
+    import copy
+    r = make_result(on_ms=[10.0] * 20, off_ms=[20.0] * 20,
+                    fallbacks={"oversized": 2, "no_async_caps": 1, "zeta": 3, "alpha": 0})
+    off = next(row for row in r["rows"] if row["batching"] == "off")
+    for smp in off["samples"]:
+        smp["image"] += 1                      # off timed images 1..20, on 0..19: 19 pairs
+    off["samples"][-1]["wall_ms"] = 1000.0     # image 20: no pair, so no effect
+    rows = {w["batching"]: w for w in table.records([r])["rows"]}
+    assert rows["on"]["fallbacks"] == "no_async_caps=1, oversized=2, zeta=3"
+    assert rows["off"]["fallbacks"] == "none"
+    assert rows["on"]["speedup"] == "2.00x (IQR 2.00-2.00)"
+    assert rows["on"]["profile"] == "aaaaaaaaaaaa v1"
+    failed = make_result(variant="cpu-asan", status="failed", reason="x", on_ms=None, off_ms=None)
+    del failed["profile"]
+    assert [w["profile"] for w in table.records([failed])["rows"]] == ["-"]
+    lone = copy.deepcopy(r)
+    lone["rows"] = [off]                       # no on row: no speedup, nothing saved
+    assert table.records([lone])["rows"][0]["speedup"] == ""
+
+
+def test_render_lays_out_title_caption_table_and_notes(make_result):
+    """table.md's shape: "## title", the caption line, the table, then the notes as a list,
+    each part after a blank line, ending in a newline."""
+    md = render([make_result(on_ms=ON, off_ms=OFF)], title="run-3")
+    lines = md.split("\n")
+    assert lines[:4] == ["## run-3", "", lines[2], ""] and lines[2].startswith("all rows: variant=release, ")
+    assert lines[4].startswith("| batching ") and md.endswith(".\n") and not md.endswith("\n\n")
+    first_note = next(i for i, ln in enumerate(lines) if ln.startswith("- "))
+    assert lines[first_note - 1] == "" and lines[first_note - 2].startswith("| on ")
+    assert render([make_result(on_ms=ON, off_ms=OFF)]).startswith("all rows: ")
+
+
+def test_rows_without_their_off_or_on_sibling_render_without_speedup_or_saving(make_result):
+    """A speedup needs the off row of the same result, a saving its on row: a result without
+    them (a partial run) still renders, those cells empty."""
+    import copy
+    r = make_result(on_ms=ON, off_ms=OFF)
+    on = copy.deepcopy(r["rows"][1])
+    zc = dict(copy.deepcopy(on), batching="zerocopy")
+    only_on = dict(r, rows=[on])
+    no_on = dict(copy.deepcopy(r), rows=[copy.deepcopy(r["rows"][0]), zc])
+    rows = table.records([only_on])["rows"]
+    assert [(w["batching"], w["speedup"]) for w in rows] == [("on", "")]
+    rows = {w["batching"]: w for w in table.records([no_on])["rows"]}
+    assert rows["zerocopy"]["saved vs on ms"] == "" and rows["zerocopy"]["speedup"].startswith("1.05x")
+
+
 def test_no_saving_column_without_extra_modes(make_result):
     _, header, _ = parse(render([make_result(on_ms=ON, off_ms=OFF)]))
     assert "saved vs on ms" not in header
@@ -478,12 +720,165 @@ def test_machines_with_one_hostname_are_told_apart_by_gpu_or_cpu(make_result):
     assert by(rows, variant="release", batching="on")["machine"] == "vm (Test CPU)"
 
 
+def test_compare_refuses_a_side_that_is_not_one_run(make_result):
+    """Each side must be one run: one result per configuration and one profile file
+    (sam3d/results/compare.py); a side and a result are named in the refusal."""
+    one = make_result(on_ms=ON, off_ms=OFF, host="host-a")
+    again = make_result(on_ms=ON, off_ms=OFF, host="host-b")
+    with pytest.raises(ReportError) as e:
+        compare.compare_results([one, again], [one], "runs/a", "runs/b", force=True)
+    assert str(e.value) == ("A (runs/a) holds two results for release CPU Test CPU off (hosts host-a (Test CPU), "
+                            "host-b (Test CPU)); compare needs one result per configuration on each side: pass "
+                            "one run's folder")
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
+    with pytest.raises(compare.ProfileMismatch) as e:
+        compare.compare_results([one], [one, other], "runs/a", "runs/b")
+    assert str(e.value) == (f"B (runs/b) mixes results from 2 profiles ({'a' * 64}, {'b' * 64}); a run uses one "
+                            "profile file")
+    with pytest.raises(results.ResultError, match=r"^B result #2: "):
+        compare.compare_results([one], [one, {"schema": results.SCHEMA}])
+    with pytest.raises(results.ResultError, match=r"^A result #1: "):
+        compare.compare_results([{"schema": results.SCHEMA}], [one])
+    # without names the sides are called A and B
+    c = compare.compare_results([one], [one])
+    assert (c.where_a, c.where_b) == ("A", "B") and c.markdown().startswith("A: A\nB: B\n")
+
+
+def test_compare_refusals_name_each_side_its_folder_and_the_fix(make_result):
+    """Both sides are checked alike, and each refusal says how to go on (docs/getting-started.md:
+    runs of different profiles or machines are refused unless --force)."""
+    one = make_result(on_ms=ON, off_ms=OFF, host="host-a")
+    with pytest.raises(ReportError, match=r"^B \(runs/b\) holds two results for release CPU Test CPU off "):
+        compare.compare_results([one], [one, make_result(on_ms=ON, off_ms=OFF, host="host-b")], "runs/a", "runs/b",
+                                force=True)
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
+    with pytest.raises(compare.ProfileMismatch, match=r"^A \(runs/a\) mixes results from 2 profiles"):
+        compare.compare_results([one, other], [one], "runs/a", "runs/b")
+    with pytest.raises(compare.ProfileMismatch) as e:
+        compare.compare_results([one], [make_result(on_ms=ON, off_ms=OFF, profile_sha="b" * 64)], "runs/a", "runs/b")
+    assert str(e.value) == (f"refusing to compare runs on different profiles: A (runs/a) used profile sha256 "
+                            f"{'a' * 64}, B (runs/b) used {'b' * 64}; re-run one side with the other's profile file "
+                            "(--force compares anyway)")
+    two_hosts = [one, make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-b")]
+    three = [make_result(on_ms=ON, off_ms=OFF, host="host-c"),
+             make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-d")]
+    with pytest.raises(compare.MachineMismatch) as e:
+        compare.compare_results(two_hosts, three, "runs/a", "runs/b")
+    assert str(e.value) == ("refusing to compare runs of different machines: A (runs/a) ran on host-a (Test CPU), "
+                            "host-b (Test CPU), B (runs/b) on host-c (Test CPU), host-d (Test CPU); compare runs of "
+                            "one machine (--force compares anyway)")
+
+
+def test_a_row_label_names_the_host_only_when_asked(make_result):
+    from sam3d.results.rows import rows
+    on = [w for w in rows([make_result(on_ms=ON, off_ms=OFF)]) if w.mode == "on"][0]
+    assert on.label() == "release CPU Test CPU on"
+    assert on.label(with_host=True) == "release CPU Test CPU on host-a (Test CPU)"
+
+
+def test_compare_a_failed_result_stands_against_the_other_sides_rows_of_its_device(make_result):
+    """A failed result on one side stands against both batching rows of the other side's result
+    of the same variant and backend, when its device is the same or unknown (a build failure
+    has none), on either side; a failed result of another device does not."""
+    ok = make_result(backend="Vulkan", device="GPU-1", on_ms=ON, off_ms=OFF)
+
+    def failed(device):
+        r = make_result(backend="Vulkan", device=device, status="failed", reason="crash", on_ms=None, off_ms=None)
+        r["device"] = device
+        return r
+
+    for a, b in (([ok], [failed("GPU-1")]), ([failed("GPU-1")], [ok]), ([ok], [failed(None)]), ([failed(None)], [ok])):
+        rows = compare.compare_results(a, b).rows
+        assert [(r["batching"], r["change"]) for r in rows] == [("off", "not comparable (failed)"),
+                                                                ("on", "not comparable (failed)")]
+    other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    rows = compare.compare_results([other, ok], [other, failed("GPU-2")]).rows
+    assert [(r["variant"], r["device"], r["batching"], r["change"]) for r in rows] == [
+        ("cpu-asan", "Test CPU", "off", "no change"), ("cpu-asan", "Test CPU", "on", "no change"),
+        ("release", "GPU-1", "off", "only in A"), ("release", "GPU-1", "on", "only in A"),
+        ("release", "GPU-2", "-", "only in B")]
+
+
+def test_compare_rows_follow_the_tables_order(make_result):
+    """Rows in table order (rows.py): the variant list's order (unknown variants after, by
+    name), then backend, device, then the schema's batching order off, on, zerocopy, queued."""
+    import copy
+
+    def res(variant, backend, device, extra_modes=()):
+        r = make_result(variant=variant, backend=backend, device=device, on_ms=ON, off_ms=OFF)
+        for m in extra_modes:
+            row = copy.deepcopy(r["rows"][1])
+            row["batching"] = m
+            r["rows"].append(row)
+        return r
+
+    rs = [res("zz-x", "CPU", "d"), res("aa-x", "CPU", "d"), res("release", "Vulkan", "Alpha"),
+          res("release", "CPU", "Zeta"), res("release", "CPU", "B-dev", ("queued", "zerocopy")),
+          res("vulkan-ubsan", "CPU", "d")]
+    order = [(r["variant"], r["backend"], r["device"], r["batching"]) for r in compare.compare_results(rs, rs).rows]
+    assert order == [("vulkan-ubsan", "CPU", "d", "off"), ("vulkan-ubsan", "CPU", "d", "on"),
+                     ("release", "CPU", "B-dev", "off"), ("release", "CPU", "B-dev", "on"),
+                     ("release", "CPU", "B-dev", "zerocopy"), ("release", "CPU", "B-dev", "queued"),
+                     ("release", "CPU", "Zeta", "off"), ("release", "CPU", "Zeta", "on"),
+                     ("release", "Vulkan", "Alpha", "off"), ("release", "Vulkan", "Alpha", "on"),
+                     ("aa-x", "CPU", "d", "off"), ("aa-x", "CPU", "d", "on"),
+                     ("zz-x", "CPU", "d", "off"), ("zz-x", "CPU", "d", "on")]
+
+
+def test_compare_a_failed_result_beside_its_configurations_rows_comes_last(make_result):
+    """As in the table, a failed result's row follows the batching rows of its configuration
+    (it once sorted between on and zerocopy, tied with zerocopy)."""
+    import copy
+    ok = make_result(on_ms=ON, off_ms=OFF)
+    for m in ("zerocopy", "queued"):
+        row = copy.deepcopy(ok["rows"][1])
+        row["batching"] = m
+        ok["rows"].append(row)
+    failed = make_result(status="failed", reason="crash", on_ms=None, off_ms=None)
+    rows = compare.compare_results([ok, failed], [ok]).rows
+    assert [(r["batching"], r["change"]) for r in rows] == [
+        ("off", "no change"), ("on", "no change"), ("zerocopy", "no change"), ("queued", "no change"),
+        ("-", "only in A")]
+
+
+def test_compare_cells_of_one_sided_failed_and_compared_rows(make_result):
+    """Each side's median where it has one, FAILED and the reason where it failed; B/A, p and
+    the change from the Mann-Whitney U test at the alpha given."""
+    a = make_result(on_ms=ON, off_ms=OFF)
+    b = make_result(on_ms=[x * 0.9 for x in ON], off_ms=OFF)
+    only_a = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    only_b = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF)
+    rows = {(r["variant"], r["batching"]): r for r in compare.compare_results([a, only_a], [b, only_b]).rows}
+    on = rows[("release", "on")]
+    assert (on["A median ms"], on["B median ms"], on["B/A"], on["change"]) == ("95.950", "86.355", "0.900", "**faster**")
+    assert (rows[("cpu-asan", "on")].get("A median ms"), rows[("cpu-asan", "on")].get("B median ms")) == ("95.950", None)
+    assert (rows[("vulkan-ubsan", "on")].get("A median ms"), rows[("vulkan-ubsan", "on")].get("B median ms")) == (
+        None, "95.950")
+    strict = {r["batching"]: r for r in compare.compare_results([a], [b], alpha=1e-30).rows}
+    assert strict["on"]["change"] == "no change" and float(strict["on"]["p"]) > 1e-30
+    failed_a = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
+    for r in compare.compare_results([failed_a], [b]).rows:
+        assert (r["A median ms"], r["change"]) == ("FAILED: timeout", "not comparable (failed)")
+        assert r["B median ms"] == {"off": "100.950", "on": "86.355"}[r["batching"]]
+
+
+def test_compare_failed_results_on_both_sides_stand_as_one_row(make_result):
+    """A failed result has no batching: its row's batching is "-" on both sides."""
+    fa = make_result(status="failed", reason="timeout", on_ms=None, off_ms=None)
+    fb = make_result(status="failed", reason="crash", on_ms=None, off_ms=None)
+    (row,) = compare.compare_results([fa], [fb]).rows
+    assert (row["batching"], row["A median ms"], row["B median ms"], row["change"]) == (
+        "-", "FAILED: timeout", "FAILED: crash", "not comparable (failed)")
+
+
 def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_result):
     results.write(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
     results.write(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
     with pytest.raises(ReportError) as e:
         compare.compare(tmp_path / "a", tmp_path / "b")
-    assert "share no configuration" in str(e.value)
+    assert str(e.value) == (f"A ({tmp_path / 'a'}) and B ({tmp_path / 'b'}) share no configuration (variant, "
+                            "backend, device, batching): nothing to compare; compare runs of the same variants on "
+                            "the same device")
 
 
 def test_terminal_table_fits_120_columns(make_result):
@@ -501,6 +896,105 @@ def test_terminal_table_fits_120_columns(make_result):
     assert {"variant", "backend", "batching", "median", "p95", "speedup"} <= set(header)
     assert by(rows, variant="release", backend="CPU", batching="on", machine="host-a (Test CPU)")["median"] == "95.950"
     assert "generated/diagnostics/x/table.md" in term
+
+
+def test_terminal_table_shortens_cells_but_keeps_their_numbers(make_result):
+    """The terminal's table (sam3d/results/table.py, TERMINAL_WIDTH): speedup, saved, x floor
+    and x limit keep their first number (the parenthesised part is in table.md), a device or
+    machine name over 20 characters is cut to 19 and "~", a failed row points at its note."""
+    from sam3d.results.table import _short_cell
+    assert _short_cell("speedup", "1.05x (IQR 1.05-1.05)") == "1.05x"
+    assert _short_cell("saved vs on ms", "45.000 (47%)") == "45.000"
+    assert _short_cell("x floor", "2.6x (1.410) (x)") == "2.6x"
+    assert _short_cell("x limit", "1.75x (2.920)") == "1.75x"
+    assert _short_cell("median ms", "1.75 (2.920)") == "1.75 (2.920)"
+    assert _short_cell("device", "a" * 20) == "a" * 20
+    assert _short_cell("machine", "m" * 21) == "m" * 19 + "~"
+    assert _short_cell("device", "llvmpipe (LLVM 19.1.7, 256 bits)") == "llvmpipe (LLVM 19.1~"
+    assert _short_cell("median ms", "FAILED: build failed: conan exit 1") == "FAILED (below)"
+
+
+def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make_result):
+    """render_terminal (sam3d/results/table.py): columns leave in DROP_ORDER while the table is
+    wider than the terminal, and only then (a table exactly as wide stays whole); each column is
+    as wide as its widest cell; the caption wraps with an indent; of the notes only FAILED and
+    WARNING ones, each cut to the width; a last line names the dropped columns and where the
+    full table is."""
+    from sam3d.results import table
+    outs = [f"o{i}" for i in range(20)]
+    bad = ["x"] + outs[1:]
+    rs = [make_result(variant=v, host=h, on_ms=ON, off_ms=OFF, outputs=outs,
+                      on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs,
+                      profile_sha=("b" if h == "host-b" else "a") * 64)
+          for v in ("release", "cpu-asan") for h in ("host-a", "host-b")]
+    rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
+                          on_ms=None, off_ms=None))
+    wide = table.render_terminal(rs, width=1000)
+    lines = wide.splitlines()
+    tab = [ln for ln in lines if ln.startswith("|")]
+    width = max(map(len, tab))
+    assert wide.endswith("\n") and not any(ln.startswith("(") for ln in lines)   # nothing dropped, no file named
+    cells = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in tab]
+    for col in zip(*cells):
+        assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)  # widest cell + a space each side
+    exact = table.render_terminal(rs, width=width).splitlines()               # exactly as wide: it fits
+    assert [ln for ln in exact if ln.startswith("|")] == tab and not exact[-1].startswith("(not shown")
+    notes = [ln for ln in lines if ln.startswith("- ")]
+    assert notes and all(ln.startswith(("- FAILED", "- WARNING")) for ln in notes)
+    assert any(ln.startswith("- WARNING: outputs differ between batching on and off") for ln in notes)
+    assert next(ln for ln in notes if ln.startswith("- FAILED")).endswith("x" * 200 + " (no timings)")
+
+    narrow = table.render_terminal(rs, full="x/table.md", width=width - 1).splitlines()
+    assert all(len(ln) <= width - 1 for ln in narrow)
+    caption = [ln for ln in narrow[:narrow.index(next(ln for ln in narrow if ln.startswith("|")))]]
+    assert caption[0].startswith("all rows: ") and all(ln.startswith("  ") for ln in caption[1:])
+    failed = next(ln for ln in narrow if ln.startswith("- FAILED"))
+    assert failed.endswith(" ...") and len(failed) <= width - 1
+    last = narrow[-1]
+    assert last.startswith("(not shown here: ") and last.endswith("; every column and note: x/table.md)")
+    dropped = last[len("(not shown here: "):last.index(";")].split(", ")
+    present = [table.SHORT.get(h, h) for h in table.DROP_ORDER
+               if table.SHORT.get(h, h) in [c.strip() for c in cells[0]]]
+    assert dropped == present[:len(dropped)] and dropped[0] == "profile"      # two profiles: shown, and first to go
+    header = [c.strip() for c in re.split(r"(?<!\\)\|", next(ln for ln in narrow if ln.startswith("|")))[1:-1]]
+    assert not set(dropped) & set(header) and "same out" in header              # a mismatch keeps its column
+    small = table.render_terminal(rs, width=60).splitlines()
+    caption = small[:small.index(next(ln for ln in small if ln.startswith("|")))]
+    assert len(caption) > 1 and caption[0].startswith("all rows: backend=CPU, ")
+    assert all(ln.startswith("  ") for ln in caption[1:]) and all(len(ln) <= 60 for ln in caption)
+    kept = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in narrow if ln.startswith("|")]
+    for col in zip(*kept):                                                     # after dropping too
+        assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)
+    rule = next(ln for ln in narrow if ln.startswith("|:"))
+    aligns = dict(zip(header, [c.strip() for c in rule.strip("|").split("|")]))
+    assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")   # numbers right-aligned
+    assert aligns["variant"].startswith(":") and not aligns["variant"].endswith(":")
+    assert table.render_terminal(rs, full="x/table.md", width=1000).splitlines()[-1] == (
+        "(every column and note: x/table.md)")                                     # nothing dropped
+    cut = table.render_terminal(rs, full="x" * 300, width=width - 1).splitlines()[-1]
+    assert cut.startswith("(not shown here: ") and cut.endswith(" ...)") and len(cut) <= width - 1
+    unnamed = table.render_terminal(rs, width=width - 1).splitlines()[-1]
+    assert unnamed == f"(not shown here: {', '.join(dropped)}; every column: the table.md of the evidence folder)"
+
+
+def test_terminal_table_without_a_caption_has_no_caption_line(make_result):
+    """No column holds one value in every row: no "all rows:" line."""
+    from sam3d.results import table
+    a = make_result(on_ms=ON, off_ms=OFF, fallbacks={"oversized": 1})
+    b = make_result(variant="cpu-asan", backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF[:3],
+                    profile_sha="b" * 64, bytes_up=1)
+    term = table.render_terminal([a, b], width=1000)
+    assert term.startswith("| variant ") and "all rows" not in term
+
+
+def test_terminal_table_keeps_a_mismatch_column_even_when_every_row_shows_the_same(make_result):
+    """As table.md: a column showing an output mismatch never moves to the caption."""
+    from sam3d.results import table
+    outs = [f"o{i}" for i in range(20)]
+    r = make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=["x"] + outs[1:])
+    term = table.render_terminal([r])
+    header = next(ln for ln in term.splitlines() if ln.startswith("|"))
+    assert "same out" in header and "same out=" not in term
 
 
 def test_report_json(tmp_path, make_result, capsys):
@@ -526,6 +1020,35 @@ def test_device_test_table_rounds_the_kernel_total_and_marks_n_a():
     assert cells == [["release", "plain", "168", "0", "1", ""],
                      ["release", "perf_logger", "168", "0", "1", "10.199"],
                      ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"]]
+
+
+def test_device_test_table_page_right_aligns_every_count():
+    """The page (docs/gpu-checks.md): its title names the machine and its GPU, the counts,
+    CUDA devices, checkers' findings and kernel total are numbers, right-aligned; a run
+    without a CUDA device count leaves that cell blank; no runs say so; the note follows."""
+    from sam3d.results.table import device_tests
+    md = device_tests({"hostname": "vm", "gpu": "NVIDIA H200"}, [
+        ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1,
+                                   "sanitizer_errors": 0, "diagnostic_kernel_timestamp_total_ms": 2.5}),
+        ("release", "plain", {"passed": 7, "failed": 1, "skipped": 0})]).splitlines()
+    assert md[:2] == ["# Device tests on vm (NVIDIA H200)", ""]
+    header, rule = md[2], md[3]
+    heads = [c.strip() for c in header.strip("|").split("|")]
+    assert heads == ["variant", "run", "passed", "failed", "skipped", "CUDA devices (GGML's)",
+                     "compute-sanitizer errors", "kernel timestamps ms (diagnostic)"]
+    aligns = [c.strip() for c in rule.strip("|").split("|")]
+    assert [a.startswith(":") for a in aligns] == [True, True] + [False] * 6
+    assert all(a.endswith(":") for a in aligns[2:])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in md[4:6]]
+    assert rows == [["cuda-release", "plain", "168", "0", "1", "1", "0", "2.500"],
+                    ["release", "plain", "7", "1", "0", "", "", ""]]
+    assert md[6:] == ["", "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+                          "with an extra synchronization before compute, never production latency."]
+    na = device_tests({"hostname": "vm"}, [("release", "perf_logger", {"not_applicable": True}),
+                                           ("release", "plain", {"passed": 1, "failed": 0, "skipped": 0})])
+    assert [ln.split("|")[2].strip() for ln in na.splitlines() if ln.startswith("| release")] == ["perf_logger", "plain"]
+    empty = device_tests({"hostname": "vm"}, []).splitlines()
+    assert empty[:4] == ["# Device tests on vm ()", "", "no device tests", ""]
 
 
 def test_device_test_table_shows_the_cuda_devices_ggml_saw_when_known():

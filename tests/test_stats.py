@@ -121,3 +121,82 @@ def test_change_needs_significance_and_effect():
     # identical samples: p = 1
     same = stats.change(a, list(a))
     assert (same.ratio, same.p, same.verdict) == (1.0, 1.0, "no change")
+
+
+# --- the rules at their edges (docs/benchmark.md, "Statistics"; docs/getting-started.md, compare) ---
+
+def test_nearest_rank_bounds_of_percent():
+    """percent in (0, 100]: 100 is the largest sample, 101 and 0 are refused; any percent > 0
+    of n samples is at least rank 1."""
+    xs = shuffled([float(x) for x in range(1, 21)])
+    assert stats.nearest_rank(xs, 100) == 20.0 and stats.nearest_rank(xs, 1) == 1.0
+    assert stats.nearest_rank([7.0], 1) == 7.0
+    for bad in (0, 101, -5):
+        with pytest.raises(stats.StatsError, match=rf"percent must be in \(0, 100\], got {bad}"):
+            stats.nearest_rank(xs, bad)
+
+
+def test_bad_samples_are_named():
+    with pytest.raises(stats.StatsError, match=r"^no samples: statistics need at least one sample$"):
+        stats.median([])
+    with pytest.raises(stats.StatsError, match=r"^off samples contain non-finite values \[inf, nan, inf\]; every"):
+        stats.speedup([1.0, math.inf, math.nan, math.inf, -math.inf], [1.0] * 5)
+    with pytest.raises(stats.StatsError, match=r"^no on samples"):
+        stats.speedup([1.0], [])
+    with pytest.raises(stats.StatsError, match=r"^no A samples"):
+        stats.change([], [1.0])
+    with pytest.raises(stats.StatsError, match=r"^B samples contain non-finite"):
+        stats.change([1.0], [math.nan])
+
+
+def test_a_ratio_needs_positive_denominators():
+    """off[i] / on[i] needs every on sample > 0 ms; median(B) / median(A) needs median(A) > 0."""
+    with pytest.raises(stats.StatsError, match=r"^on samples must be > 0 ms to form off/on ratios$"):
+        stats.speedup([1.0, 2.0], [1.0, 0.0])
+    assert stats.paired_ratios([3.0, 2.0], [1.5, 4.0]) == [2.0, 0.5]
+    with pytest.raises(stats.StatsError, match=r"^median\(A\) must be > 0 ms to form a ratio$"):
+        stats.change([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    assert stats.change([0.0, 1.0, 2.0], [2.0, 2.0, 2.0]).ratio == 2.0
+    with pytest.raises(stats.StatsError, match=r"^on/off speedup needs paired samples: 2 off vs 1 on; both modes "
+                                               r"must time the same images$"):
+        stats.speedup([1.0, 2.0], [1.0])
+
+
+def test_change_thresholds_are_strict_for_p_and_inclusive_for_the_effect():
+    """"slower" or "faster" when p < alpha and B/A differs from 1 by at least min_effect."""
+    a = [8.0 + 0.01 * i for i in range(21)]           # median 8.1
+    b = [10.125 + 0.01 * i for i in range(21)]        # median 10.225: B/A = 1.2623...
+    p = stats.change(a, b).p
+    ratio = stats.median(b) / stats.median(a)
+    assert stats.change(a, b, alpha=p).verdict == "no change"                  # p < p is false
+    assert stats.change(a, b, alpha=p * 1.001).verdict == "slower"
+    effect = abs(ratio - 1.0)
+    assert stats.change(a, b, min_effect=effect).verdict == "slower"           # at least: inclusive
+    assert stats.change(a, b, min_effect=effect * 1.001).verdict == "no change"
+    assert stats.change(b, a, min_effect=abs(stats.median(a) / stats.median(b) - 1.0)).verdict == "faster"
+    # samples all equal on both sides: identical, p = 1 (the test itself is undefined there)
+    assert stats.change([5.0] * 10, [5.0] * 10) == stats.Change(ratio=1.0, p=1.0, verdict="no change")
+
+
+def test_change_uses_the_default_settings_of_compare():
+    """Defaults min_effect 0.05 and alpha 0.05 (docs/getting-started.md)."""
+    a = [10.0 + 0.01 * i for i in range(20)]
+    assert stats.change(a, [x * 1.0499 for x in a]).verdict == "no change"
+    assert stats.change(a, [x * 1.0501 for x in a]).verdict == "slower"
+
+
+def test_summary_and_speedup_of_one_pair():
+    s = stats.summarize([2.0, 8.0, 4.0, 6.0])
+    assert (s.n, s.median, s.p95, s.min, s.max, s.q25, s.q75) == (4, 5.0, 8.0, 2.0, 8.0, 3.5, 6.5)
+    one = stats.speedup([3.0], [2.0])
+    assert (one.ratio, one.iqr_low, one.iqr_high, one.n) == (1.5, 1.5, 1.5, 1)
+
+
+def test_equal_medians_are_no_change_even_at_a_minimum_effect_of_0():
+    """B/A = 1 is neither slower nor faster, however significant the test: `compare
+    --min-effect 0` once called such a row faster."""
+    a = [9.0] * 10 + [10.0] + [11.0] * 10
+    b = [9.5] * 10 + [10.0] + [11.5] * 10          # the same median, every other sample higher
+    c = stats.change(a, b, min_effect=0.0)
+    assert c.ratio == 1.0 and c.p < 0.05 and c.verdict == "no change"
+    assert stats.change(a, [x * 1.001 for x in b], min_effect=0.0).verdict == "slower"

@@ -19,7 +19,7 @@ from ..core.errors import Sam3dError
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bench as bench_runner
-from ..running import bundle, fuzz, generated_mutants, mutants, validation
+from ..running import bundle, fuzz, generated_mutants, mutants, pymutants, validation
 from ..tools import conan, ctest, publish
 from ..tools.build import build_variants, indented, prepare
 from . import bench as bench_cmd
@@ -212,11 +212,19 @@ def cmd_device_import(args: argparse.Namespace) -> int:
 
 
 def cmd_mutants(args: argparse.Namespace) -> int:
-    """Builds the variants the mutants name (unless --no-build), then applies, builds and tests each mutant of the list."""
+    """Builds the variants the mutants name (unless --no-build), then applies, builds and tests each mutant of the list.
+    With --generated: the generated campaign over native/src/ (_generated_mutants); with --python: mutmut's
+    campaign over sam3d/results/ (_python_mutants)."""
+    if args.generated and args.python:
+        raise Sam3dError("--generated and --python are two campaigns (native/src/, sam3d/results/): give one")
     if args.generated:
         return _generated_mutants(args)
+    if args.python:
+        return _python_mutants(args)
     if args.file or args.shard or args.dry_run or args.fresh:
         raise Sam3dError("--file, --shard, --dry-run and --fresh choose generated mutants: add --generated")
+    if args.last:
+        raise Sam3dError("--last is an option of --python")
     ms = mutants.load(Path(args.list) if args.list else None)
     if args.mutants:
         unknown = sorted(set(args.mutants) - {m.name for m in ms})
@@ -283,6 +291,40 @@ def _generated_mutants(args: argparse.Namespace) -> int:
     survived = sum(r.verdict == "survived" for r in results)
     print(f"sam3d mutants: {len(results)} generated, {survived} survived (report: {out})")
     return 1 if survived else 0
+
+
+def _python_mutants(args: argparse.Namespace) -> int:
+    """mutmut over sam3d/results/ (sam3d/running/pymutants.py): the score, every survivor not
+    listed as equivalent, and exit 1 below the target or on any unexplained survivor."""
+    wrong = [o for o, v in (("--variant", args.variant), ("--list", args.list), ("--no-build", args.no_build)) if v]
+    if wrong:
+        raise Sam3dError(f"{', '.join(wrong)}: options of the core's mutants, not of --python")
+    if args.last and args.mutants:
+        raise Sam3dError("--last scores the last run: it takes no mutant names")
+    equivalents = pymutants.load_equivalents()
+    log = paths.logs_dir() / pymutants.LOG
+    t0 = time.monotonic()
+    if not args.last:
+        print(f"mutants: mutmut over sam3d/results/ with {args.jobs} workers (log: {log})", flush=True)
+        pymutants.run(args.mutants, args.jobs, log, progress=lambda line: print(line, flush=True))
+    s, wrong_entries = pymutants.score(equivalents)
+    for i, name in enumerate(s.unexplained):
+        # `mutmut show` takes about a second a mutant: the change of the first SHOWN only.
+        shown = f": {pymutants.change(name)}" if i < pymutants.SHOWN else ""
+        print(f"survived: {name}{shown}  (.venv/bin/mutmut show {name})")
+    if s.unfinished:
+        print(f"not checked: {len(s.unfinished)} mutants (e.g. {s.unfinished[0]}): the run stopped before them; "
+              "run `sam3d mutants --python` again (it goes on where it stopped)")
+    for name in s.stale:
+        print(f"listed as equivalent but {s.status.get(name, 'no longer a mutant')}: {name}: remove it from "
+              f"{pymutants.EQUIVALENTS}")
+    for text in wrong_entries:
+        print(f"equivalent out of date: {text}")
+    print(s.table())
+    print(f"sam3d mutants --python: {s.summary()} in {time.monotonic() - t0:.0f} s"
+          + (f"; {len(s.unexplained)} survivors neither killed nor listed in {pymutants.EQUIVALENTS}"
+             if s.unexplained else ""))
+    return 0 if s.ok and not wrong_entries else 1
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -411,7 +453,15 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("mutants", help="apply each mutant of native/mutants.toml to a scratch copy of the core, "
                                        "build it and run the normal suite; every mutant must be killed")
-    s.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutant names (default: all)")
+    s.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutant names (default: all; with --python, "
+                                                                "mutmut's names, globs allowed)")
+    s.add_argument("--python", action="store_true",
+                   help="instead: mutmut over sam3d/results/; fails below 90%% or on a survivor not listed in "
+                        f"{pymutants.EQUIVALENTS}")
+    s.add_argument("--jobs", type=_at_least(1), default=2, metavar="N",
+                   help="with --python: mutmut's workers (default %(default)s)")
+    s.add_argument("--last", action="store_true",
+                   help="with --python: score the verdicts mutmut keeps in mutants/ without running it")
     s.add_argument("--variant", action="append", metavar="VARIANT", help="only the mutants of this variant")
     s.add_argument("--list", metavar="FILE", help="the mutant list (default native/mutants.toml)")
     s.add_argument("--no-build", action="store_true",

@@ -154,7 +154,8 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
         raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, "
                           "device, batching): nothing to compare; compare runs of the same variants on "
                           "the same device")
-    keys = sorted(pairs, key=lambda k: (variant_rank(k[0]), k[0], k[1], k[2], MODE_ORDER.get(k[3], 2)))
+    # Table order (rows.py): a failed result's row ("-", no batching) after the batching rows.
+    keys = sorted(pairs, key=lambda k: (variant_rank(k[0]), k[0], k[1], k[2], MODE_ORDER[None if k[3] == "-" else k[3]]))
     out = Comparison(str(where_a), str(where_b), min_effect=min_effect, alpha=alpha, forced=forced)
     for k in keys:
         wa, wb = pairs[k]

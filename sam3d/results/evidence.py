@@ -21,6 +21,21 @@ PLOT_FILE = "timings.png"
 RESULTS_SUBDIR = "results"
 NOT_ACCEPTED_FILE = "NOT-ACCEPTED"
 
+# timings.png's look (sizes, widths, transparency, fonts, resolution), apart from what it shows
+# (tests/test_limits.py reads the figure: panels, labels, samples, bars, scales).
+_FIGURE_WIDTH_IN, _ROW_HEIGHT_IN, _PANEL_HEIGHT_IN, _TITLE_HEIGHT_IN = 11, 0.45, 0.5, 1.2
+_DPI = 100
+_GRID = {"axis": "x", "alpha": 0.3}
+_FAILED_TEXT = {"va": "center", "fontsize": 8}
+_BOX = {"orientation": "horizontal", "widths": 0.6, "showfliers": False}
+_SAMPLES = {"s": 8, "alpha": 0.6, "color": "tab:blue", "zorder": 3}
+_BAR = {"linewidth": 2, "zorder": 4}
+_BAR_HALF_HEIGHT = 0.4
+# The samples' vertical offsets from their row's line (in rows, within +-1/8), one per sample
+# in turn: spread so that equal times stay visible.
+_JITTER = tuple(0.25 * (((k * 7) % 11) / 10 - 0.5) for k in range(11))
+_TICK_FONT, _TITLE_FONT, _LEGEND_FONT = 7, 10, 8
+
 
 def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = None) -> Path:
     """A PNG of the per-image wall times: one panel per backend group (CPU, Vulkan, Vulkan
@@ -28,8 +43,9 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     on one ms axis shared by the whole panel (logarithmic when the panel's times span more than
     20x, as sanitizer variants beside release do). Each row: a horizontal box (quartiles,
     whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
-    black bar and its modelled limit (results/limits.py) as a red bar. A failed row says FAILED
-    and why. Agg renderer (no display needed)."""
+    black bar and its modelled limit (results/limits.py) as a red bar, labelled by variant,
+    device (its first 32 characters), batching and, from several hosts, host. A failed row
+    says FAILED and why, in red at the panel's left edge. Agg renderer (no display needed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -43,47 +59,47 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     for w in all_rows:
         groups.setdefault(res.key(w.result)[1], []).append(w)
     sizes = [len(g) for g in groups.values()]
-    fig = Figure(figsize=(11, 1.2 + 0.45 * sum(sizes) + 0.5 * len(sizes)), layout="constrained")
+    fig = Figure(figsize=(_FIGURE_WIDTH_IN, _TITLE_HEIGHT_IN + _ROW_HEIGHT_IN * sum(sizes) + _PANEL_HEIGHT_IN * len(sizes)),
+                 layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 1 for n in sizes]})[:, 0]
     for ax, (backend, members) in zip(axes, groups.items()):
         times = [t for w in members for t in w.wall_ms]
-        ax.grid(axis="x", alpha=0.3)
+        ax.grid(**_GRID)
         labels = []
         for y, w in enumerate(members):
             variant, _, device = res.key(w.result)
             labels.append(" ".join([variant, device[:32], w.mode or "-"] + ([w.host] if multi_host else [])))
             if not w.ok:
                 ax.text(0.01, y, f"FAILED: {w.result['reason'][:100]}", transform=ax.get_yaxis_transform(),
-                        va="center", color="tab:red", fontsize=8)
+                        color="tab:red", **_FAILED_TEXT)
                 continue
             xs = w.wall_ms
-            ax.boxplot([xs], positions=[y], orientation="horizontal", widths=0.6, showfliers=False)
-            ax.scatter(xs, [y + 0.25 * (((k * 7) % 11) / 10 - 0.5) for k in range(len(xs))], s=8, alpha=0.6,
-                       color="tab:blue", zorder=3)
+            ax.boxplot([xs], positions=[y], **_BOX)
+            ax.scatter(xs, [y + _JITTER[k % len(_JITTER)] for k in range(len(xs))], **_SAMPLES)
             floor = limits.floor_ms(w.result)
             if floor is not None:
-                ax.vlines(floor, y - 0.4, y + 0.4, color="black", linewidth=2, zorder=4)
+                ax.vlines(floor, y - _BAR_HALF_HEIGHT, y + _BAR_HALF_HEIGHT, color="black", **_BAR)
             lim = limits.limit(w.result, w.mode, w.data)
             if lim is not None:
-                ax.vlines(lim.ms, y - 0.4, y + 0.4, color="tab:red", linewidth=2, zorder=4)
+                ax.vlines(lim.ms, y - _BAR_HALF_HEIGHT, y + _BAR_HALF_HEIGHT, color="tab:red", **_BAR)
             s = stats.summarize(xs)
             labels[-1] += f"\nmedian {ms(s.median)}" + (f", {s.median / lim.ms:.2f}x limit" if lim else "")
-        ax.set_yticks(range(len(members)), labels, fontsize=7)
+        ax.set_yticks(range(len(members)), labels, fontsize=_TICK_FONT)
         ax.set_ylim(len(members) - 0.5, -0.5)
         if times and max(times) / max(min(times), 1e-9) > 20:
             ax.set_xscale("log")
         else:
             ax.set_xlim(left=0)
-        ax.set_title(backend, fontsize=10, loc="left")
+        ax.set_title(backend, fontsize=_TITLE_FONT, loc="left")
         ax.set_xlabel("wall time per image (ms)")
-    fig.legend(handles=[Line2D([], [], color="black", linewidth=2, label="transfer floor (same run)"),
-                        Line2D([], [], color="tab:red", linewidth=2, label="modelled limit of the mode")],
-               loc="outside upper right", fontsize=8, ncols=2)
+    fig.legend(handles=[Line2D([], [], color="black", linewidth=_BAR["linewidth"], label="transfer floor (same run)"),
+                        Line2D([], [], color="tab:red", linewidth=_BAR["linewidth"], label="modelled limit of the mode")],
+               loc="outside upper right", fontsize=_LEGEND_FONT, ncols=2)
     fig.suptitle(title or "per-image wall time")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=100)
+    fig.savefig(p, dpi=_DPI)
     return p
 
 

@@ -354,7 +354,9 @@ def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     parts.append(f"RT download {rts['download']['best_median_ms']:.4f} ms, graph {rts['graph']['best_median_ms']:.4f} ms")
     mc = x.get("staging_memcpy")
     if isinstance(mc, dict):
-        parts.append(f"staging memcpy {mc['median_ms']:.3f} ms ({mc.get('gb_per_s', 0):.1f} GB/s)")
+        # its GB/s as the driver measured them (optional in the schema): no figure without them
+        parts.append(f"staging memcpy {mc['median_ms']:.3f} ms"
+                     + (f" ({mc['gb_per_s']:.1f} GB/s)" if isinstance(mc.get("gb_per_s"), (int, float)) else ""))
     ratios = []
     for mode, row in rows:
         lim = limit(result, mode, row)

@@ -127,7 +127,8 @@ class Change:
     """Run B against run A: ratio = median(B) / median(A) of the per-image wall ms; p: the
     two-sided Mann-Whitney U test's p-value (scipy.stats.mannwhitneyu) that the two runs' samples
     come from the same distribution; verdict: "slower" or "faster" when p < alpha and the ratio
-    differs from 1 by at least min_effect, else "no change"."""
+    differs from 1 by at least min_effect, else "no change" (equal medians too, with a minimum
+    effect of 0: B is then neither slower nor faster)."""
 
     ratio: float
     p: float
@@ -146,6 +147,6 @@ def change(a_ms: Sequence[float], b_ms: Sequence[float], *, min_effect: float = 
     ratio = median(b) / ma
     p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue) if a != b else 1.0
     verdict = "no change"
-    if p < alpha and abs(ratio - 1.0) >= min_effect:
+    if p < alpha and abs(ratio - 1.0) >= min_effect and ratio != 1.0:
         verdict = "slower" if ratio > 1.0 else "faster"
     return Change(ratio=ratio, p=p, verdict=verdict)

@@ -1,0 +1,164 @@
+"""The Python mutation campaign's bookkeeping (sam3d/running/pymutants.py): the equivalents
+file, the score and what fails a run. The campaign itself: `sam3d mutants --python`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sam3d.cli.main import main as cli_main
+from sam3d.running import pymutants
+from sam3d.running.pymutants import Equivalent, Score
+
+ENTRY = '''
+[[equivalent]]
+mutant = "sam3d.results.stats.x_median__mutmut_1"
+change = "return float(np.median(_values(samples)))"
+reason = "the same"
+'''
+
+
+def _load(tmp_path, text):
+    p = tmp_path / "eq.toml"
+    p.write_text(text)
+    return pymutants.load_equivalents(p)
+
+
+def test_the_committed_equivalents_load_each_with_a_reason():
+    for e in pymutants.load_equivalents():
+        assert e.mutant.startswith("sam3d.results.") and e.change and len(e.reason) > 20
+
+
+def test_an_entry_loads(tmp_path):
+    assert _load(tmp_path, ENTRY) == [Equivalent("sam3d.results.stats.x_median__mutmut_1",
+                                                 "return float(np.median(_values(samples)))", "the same")]
+
+
+@pytest.mark.parametrize("change, message", [
+    (('reason = "the same"', 'reason = " "'), r"equivalent\[0\]: missing reason"),
+    (('change = "return float(np.median(_values(samples)))"\n', ''), "missing change"),
+])
+def test_an_entry_without_its_change_or_reason_is_refused(tmp_path, change, message):
+    with pytest.raises(pymutants.PyMutantError, match=message):
+        _load(tmp_path, ENTRY.replace(*change))
+
+
+def test_an_entry_listed_twice_is_refused(tmp_path):
+    with pytest.raises(pymutants.PyMutantError, match="listed twice"):
+        _load(tmp_path, ENTRY + ENTRY)
+
+
+def _score(statuses, equivalents=()):
+    return Score(dict(statuses), [Equivalent(m, "x", "a reason") for m in equivalents])
+
+
+def test_the_score_is_detected_over_all_but_the_equivalents():
+    s = _score({"k1": "killed", "k2": "killed", "t": "timeout", "s": "survived", "e": "survived"}, ["e"])
+    assert (s.detected, s.scored, s.ratio) == (3, 4, 0.75)
+    assert s.unexplained == ["s"] and not s.ok
+    assert "5 mutants: 2 killed, 1 timed out, 1 equivalent, 1 survived; score 3/4 = 75.0%" in s.summary()
+
+
+def test_a_run_passes_with_every_survivor_explained_at_90_percent():
+    killed = {f"k{i}": "killed" for i in range(9)}
+    assert _score({**killed, "e": "survived"}, ["e"]).ok
+    # 9 of 10 scored detected: exactly the target.
+    assert _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ratio == 0.9
+    assert not _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ok  # "s" is unexplained
+
+
+def test_a_run_fails_below_the_target_even_with_every_survivor_listed():
+    s = _score({"k": "killed", "a": "survived", "b": "survived"}, ["a"])
+    assert s.ratio == 0.5 and not s.ok
+
+
+def test_an_equivalent_that_is_killed_or_gone_fails_the_run():
+    s = _score({"k": "killed", "e": "killed", "n": "not checked"}, ["e", "gone", "n"])
+    assert s.stale == ["e", "gone"] and not s.ok            # "n" is not checked yet: not stale
+    assert s.equivalent == set() and s.scored == 3
+
+
+def test_an_unfinished_run_fails():
+    s = _score({"k": "killed", "n": "not checked"})
+    assert s.unfinished == ["n"] and not s.ok
+
+
+def test_without_mutmut_the_error_names_the_bootstrap(monkeypatch, tmp_path):
+    monkeypatch.setattr(pymutants.sys, "executable", str(tmp_path / "bin" / "python"))
+    with pytest.raises(pymutants.PyMutantError, match=r"run through ci/bootstrap.sh.*nox -s mutants -- --python"):
+        pymutants._mutmut()
+
+
+def test_the_core_options_are_refused_with_python(capsys):
+    assert cli_main(["mutants", "--python", "--no-build"]) == 2
+    assert "--no-build: options of the core's mutants, not of --python" in capsys.readouterr().err
+
+
+def test_the_table_counts_each_module_and_the_summary_what_is_not_checked():
+    s = _score({"sam3d.results.stats.x_median__mutmut_1": "killed",
+                "sam3d.results.stats.x_median__mutmut_2": "survived",
+                "sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3": "survived",
+                "sam3d.results.limits.x_limit__mutmut_9": "timeout",
+                "sam3d.results.limits.x_limit__mutmut_10": "not checked"},
+               ["sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3"])
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in s.table().splitlines()[2:]]
+    assert rows == [["limits", "3", "0", "1", "1", "0", "1"], ["stats", "2", "1", "0", "0", "1", "0"]]
+    assert s.unfinished == ["sam3d.results.limits.x_limit__mutmut_10"]
+    assert ", 1 not checked; score 2/4 = 50.0%" in s.summary()
+
+
+def test_last_belongs_to_python_and_takes_no_names(capsys):
+    assert cli_main(["mutants", "--last"]) == 2
+    assert "--last is an option of --python" in capsys.readouterr().err
+    assert cli_main(["mutants", "--python", "--last", "sam3d.results.stats.*"]) == 2
+    assert "it takes no mutant names" in capsys.readouterr().err
+
+
+FAKE = r'''#!/usr/bin/env python3
+"""A stand-in for mutmut: its verdicts in verdicts.json, every call logged to calls.txt."""
+import json, sys
+from pathlib import Path
+here = Path.cwd()
+with open(here / "calls.txt", "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\n")
+verdicts = json.loads((here / "verdicts.json").read_text())
+cmd = sys.argv[1]
+if cmd == "results":
+    for name, status in verdicts.items():
+        print(f"    {name}: {status}")
+elif cmd == "show":
+    print(f"# {sys.argv[2]}: survived\n--- a\n+++ b\n@@ -1 +1 @@\n-    return x\n+    return None")
+elif cmd == "run":
+    print("⠋ 3/3  🎉 2 🫥 0  ⏰ 0  🤔 0  🙁 1  🔇 0  🧙 0")
+    (here / "mutants").mkdir(exist_ok=True)
+    (here / "mutants" / "mutmut-stats.json").write_text("{}")
+'''
+
+
+def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_path, monkeypatch):
+    """run(): `mutmut run`, then the survivors of the run before it again by name; score():
+    `mutmut results --all true` and, for each listed equivalent, the + lines of `mutmut show`."""
+    fake = tmp_path / "mutmut"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    monkeypatch.setattr(pymutants, "_mutmut", lambda: str(fake))
+    monkeypatch.setattr(pymutants.paths, "root", lambda: tmp_path)
+    verdicts = {"sam3d.results.stats.x_median__mutmut_1": "killed", "sam3d.results.stats.x_median__mutmut_2": "survived",
+                "sam3d.results.stats.x_p95__mutmut_1": "no tests"}
+    (tmp_path / "verdicts.json").write_text(json.dumps(verdicts))
+    lines = []
+    pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
+    assert (tmp_path / "calls.txt").read_text().splitlines() == ["run --max-children 2"]   # no earlier run
+    assert lines == ["mutmut: 3/3  🎉 2 🫥 0  ⏰ 0  🤔 0  🙁 1  🔇 0  🧙 0"]
+    pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
+    assert (tmp_path / "calls.txt").read_text().splitlines()[1:] == [
+        "results --all true", "run --max-children 2",
+        "run --max-children 2 sam3d.results.stats.x_median__mutmut_2 sam3d.results.stats.x_p95__mutmut_1"]
+    eq = [Equivalent("sam3d.results.stats.x_median__mutmut_2", "return None", "a reason"),
+          Equivalent("sam3d.results.stats.x_p95__mutmut_1", "return 0", "another reason")]
+    s, wrong = pymutants.score(eq)
+    assert s.status == verdicts and s.unexplained == [] and s.stale == []
+    assert wrong == ["sam3d.results.stats.x_p95__mutmut_1: listed as changing 'return 0', now changes 'return None': "
+                     "the code changed; check the reason and update the entry in "
+                     "sam3d/results/mutmut-equivalents.toml"]
