@@ -121,9 +121,9 @@ struct Probes::State {
         : backend(be), dev(d), up_bytes(p.upload_bytes), down_bytes(p.download_bytes),
           alignment(std::max(staging_alignment, kMinAlignment)), n_blocks(std::min(kMaxBlocks, n_images)),
           images(n_images), f_up(n_blocks), f_down(n_blocks), f_both(n_blocks), cp(n_blocks), rt_down(n_blocks),
-          rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), profile(p),
+          rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), f_duplex(n_blocks), profile(p),
           c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
-          c_queued_cold(n_blocks), f_duplex(n_blocks), c_queued_no_upload_wait(n_blocks),
+          c_queued_cold(n_blocks), c_queued_no_upload_wait(n_blocks),
           c_queued_synchronize(n_blocks) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
@@ -176,17 +176,10 @@ struct Probes::State {
         ggml_backend_dev_props props{};
         ggml_backend_dev_get_props(dev, &props);
         if (props.caps.events) event = ggml_backend_event_new(dev);
-        if (host != nullptr && props.caps.events) {  // else (or a NULL) no duplex samples
+        if (host != nullptr && props.caps.events) {  // else (or a NULL of the three) no duplex samples
             backend2 = ggml_backend_dev_init(dev, nullptr);
             duplex_up = ggml_backend_event_new(dev);
             duplex_down = ggml_backend_event_new(dev);
-            if (backend2 == nullptr || duplex_up == nullptr || duplex_down == nullptr) {
-                if (duplex_up != nullptr) ggml_backend_event_free(duplex_up);
-                if (duplex_down != nullptr) ggml_backend_event_free(duplex_down);
-                if (backend2 != nullptr) ggml_backend_free(backend2);
-                backend2 = nullptr;
-                duplex_up = duplex_down = nullptr;
-            }
         }
         calls = with_calls && host != nullptr;
         if (calls && props.caps.events) {
@@ -519,7 +512,7 @@ struct Probes::State {
         };
         if (host != nullptr) {
             Series * kinds[4] = {&f_up, &f_down, &f_both, &f_duplex};
-            const int n_kinds = backend2 != nullptr ? 4 : 3;
+            const int n_kinds = backend2 != nullptr && duplex_up != nullptr && duplex_down != nullptr ? 4 : 3;
             for (int k = 0; k < n_kinds; ++k) {
                 const int kind = (k + image) % n_kinds;  // rotates: each kind goes first equally often
                 keep(*kinds[kind], kind == 3 ? duplex_sample() : floor_sample(kind));

@@ -89,41 +89,44 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
 
 namespace {
 
-// GGML 0.20.2's host buffer types, each pinned by a test in native/tests/test_ggml_contract.cpp.
-struct HostBufferFact {
+// GGML 0.20.2's facts per backend (its registry name), each pinned by a test in
+// native/tests/test_ggml_contract.cpp; a backend not listed has neither.
+struct BackendFact {
     const char * backend;  // ggml_backend_reg_name
-    bool every_device;
+    bool every_device;     // its host buffer type's pinned memory is usable by every device
+    bool in_order;         // one ggml_backend_t's async copies, graphs and events on one in-order queue (A6)
 };
-constexpr HostBufferFact kHostBufferFacts[] = {
+constexpr BackendFact kBackendFacts[] = {
     // ggml_cuda_host_malloc: cudaMallocHost, page-locked for every device of the process under
     // unified addressing (every 64-bit CUDA platform); the type reports device 0.
-    {"CUDA", true},
+    // In order: the backend's stream (cuda_ctx->stream()); its blocking copies run on
+    // cudaStreamPerThread instead, so A6's synchronous path still completes queued work first.
+    {"CUDA", true, true},
     // ggml_vk_host_malloc(vk_instance.devices[0], ...): memory imported into device 0 only.
-    {"Vulkan", false},
+    // Not in order: with a dedicated transfer queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs
+    // by default) its uploads go to a queue of their own.
+    {"Vulkan", false, false},
 };
 
-// GGML 0.20.2's backends that run one ggml_backend_t's async copies (set/get_tensor_async),
-// graph_compute_async and event records and waits on one in-order queue, each pinned by a test
-// in native/tests/test_ggml_contract.cpp. CUDA: the backend's stream (cuda_ctx->stream(); its
-// blocking copies run on cudaStreamPerThread instead, so A6's synchronous path still completes
-// queued work first). Vulkan is not one: with a dedicated transfer queue
-// (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs by default) its uploads go to a queue of their own.
-constexpr const char * kInOrderBackends[] = {"CUDA"};
+const BackendFact * backend_fact(const char * reg_name) {
+    for (const BackendFact & f : kBackendFacts) {
+        if (reg_name != nullptr && std::strcmp(f.backend, reg_name) == 0) {
+            return &f;
+        }
+    }
+    return nullptr;
+}
 
 }  // namespace
 
 bool in_order_backend(const char * reg_name) {
-    return reg_name != nullptr && std::any_of(std::begin(kInOrderBackends), std::end(kInOrderBackends),
-                                              [&](const char * n) { return std::strcmp(n, reg_name) == 0; });
+    const BackendFact * f = backend_fact(reg_name);
+    return f != nullptr && f->in_order;
 }
 
 bool host_buffer_every_device(const char * reg_name) {
-    for (const HostBufferFact & f : kHostBufferFacts) {
-        if (reg_name != nullptr && std::strcmp(f.backend, reg_name) == 0) {
-            return f.every_device;
-        }
-    }
-    return false;
+    const BackendFact * f = backend_fact(reg_name);
+    return f != nullptr && f->every_device;
 }
 
 sam3d_fallback static_fallback(const Session & s, const ggml_backend_dev_props & props) {
