@@ -84,6 +84,19 @@ def test_gpu_runner_env_for_cuda_requires_a_device_and_strips_inherited_flags(mo
     assert "SAM3D_REQUIRE_CUDA_DEVICE" not in vk
 
 
+def test_gpu_runner_preloads_what_the_manifest_names_ahead_of_an_inherited_preload(monkeypatch):
+    """vulkan-asan's runs on NVIDIA preload the registry's vulkan_preload (docs/gpu.md)."""
+    from sam3d.running import bundle_run
+    monkeypatch.setattr(os, "environ", {"LD_PRELOAD": "/other.so"})
+    vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["vulkan"],
+          "preload": ["vulkan-asan/lib/libsam3d_keep_loaded.so"]}
+    env = bundle_run.variant_env("vulkan-asan", vm)
+    assert env["LD_PRELOAD"] == f"{bundle_run.HERE / 'vulkan-asan' / 'lib' / 'libsam3d_keep_loaded.so'}:/other.so"
+    assert bundle_run.variant_env("release", {"sanitizer": None}).get("LD_PRELOAD") == "/other.so"
+    assert variants.get("vulkan-asan").preloads == ("sam3d_keep_loaded",)
+    assert variants.get("cuda-asan").preloads == variants.get("release").preloads == ()
+
+
 def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders(tmp_path, monkeypatch):
     """The layouts of NVIDIA's wheels: nvidia/cu13/lib (CUDA 13) and nvidia/<name>/lib (CUDA 12);
     a missing soname is named with the other versions seen."""

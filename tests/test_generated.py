@@ -52,6 +52,19 @@ def test_cmake_canaries_are_the_registry_s():
         assert (ROOT / variants.SUPPRESSIONS_DIR / s.suppressions).is_file(), s.key
 
 
+def test_cmake_builds_each_vulkan_preload_where_the_registry_preloads_it():
+    """native/CMakeLists.txt adds native/sanitizers/ with Vulkan and exactly the -fsanitize= names
+    whose sanitizer has a vulkan_preload; that folder defines each such target."""
+    cmake = (ROOT / "native" / "CMakeLists.txt").read_text()
+    (cond,) = re.findall(r"if\(SAM3D_VULKAN AND ([^\n]+)\)\n\s*add_subdirectory\(sanitizers\)", cmake)
+    assert set(re.findall(r'-fsanitize=\[\^ \]\*(\w+)', cond)) == {
+        s.fsanitize for s in variants.SANITIZERS if s.vulkan_preload}
+    targets = set(re.findall(r"add_library\((\w+) MODULE", (ROOT / "native" / "sanitizers" / "CMakeLists.txt").read_text()))
+    assert {s.vulkan_preload for s in variants.SANITIZERS if s.vulkan_preload} <= targets
+    for v in variants.VARIANTS:
+        assert bool(v.preloads) == (v.vulkan and any(s.vulkan_preload for s in v.sanitizers)), v.name
+
+
 def test_ggml_recipe_switches_are_the_registry_s():
     """The recipe's generate() sets GGML_SANITIZE_* from compiler.sanitizer and the cuda option;
     each expression, evaluated for every setting, gives what Variant.ggml_switches says."""

@@ -44,6 +44,9 @@ class Sanitizer:
     runtime: (environment variable, options) pairs every run of an instrumented binary gets;
         ``{suppressions}`` is the path of its suppression file. Any report is fatal.
     cuda_runtime: options added to those variables in a variant with GGML's CUDA backend.
+    vulkan_preload: a library the GPU bundle preloads (LD_PRELOAD) into the runs of a variant with
+        this sanitizer and GGML's Vulkan backend on GPU machines: the CMake target of that name
+        (native/sanitizers/, built in every such variant), packed in the variant's lib/.
     canary: (name, report pattern): native/tests/canaries/<name>.cpp, a CTest pair that passes
         only when the sanitizer stops it with that report.
     suppressions: its suppression file in native/sanitizers/.
@@ -61,6 +64,7 @@ class Sanitizer:
     suppressions: str
     may_suppress: tuple[str, str]
     cuda_runtime: tuple[tuple[str, str], ...] = ()
+    vulkan_preload: str = ""
 
 
 SANITIZERS: tuple[Sanitizer, ...] = (
@@ -73,12 +77,18 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         # The CUDA driver maps memory in ASan's shadow gap, which ASan's protected gap refuses
         # (google/sanitizers#629): cuInit fails without this.
         cuda_runtime=(("ASAN_OPTIONS", "protect_shadow_gap=0"),),
+        # The Vulkan loader unloads NVIDIA's driver modules before LeakSanitizer's check at exit,
+        # leaving the driver's allocations in frames of no module, which no suppression can name
+        # (docs/gpu.md, "vulkan-asan on NVIDIA"): a dlclose that keeps them mapped.
+        vulkan_preload="sam3d_keep_loaded",
         canary=("leak", "LeakSanitizer: detected memory leaks"),
         suppressions="lsan.supp",
-        may_suppress=(r"libcuda\b|libcudart|libcublas|libvulkan_lvp|^ggml_backend_vk_reg_get_device$",
-                      "frames in libcuda, libcudart or libcublas (NVIDIA's driver and runtime), in libvulkan_lvp "
-                      "(Mesa's lavapipe), or GGML's Vulkan device registry (ggml_backend_vk_reg_get_device), "
-                      "whose devices outlive the static vector holding them"),
+        may_suppress=(r"libcuda\b|libcudart|libcublas|libnvidia-|libvulkan_lvp|libVkLayer_khronos_validation|"
+                      r"^ggml_backend_vk_reg_get_device$",
+                      "frames in libcuda, libcudart, libcublas or libnvidia-* (NVIDIA's driver and runtime), in "
+                      "libvulkan_lvp (Mesa's lavapipe), in libVkLayer_khronos_validation (the Khronos validation "
+                      "layer, validation runs only), or GGML's Vulkan device registry "
+                      "(ggml_backend_vk_reg_get_device), whose devices outlive the static vector holding them"),
     ),
     Sanitizer(
         key="undefined", title="UBSan", conan="UndefinedBehavior", fsanitize="undefined",
@@ -237,6 +247,12 @@ class Variant:
         return {s.ggml_switch: s in self.sanitizers and not self.cuda for s in SANITIZERS}
 
     @property
+    def preloads(self) -> tuple[str, ...]:
+        """The CMake targets (native/sanitizers/) its runs on GPU machines preload: each of its
+        sanitizers' vulkan_preload, with Vulkan."""
+        return tuple(s.vulkan_preload for s in self.sanitizers if s.vulkan_preload) if self.vulkan else ()
+
+    @property
     def canaries(self) -> tuple[tuple[str, str], ...]:
         """The sanitizer canaries of its normal suite: (name, report pattern)."""
         return tuple(s.canary for s in self.sanitizers)
@@ -342,11 +358,9 @@ VARIANTS: tuple[Variant, ...] = (
         # minutes (docs/getting-started.md, "Build times"). Built by name, and always in the CI
         # matrix. Clang, as vulkan-ubsan (ggml-vulkan.cpp under GCC's sanitizers is slow); with
         # Clang and ASan, native/CMakeLists.txt builds the fuzz target here too, while cpu-asan
-        # keeps the fuzz role. Not in the bundle and device roles yet: on the H200 its device tests
-        # pass, but LeakSanitizer fails each process on allocations of NVIDIA's Vulkan driver whose
-        # frames it cannot name ("<unknown module>"), so no suppression can match them (docs/gpu.md,
-        # "vulkan-asan on NVIDIA"); it is bundled by name (nox -s bundle -- vulkan-asan).
-        roles=(CI,),
+        # keeps the fuzz role. On NVIDIA machines its runs preload the address sanitizer's
+        # vulkan_preload (docs/gpu.md, "vulkan-asan on NVIDIA").
+        roles=(CI, BUNDLE, DEVICE),
         sanitizer="AddressUndefinedBehavior",
         vulkan=True,
         compiler="clang",

@@ -195,6 +195,12 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
             if not (GLVND_DIR / soname).exists():
                 raise BundleError(f"{GLVND_DIR / soname} is missing: install the Debian package {package}")
             libs[soname] = GLVND_DIR / soname
+        # What its runs preload (the registry's vulkan_preload), from the build's native/sanitizers/.
+        preload = {f"lib{t}.so": build / "sanitizers" / f"lib{t}.so" for t in v.preloads}
+        for soname, src in preload.items():
+            if not src.is_file():
+                raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
+            libs[soname] = src
         files = []
         for name, src in binaries.items():
             dst = vdir / "bin" / name
@@ -223,6 +229,8 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
             "sanitizer": v.sanitizer,
             "backends": [bk.lower() for bk in v.backends if bk != "CPU"],
             "cuda_libs": cuda_libs,
+            # run.py sets LD_PRELOAD to these (relative to the bundle's top folder).
+            "preload": [f"{v.name}/lib/{soname}" for soname in preload],
             # CMAKE_CUDA_ARCHITECTURES of its GGML: run.py checks the GPU's compute capability against it.
             "cuda_architectures": v.cuda_architectures if v.cuda else None,
             # What provides them, as run.py's error names it: the lock's pins of the runtime wheels.

@@ -197,6 +197,11 @@ def variant_env(name, vm, cuda_dirs=()):
     # As in the test environment of the build machine: any report is fatal, except the upstream
     # ones the project's suppression files (packed beside run.py) name.
     env.update(sanitizer_env(vm["sanitizer"], HERE, cuda="cuda" in backends))
+    # The registry's vulkan_preload (a dlclose keeping NVIDIA's Vulkan driver modules mapped, so
+    # LeakSanitizer names them; docs/gpu.md, "vulkan-asan on NVIDIA").
+    preload = [str(HERE / p) for p in vm.get("preload", [])]
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
     return env
 
 
