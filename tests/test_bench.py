@@ -84,17 +84,51 @@ def test_gpu_runner_env_for_cuda_requires_a_device_and_strips_inherited_flags(mo
     assert "SAM3D_REQUIRE_CUDA_DEVICE" not in vk
 
 
-def test_gpu_runner_preloads_what_the_manifest_names_ahead_of_an_inherited_preload(monkeypatch):
-    """vulkan-asan's runs on NVIDIA preload the registry's vulkan_preload (docs/gpu.md)."""
+def test_gpu_runner_preloads_what_the_manifest_names_ahead_of_an_inherited_preload(monkeypatch, tmp_path):
+    """vulkan-asan's runs preload the registry's vulkan_preload (docs/gpu.md, "vulkan-asan on
+    NVIDIA"); a missing library or a path ld.so would split stops run.py, naming it."""
     from sam3d.running import bundle_run
     monkeypatch.setattr(os, "environ", {"LD_PRELOAD": "/other.so"})
+    lib = tmp_path / "vulkan-asan" / "lib" / "libsam3d_keep_loaded.so"
+    lib.parent.mkdir(parents=True)
+    lib.write_bytes(b"")
+    monkeypatch.setattr(bundle_run, "HERE", tmp_path)
     vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["vulkan"],
           "preload": ["vulkan-asan/lib/libsam3d_keep_loaded.so"]}
-    env = bundle_run.variant_env("vulkan-asan", vm)
-    assert env["LD_PRELOAD"] == f"{bundle_run.HERE / 'vulkan-asan' / 'lib' / 'libsam3d_keep_loaded.so'}:/other.so"
+    assert bundle_run.variant_env("vulkan-asan", vm)["LD_PRELOAD"] == f"{lib}:/other.so"
     assert bundle_run.variant_env("release", {"sanitizer": None}).get("LD_PRELOAD") == "/other.so"
+    lib.unlink()
+    with pytest.raises(SystemExit, match=f"vulkan-asan: {lib} is missing"):
+        bundle_run.variant_env("vulkan-asan", vm)
+    spaced = tmp_path / "GPU runs"
+    (spaced / "vulkan-asan" / "lib").mkdir(parents=True)
+    (spaced / "vulkan-asan" / "lib" / "libsam3d_keep_loaded.so").write_bytes(b"")
+    monkeypatch.setattr(bundle_run, "HERE", spaced)
+    with pytest.raises(SystemExit, match="space or colon cannot be preloaded"):
+        bundle_run.variant_env("vulkan-asan", vm)
     assert variants.get("vulkan-asan").preloads == ("sam3d_keep_loaded",)
     assert variants.get("cuda-asan").preloads == variants.get("release").preloads == ()
+
+
+def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatch, tmp_path):
+    """A bundle of a variant with preloads carries each library in its lib/, the manifest names it
+    relative to run.py, and the runner's LD_PRELOAD is that file; ctest's is the build's."""
+    from sam3d.running import bundle, bundle_run
+    v = variants.get("vulkan-asan")
+    libs = driver.ctest.preload_libs(v)
+    if not all(p.is_file() for p in libs.values()) or not (driver.ctest.build_folder(v) / "tests" / "device").is_dir():
+        pytest.skip("vulkan-asan is not built (nox -s build -- vulkan-asan)")
+    assert driver.ctest.test_env(v, {})["LD_PRELOAD"] == ":".join(str(p) for p in libs.values())
+    bundle.make(tmp_path, [v], limit=None)
+    stage = tmp_path / bundle.BUNDLE_NAME
+    vm = json.loads((stage / "manifest.json").read_text())["variants"][v.name]
+    assert vm["preload"] == [f"{v.name}/lib/{name}" for name in libs]
+    for rel in vm["preload"]:  # the keeper (debug info split off, as every packed file's)
+        assert " T dlclose" in subprocess.run(["nm", "-D", "--defined-only", str(stage / rel)],
+                                              capture_output=True, text=True, check=True).stdout
+    monkeypatch.setattr(bundle_run, "HERE", stage)
+    monkeypatch.setattr(os, "environ", {})
+    assert bundle_run.variant_env(v.name, vm)["LD_PRELOAD"] == ":".join(str(stage / r) for r in vm["preload"])
 
 
 def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders(tmp_path, monkeypatch):

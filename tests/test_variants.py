@@ -196,3 +196,9 @@ def test_the_rule_catches_a_bad_entry():
               "leak:libcublasLt.so\n# GGML\nleak:ggml_backend_cuda_init\nleak:\n")
     may = variants.sanitizer("address").may_suppress[0]
     assert entries_breaking_the_rule(sample, may) == ["leak:libcublasLt.so", "leak:ggml_backend_cuda_init", "leak:"]
+    # NVIDIA's driver modules and the Khronos layer may be named; GGML's and the core's libraries,
+    # or another layer, may not.
+    sample = ("# the driver\nleak:libnvidia-eglcore.so\n# the layer\nleak:libVkLayer_khronos_validation.so\n"
+              "# GGML\nleak:libggml-vulkan.so\n# core\nleak:libsam3d_core\n# other\nleak:libVkLayer_MESA_device_select.so\n")
+    assert entries_breaking_the_rule(sample, may) == ["leak:libggml-vulkan.so", "leak:libsam3d_core",
+                                                      "leak:libVkLayer_MESA_device_select.so"]

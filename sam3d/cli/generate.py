@@ -100,8 +100,8 @@ def sanitizers_table() -> str:
         cuda = "; ".join(f"`{var}` adds `{opts}`" for var, opts in s.cuda_runtime)
         rows.append([s.title, f"`{s.conan}`", f"`-fsanitize={s.fsanitize}`", f"`{s.ggml_switch}`",
                      runtime + (f" (with CUDA: {cuda})" if cuda else "")
-                     + (f" (with Vulkan, on GPU machines: `LD_PRELOAD` of `lib{s.vulkan_preload}.so`, "
-                        f"native/sanitizers/)" if s.vulkan_preload else ""),
+                     + (f" (with Vulkan: `LD_PRELOAD` of `lib{s.vulkan_preload}.so`, native/sanitizers/)"
+                        if s.vulkan_preload else ""),
                      f"`{s.canary[0]}`: {s.canary[1]}", f"`{variants.SUPPRESSIONS_DIR}/{s.suppressions}`",
                      s.may_suppress[1]])
     settings = _table(["compiler.sanitizer", "sanitizers"],

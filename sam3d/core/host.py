@@ -110,6 +110,22 @@ def sanitizer_env(sanitizer: str | None, suppressions: Path, cuda: bool = False)
     return env
 
 
+def with_preload(env: dict[str, str], libs: list[Path]) -> dict[str, str]:
+    """``env`` with ``libs`` preloaded ahead of any LD_PRELOAD it has (the registry's
+    vulkan_preload: core/variants.py). Each library must exist, and its path must hold no space or
+    colon: ld.so splits LD_PRELOAD at both and would drop the library with only a warning."""
+    for lib in libs:
+        if not lib.is_file():
+            raise FileNotFoundError(f"{lib} is missing: the variant's runs preload it (build the variant, "
+                                    "or pack the bundle, again)")
+        if any(c.isspace() or c == ":" for c in str(lib)):
+            raise ValueError(f"{lib}: a path with a space or colon cannot be preloaded (LD_PRELOAD splits at "
+                             "both); move the build or the unpacked bundle to a path without them")
+    if libs:
+        env["LD_PRELOAD"] = ":".join([str(p) for p in libs] + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
+    return env
+
+
 def log_tail(path: Path, n: int) -> list[str]:
     """The last ``n`` non-blank lines of a log ([] when it cannot be read)."""
     try:

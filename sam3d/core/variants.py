@@ -44,9 +44,10 @@ class Sanitizer:
     runtime: (environment variable, options) pairs every run of an instrumented binary gets;
         ``{suppressions}`` is the path of its suppression file. Any report is fatal.
     cuda_runtime: options added to those variables in a variant with GGML's CUDA backend.
-    vulkan_preload: a library the GPU bundle preloads (LD_PRELOAD) into the runs of a variant with
-        this sanitizer and GGML's Vulkan backend on GPU machines: the CMake target of that name
-        (native/sanitizers/, built in every such variant), packed in the variant's lib/.
+    vulkan_preload: a library every run of a variant with this sanitizer and GGML's Vulkan backend
+        preloads (LD_PRELOAD; `sam3d ctest`, the test presets and the GPU bundle's run.py alike):
+        the CMake target of that name (native/sanitizers/, built in every such variant), packed in
+        the bundle's lib/ of the variant.
     canary: (name, report pattern): native/tests/canaries/<name>.cpp, a CTest pair that passes
         only when the sanitizer stops it with that report.
     suppressions: its suppression file in native/sanitizers/.
@@ -358,8 +359,8 @@ VARIANTS: tuple[Variant, ...] = (
         # minutes (docs/getting-started.md, "Build times"). Built by name, and always in the CI
         # matrix. Clang, as vulkan-ubsan (ggml-vulkan.cpp under GCC's sanitizers is slow); with
         # Clang and ASan, native/CMakeLists.txt builds the fuzz target here too, while cpu-asan
-        # keeps the fuzz role. On NVIDIA machines its runs preload the address sanitizer's
-        # vulkan_preload (docs/gpu.md, "vulkan-asan on NVIDIA").
+        # keeps the fuzz role. Its runs preload the address sanitizer's vulkan_preload, without
+        # which LeakSanitizer cannot name NVIDIA's driver modules (docs/gpu.md, "vulkan-asan on NVIDIA").
         roles=(CI, BUNDLE, DEVICE),
         sanitizer="AddressUndefinedBehavior",
         vulkan=True,

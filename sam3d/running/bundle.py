@@ -38,7 +38,7 @@ from pathlib import Path
 from ..core import gpu_checks, host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json
-from ..tools import checkers, cuda, ggml_package, provenance, system
+from ..tools import checkers, ctest, cuda, ggml_package, provenance, system
 from . import driver
 from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
 
@@ -196,7 +196,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
                 raise BundleError(f"{GLVND_DIR / soname} is missing: install the Debian package {package}")
             libs[soname] = GLVND_DIR / soname
         # What its runs preload (the registry's vulkan_preload), from the build's native/sanitizers/.
-        preload = {f"lib{t}.so": build / "sanitizers" / f"lib{t}.so" for t in v.preloads}
+        preload = ctest.preload_libs(v)
         for soname, src in preload.items():
             if not src.is_file():
                 raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")

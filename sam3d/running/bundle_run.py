@@ -37,10 +37,10 @@ from pathlib import Path
 
 if __package__:  # imported as part of the sam3d package
     from ..core import gpu_checks
-    from ..core.host import log_tail, machine, runner_env, sanitizer_env
+    from ..core.host import log_tail, machine, runner_env, sanitizer_env, with_preload
 else:  # run.py of the bundle: sam3d/core/host.py and gpu_checks.py are packed beside it
     import gpu_checks  # pylint: disable=import-error
-    from host import log_tail, machine, runner_env, sanitizer_env  # pylint: disable=import-error
+    from host import log_tail, machine, runner_env, sanitizer_env, with_preload  # pylint: disable=import-error
 
 HERE = Path(__file__).resolve().parent
 # The replay's device layouts (sam3d_bench --layout, native/bench/options.cpp).
@@ -197,12 +197,12 @@ def variant_env(name, vm, cuda_dirs=()):
     # As in the test environment of the build machine: any report is fatal, except the upstream
     # ones the project's suppression files (packed beside run.py) name.
     env.update(sanitizer_env(vm["sanitizer"], HERE, cuda="cuda" in backends))
-    # The registry's vulkan_preload (a dlclose keeping NVIDIA's Vulkan driver modules mapped, so
+    # The registry's vulkan_preload (a dlclose keeping the Vulkan driver's modules mapped, so
     # LeakSanitizer names them; docs/gpu.md, "vulkan-asan on NVIDIA").
-    preload = [str(HERE / p) for p in vm.get("preload", [])]
-    if preload:
-        env["LD_PRELOAD"] = ":".join(preload + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
-    return env
+    try:
+        return with_preload(env, [HERE / p for p in vm.get("preload", [])])
+    except (OSError, ValueError) as e:
+        sys.exit(f"run.py: {name}: {e}")
 
 
 def junit_counts(report_path):

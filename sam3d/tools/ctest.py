@@ -28,10 +28,16 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     unless the variable is set); with one, a CUDA variant's CUDA cases must find a device
     (SAM3D_REQUIRE_CUDA_DEVICE=1). The inherited flags of host.RUNNER_REMOVED_ENV
     (SAM3D_BATCHED_TRANSFERS, GGML's transfer-changing Vulkan and CUDA flags) are removed:
-    tests choose.
+    tests choose. The variant's preloads (preload_libs) are in LD_PRELOAD, as run.py sets them.
     """
     env = host.runner_env(dict(os.environ if base is None else base))
     env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
+    try:
+        host.with_preload(env, list(preload_libs(v).values()))
+    except FileNotFoundError as e:
+        raise NotBuilt(str(e)) from None
+    except ValueError as e:
+        raise Sam3dError(str(e)) from None
     gpu = system.has_nvidia_gpu()
     if v.vulkan and not gpu:
         env.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
@@ -42,6 +48,12 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
 
 def build_folder(v: Variant) -> Path:
     return paths.build_dir(v.name, v.build_type)
+
+
+def preload_libs(v: Variant) -> dict[str, Path]:
+    """What every run of ``v``'s binaries preloads (Variant.preloads, the registry's
+    vulkan_preload): file name -> the library its build made (native/sanitizers/)."""
+    return {f"lib{t}.so": build_folder(v) / "sanitizers" / f"lib{t}.so" for t in v.preloads}
 
 
 def test_preset(v: Variant, label: str = "normal") -> dict:
