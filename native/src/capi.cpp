@@ -201,6 +201,18 @@ sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session) {
     return session ? session->static_fallback : SAM3D_FALLBACK_COUNT;
 }
 
+unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, unsigned n) {
+    if (session == nullptr) {
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(session->mutex);
+    const unsigned threads = session->copier->threads();
+    for (unsigned k = 0; k < n && k < threads && bytes != nullptr; ++k) {
+        bytes[k] = session->copier->copied(k);
+    }
+    return threads;
+}
+
 unsigned sam3d_session_copy_threads(const sam3d_session * session) {
     return session ? session->copier->threads() : 1;
 }

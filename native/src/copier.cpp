@@ -77,6 +77,7 @@ void Copier::copy(const Span * spans, size_t n) {
     const unsigned p = parts(bytes);
     if (p == 1) {
         copy_part(spans, n, 0, bytes);
+        caller_copied_.fetch_add(bytes, std::memory_order_relaxed);
         return;
     }
     // Part k starts at bytes / p * k rounded down to 64 bytes of the run (the last part takes the
@@ -98,6 +99,7 @@ void Copier::copy(const Span * spans, size_t n) {
         }
     }
     copy_part(spans, n, 0, edge(1));
+    caller_copied_.fetch_add(edge(1), std::memory_order_relaxed);
     for (unsigned k = 1; k < p; ++k) {
         const Worker & w = workers_[k - 1];
         for (unsigned spins = 0; w.done.load(std::memory_order_acquire) != generation_; ++spins) {
@@ -108,6 +110,13 @@ void Copier::copy(const Span * spans, size_t n) {
             }
         }
     }
+}
+
+uint64_t Copier::copied(unsigned k) const {
+    if (k == 0) {
+        return caller_copied_.load(std::memory_order_relaxed);
+    }
+    return k < threads() ? workers_[k - 1].copied.load(std::memory_order_relaxed) : 0;
 }
 
 void Copier::run(Worker & w) {
@@ -138,6 +147,7 @@ void Copier::run(Worker & w) {
             }
         }
         copy_part(spans_, n_, w.begin, w.end);
+        w.copied.fetch_add(w.end - w.begin, std::memory_order_relaxed);
         seen = g;
         w.done.store(g, std::memory_order_release);
     }

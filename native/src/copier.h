@@ -47,12 +47,17 @@ public:
     // Copies the bytes [begin, end) of the concatenation of spans[0, n).
     static void copy_part(const Span * spans, size_t n, size_t begin, size_t end);
 
+    // The bytes participant `k` has copied since creation (0: the caller's thread, k: the k-th
+    // started worker; 0 beyond threads()), for the seam (sam3d_testing_copied_bytes).
+    uint64_t copied(unsigned k) const;
+
 private:
     struct Worker {
         std::thread thread;
         std::atomic<uint64_t> posted{0};  // the generation of the part posted to it
         std::atomic<uint64_t> done{0};    // the generation of the part it finished
         size_t begin = 0, end = 0;        // its part, written before `posted`
+        std::atomic<uint64_t> copied{0};  // bytes of the parts it copied
     };
     void run(Worker & w);
 
@@ -61,6 +66,7 @@ private:
     const Span * spans_ = nullptr;  // the copy in progress, written before a part is posted
     size_t n_ = 0;
     uint64_t generation_ = 0;
+    std::atomic<uint64_t> caller_copied_{0};  // bytes of the parts the caller's thread copied
     std::mutex mutex_;  // guards sleepers_, and stop_'s store, with `wake_`
     std::condition_variable wake_;
     unsigned sleepers_ = 0;

@@ -303,6 +303,51 @@ TEST_P(Pieces, EveryCopyThreadCountGivesTheSameBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Pieces, testing::ValuesIn(rig::kinds()), rig::param_name);
 
+// Rule 2, "Copy threads": a piece's bytes, taken as one run, are cut into one part per 64 KiB and
+// at most one per thread, inner edges at bytes / parts * k rounded down to 64 bytes of the run,
+// the last part taking the remainder, the first copied by the caller's thread; a piece below
+// twice 64 KiB stays on the caller's thread. What each participant copied, through the seam.
+TEST_F(PiecesOrder, EachCopyThreadCopiesItsPartOfAPiece) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    const int64_t floats = 100001;  // 400,004 bytes: 6 parts of 64 KiB, so 4 threads take 4
+    const size_t bytes = floats * sizeof(float);
+    ggml_tensor * big = r.f32(floats, "big");
+    r.bytes(64, "apart");
+    ggml_tensor * small = r.f32(1000, "small");
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(SIZE_MAX, 4));  // one piece per call
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(sam3d_session_copy_threads(s), 4u);
+    const auto roundtrip = [&](ggml_tensor * t, size_t n) {
+        std::vector<float> in = rig::ramp(static_cast<int64_t>(n / sizeof(float)), 5.0f);
+        std::vector<float> out(in.size(), -1.0f);
+        sam3d_upload u = rig::up(t, in.data(), n);
+        sam3d_download d = rig::down(t, out.data(), n);
+        const sam3d_call c{&u, 1, nullptr, &d, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out, in);
+    };
+    roundtrip(big, bytes);
+    uint64_t copied[5] = {0, 0, 0, 0, 7};
+    ASSERT_EQ(sam3d_testing_copied_bytes(s, copied, 5), 4u);
+    // The edges: 0, 99,968, 200,000, 299,968 (100,001 rounded down to 64 bytes is 99,968), the
+    // end; each part copied twice, in and out.
+    const uint64_t edges[] = {0, 99968, 200000, 299968, bytes};
+    for (unsigned k = 0; k < 4; ++k) {
+        EXPECT_EQ(copied[k], 2 * (edges[k + 1] - edges[k])) << "participant " << k;
+    }
+    EXPECT_EQ(copied[4], 7u) << "written beyond the session's participants";
+    roundtrip(small, 4000);  // one part: the caller's
+    uint64_t after[4] = {};
+    ASSERT_EQ(sam3d_testing_copied_bytes(s, after, 4), 4u);
+    EXPECT_EQ(after[0], copied[0] + 8000);
+    for (unsigned k = 1; k < 4; ++k) {
+        EXPECT_EQ(after[k], copied[k]) << "participant " << k;
+    }
+    EXPECT_EQ(sam3d_testing_copied_bytes(nullptr, after, 4), 0u);
+}
+
 // The copy threads a session reports: as asked (up to 64), the default at most the processors
 // the test may run on (its affinity), 1 where the session never stages; 65 is refused, naming
 // the field.

@@ -67,6 +67,12 @@ void sam3d_testing_fail_allocation(sam3d_session * session, uint64_t n);
 // Allocations the core has made through the counted point since the session was created.
 uint64_t sam3d_testing_allocations(sam3d_session * session);
 
+// The staged copies' bytes per participant since the session was created (docs/contract.md,
+// rule 2, "Copy threads"): bytes[0] the caller's thread, bytes[k] the k-th copy thread, for the
+// first `n` participants. Returns how many participants the session has (sam3d_session_copy_threads;
+// 0 for a NULL session).
+unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, unsigned n);
+
 #ifdef __cplusplus
 }
 #endif
