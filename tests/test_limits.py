@@ -339,6 +339,9 @@ def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_d
     assert limits.duplex(_duplex_floor(0.8, 0.75, 0.79)) == (
         head + "0.790 ms = 2.0 GB/s, 101% of the faster direction hidden"
         " (**below the slower direction alone: a measurement fault**)")
+    # GB/s = bytes / (ms x 1e6): 2,250,001 bytes in 1 ms are 2.250001 GB/s, shown rounded up
+    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex({**_duplex_floor(1.0, 0.75, 1.0), "upload_bytes": 2_000_001,
+                                                     "download_bytes": 250_000})
     edge = 1.0 * (1 - limits.DUPLEX_TOLERANCE)
     assert "fault" not in limits.duplex(_duplex_floor(1.0, 0.5, edge))
     assert "fault" in limits.duplex(_duplex_floor(1.0, 0.5, edge * 0.999))
@@ -768,7 +771,7 @@ def test_plot_fixes_its_fonts_legend_place_and_resolution(monkeypatch, tmp_path,
     import matplotlib.text
     from sam3d.results import evidence
     failed = make_result(variant="cpu-asan", status="failed", reason="oom", on_ms=None, off_ms=None)
-    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 13, "legend.fontsize": 13,
+    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 13, "legend.fontsize": 13, "legend.loc": "lower left",
                                 "figure.dpi": 50, "savefig.dpi": 50}):
         fig = _drawn(monkeypatch, tmp_path, [make_result(on_ms=ON, off_ms=OFF), failed])
         fig.canvas.draw()
