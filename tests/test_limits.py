@@ -326,6 +326,56 @@ def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, du
     assert ("a measurement fault" in notes) == fault
 
 
+def _duplex_floor(up, down, both):
+    return {"upload": {"best_median_ms": up}, "download": {"best_median_ms": down},
+            "duplex": {"best_median_ms": both}, "upload_bytes": 1_000_000, "download_bytes": 580_000}
+
+
+def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_direction():
+    """The whole duplex note, with and without the fault flag; exactly 1% below the slower
+    direction alone is still physics, more than 1% is a measurement fault."""
+    head = "duplex (upload and download on two backends at once) "
+    assert limits.duplex(_duplex_floor(0.8, 0.75, 0.8)) == head + "0.800 ms = 2.0 GB/s, 100% of the faster direction hidden"
+    assert limits.duplex(_duplex_floor(0.8, 0.75, 0.79)) == (
+        head + "0.790 ms = 2.0 GB/s, 101% of the faster direction hidden"
+        " (**below the slower direction alone: a measurement fault**)")
+    # GB/s = bytes / (ms x 1e6): 2,250,001 bytes in 1 ms are 2.250001 GB/s, shown rounded up
+    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex({**_duplex_floor(1.0, 0.75, 1.0), "upload_bytes": 2_000_001,
+                                                     "download_bytes": 250_000})
+    edge = 1.0 * (1 - limits.DUPLEX_TOLERANCE)
+    assert "fault" not in limits.duplex(_duplex_floor(1.0, 0.5, edge))
+    assert "fault" in limits.duplex(_duplex_floor(1.0, 0.5, edge * 0.999))
+
+
+def test_duplex_of_zero_ms_times_renders(make_result):
+    """The schema takes 0 ms (times are >= 0): a direction of 0 ms has nothing to hide (0%),
+    a duplex of 0 ms moves no measurable GB/s (0.0) and is below the slower direction, a fault;
+    neither divides by zero."""
+    assert "0% of the faster direction hidden" in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
+    assert " 100%" not in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
+    assert limits.duplex(_duplex_floor(0.8, 0.75, 0.0)).startswith(
+        "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 207% of the faster direction hidden (**")
+    r = _result(make_result, floor=1.5)
+    r["extra"]["transfer_floor"]["download"] = _blocks(0.0)
+    r["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": 0.0, "block_medians_ms": [0.0], "median_ms": 0.0,
+                                              "n": 1, "samples_ms": [0.0]}
+    results.validate(r)
+    assert "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 0% of" in " ".join(
+        table.records([r])["notes"])
+
+
+def test_queued_policies_are_listed_side_by_side_only_when_several_were_timed(make_result):
+    """The list of queued's call policies compares them: it needs two; with queued alone there
+    is nothing to set it beside."""
+    r = _result(make_result, transfer_only=True, floor=1.4)
+    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "queued": _series_of(4.6), "copies_per_image": 435}
+    rows = [(row["batching"], row) for row in r["rows"]]
+    assert "queued's calls with" not in limits.ggml_calls(r, rows)
+    r["extra"]["ggml_calls"]["queued_synchronize"] = _series_of(4.9)
+    assert ("queued's calls with the event wait before uploads 4.600, with no event, every wait a synchronize "
+            "4.900 (medians)") in limits.ggml_calls(r, rows)
+
+
 def test_compare_carries_x_floor_and_x_limit(make_result):
     a = _result(make_result, floor=1.5)
     b = _result(make_result, floor=2.0)
@@ -686,6 +736,85 @@ def test_plot_rows_boxes_samples_and_failures_sit_on_their_row(monkeypatch, tmp_
     assert not any(ln.get_marker() not in ("None", None, "") and len(ln.get_xdata()) for ln in ax.lines)  # no fliers
     dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
     assert dots and all(d.get_zorder() > max(ln.get_zorder() for ln in ax.lines) for d in dots)
+
+
+def test_plot_bars_span_their_row_over_the_samples_drawn_as_the_legend_keys_them(monkeypatch, tmp_path, make_result):
+    """Each row's floor (black) and limit (red) bar is a vertical line across its own row,
+    centred on it and short of the next (evidence.py: _BAR_HALF_HEIGHT), drawn over the
+    samples; the legend keys them with lines of the bars' colours and widths."""
+    import matplotlib.colors as mcolors
+    from sam3d.results import evidence
+    fig = _drawn(monkeypatch, tmp_path, [_result(make_result, floor=1.5)])
+    (ax,) = fig.axes
+    bars = [c for c in ax.collections if hasattr(c, "get_segments")]
+    dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    segs = [(seg, mcolors.to_hex(c)) for b in bars for seg, c in zip(b.get_segments(), b.get_colors())]
+    assert len(segs) == 4 + 3                                   # floors of on, zerocopy, queued, off; 3 limits
+    for (x0, y0), (x1, y1) in (s for s, _ in segs):
+        row = round((y0 + y1) / 2)
+        assert x0 == x1 and (y0 + y1) / 2 == pytest.approx(row)
+        assert y1 - y0 == pytest.approx(2 * evidence._BAR_HALF_HEIGHT) and 0 < y1 - y0 < 1
+    assert min(b.get_zorder() for b in bars) > max(d.get_zorder() for d in dots)
+    keys = {mcolors.to_hex(h.get_color()): h.get_linewidth() for lg in fig.legends for h in lg.legend_handles}
+    black, red = mcolors.to_hex("black"), mcolors.to_hex("tab:red")
+    assert set(keys) == {black, red}
+    widths = {mcolors.to_hex(c): w for b in bars for c, w in zip(b.get_colors(), b.get_linewidths())}
+    assert widths == keys
+
+
+def test_plot_fixes_its_fonts_legend_place_and_resolution(monkeypatch, tmp_path, make_result):
+    """timings.png's look is its own, whatever matplotlib's settings (evidence.py's constants):
+    tick labels, panel titles, legend and FAILED text at their font sizes, the FAILED text
+    centred on its row, the legend's two keys side by side above the panels, and the PNG
+    _FIGURE_WIDTH_IN x _DPI pixels wide."""
+    import matplotlib
+    import matplotlib.text
+    from sam3d.results import evidence
+    failed = make_result(variant="cpu-asan", status="failed", reason="oom", on_ms=None, off_ms=None)
+    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 13, "legend.fontsize": 13, "legend.loc": "lower left",
+                                "figure.dpi": 50, "savefig.dpi": 50}):
+        fig = _drawn(monkeypatch, tmp_path, [make_result(on_ms=ON, off_ms=OFF), failed])
+        fig.canvas.draw()
+    (ax,) = fig.axes
+    assert {t.get_fontsize() for t in ax.get_yticklabels()} == {evidence._TICK_FONT}
+    (title,) = [t for t in ax.findobj(matplotlib.text.Text) if t.get_text() == "CPU"]
+    assert title.get_fontsize() == evidence._TITLE_FONT
+    (text,) = ax.texts
+    assert (text.get_fontsize(), text.get_verticalalignment()) == (evidence._FAILED_TEXT["fontsize"], "center")
+    (legend,) = fig.legends
+    assert {t.get_fontsize() for t in legend.get_texts()} == {evidence._LEGEND_FONT}
+    a, b = (t.get_window_extent() for t in legend.get_texts())
+    assert a.x1 < b.x0 and a.y0 == pytest.approx(b.y0)          # one row, two columns
+    box = legend.get_window_extent()
+    assert box.y0 >= ax.get_window_extent().y1 and box.x1 > fig.bbox.width / 2   # above the panel, right
+    png = (tmp_path / "t.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == evidence._FIGURE_WIDTH_IN * evidence._DPI
+
+
+def test_plot_spreads_each_rows_samples_in_turn_over_its_line(monkeypatch, tmp_path, make_result):
+    """Sample k of a row is drawn at the row's line plus the k-th offset of evidence._JITTER
+    (cycling), so equal times stay visible."""
+    from sam3d.results import evidence
+    fig = _drawn(monkeypatch, tmp_path, [make_result(on_ms=ON, off_ms=OFF)])
+    (ax,) = fig.axes
+    dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
+    assert [[round(yv, 9) for _, yv in d.get_offsets()] for d in dots] == [
+        [round(row + evidence._JITTER[k % len(evidence._JITTER)], 9) for k in range(20)] for row in (0, 1)]
+
+
+@pytest.mark.parametrize("low, high, log", [(1.0, 20.0, False), (1.0, 20.5, True), (0.1, 3.0, True), (0.5, 5.0, False)])
+def test_plot_goes_logarithmic_beyond_twenty_times(monkeypatch, tmp_path, make_result, low, high, log):
+    """A panel is logarithmic when its times span more than 20x (exactly 20x stays linear, from
+    0), sub-millisecond times included."""
+    times = [low] + [high] * 19
+    (ax,) = _drawn(monkeypatch, tmp_path, [make_result(on_ms=times, off_ms=times)]).axes
+    assert ax.get_xscale() == ("log" if log else "linear")
+
+
+def test_plot_creates_the_folders_it_writes_into(tmp_path, make_result):
+    from sam3d.results import evidence
+    p = evidence.plot([make_result(on_ms=ON, off_ms=OFF)], tmp_path / "new" / "deeper" / "t.png")
+    assert p == tmp_path / "new" / "deeper" / "t.png" and p.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("both, up, down, ok", [

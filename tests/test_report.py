@@ -301,7 +301,9 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.pop("backend"), "field 'backend': missing"),
     (lambda r: r.update(schema="sam3d-bench-result/0"),
-     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 3 or 2 or 1"),
+     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader needs version 3 or 2 or 1 "
+     "(sam3d-bench-result/3 is written): re-run the benchmark (or device-import) with this checkout, or read the "
+     "file with a checkout of its version (schema"),
     (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/3'"),
     (lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
      "field 'extra.round_trips.graph': missing"),
@@ -378,7 +380,8 @@ def test_load_many_merges_files_and_folders(tmp_path, make_result):
 
 def test_load_many_errors(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(results.ResultError, match="holds no sam3d-bench-result result files"):
+    with pytest.raises(results.ResultError, match=r"^.*empty: folder holds no sam3d-bench-result result files "
+                                                  r"\(\*\.json, searched recursively\)$"):
         results.load_many([tmp_path / "empty"])
     with pytest.raises(results.ResultError, match="no such file or folder"):
         results.load_many([tmp_path / "missing"])
@@ -408,6 +411,75 @@ def test_result_files_and_loading_edges(tmp_path, make_result):
         results.validate([], "x.json")
     with pytest.raises(results.ResultError, match=r"^<result>: field 'schema': missing"):
         results.validate({})
+
+
+def test_load_many_keeps_a_result_once_whatever_the_order_of_its_fields(tmp_path, make_result):
+    """The same result reached twice is kept once (load_many()): a copy whose JSON lists the
+    fields in another order is the same JSON object, so the same result."""
+    r = make_result(on_ms=ON, off_ms=OFF)
+    results.write(tmp_path / "a.json", r)
+    (tmp_path / "b.json").write_text(json.dumps(dict(reversed(list(r.items())))))
+    assert results.load_many([tmp_path / "a.json", tmp_path / "b.json"]) == [r]
+    assert results.load_many([tmp_path]) == [r]
+
+
+def test_result_files_are_read_as_utf8_whatever_the_locale(monkeypatch, tmp_path, make_result):
+    """A result file is JSON, so UTF-8 (RFC 8259): read as such under a Latin-1 locale too
+    (simulated: the encoding Python takes when none is given made Latin-1). Its non-ASCII
+    text reads back unchanged, and result_files() still skips a file that is not UTF-8."""
+    import io
+    text_encoding = io.text_encoding
+    monkeypatch.setattr(io, "text_encoding", lambda enc, *a: "latin-1" if enc is None else text_encoding(enc, *a))
+    r = make_result(device="Radeon\u2122 Graphics", on_ms=ON, off_ms=OFF)
+    (tmp_path / "r.json").write_bytes(json.dumps(r, ensure_ascii=False).encode("utf-8"))
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")
+    assert results.load(tmp_path / "r.json")["device"] == "Radeon\u2122 Graphics"
+    assert results.result_files(tmp_path) == [tmp_path / "r.json"]
+    assert results.load_many([tmp_path]) == [r]
+
+
+def test_a_result_file_that_cannot_be_read_is_named_with_the_systems_reason():
+    """load() of a file the system cannot read: ResultError names the file and the reason, once."""
+    import errno
+    import os
+    from pathlib import Path
+    p = Path("/proc/self/mem")          # a file whose read at offset 0 fails with EIO
+    if not p.is_file():
+        pytest.skip("no /proc/self/mem")
+    with pytest.raises(results.ResultError) as e:
+        results.load(p)
+    assert str(e.value) == f"{p}: cannot read: {os.strerror(errno.EIO)}"
+
+
+def test_a_truncated_result_file_says_what_truncation_means(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text('{"schema": "sam3d-bench-result/3", "rows": [')     # 44 characters: line 1 ends at column 45
+    with pytest.raises(results.ResultError) as e:
+        results.load(p)
+    assert str(e.value) == (f"{p}: not valid JSON (line 1, column 45: Expecting value); "
+                            "a truncated file means the run that wrote it did not finish")
+
+
+def test_an_ok_results_null_field_is_a_bad_value_not_a_missing_one(make_result):
+    """Only a failed result's null fields count as absent (validate()); an ok result's null is
+    checked as the value it is."""
+    r = make_result(on_ms=ON, off_ms=OFF)
+    r["device"] = None
+    with pytest.raises(results.ResultError, match=r"^x\.json: field 'device': None is not of type 'string'"):
+        results.validate(r, "x.json")
+    failed = make_result(status="failed", reason="driver crashed", on_ms=None, off_ms=None)
+    failed["device"] = None
+    assert results.validate(failed) is failed
+
+
+def test_write_keeps_one_field_per_line_indented_one_space_per_level(tmp_path, make_result):
+    """write(): the file is the result's JSON, one field per line indented one space per level
+    (results diff line by line), ending in a newline."""
+    r = make_result(on_ms=ON, off_ms=OFF)
+    lines = results.write(tmp_path / "r.json", r).read_text().split("\n")
+    assert lines[0] == "{" and lines[1] == ' "schema": "sam3d-bench-result/3",' and lines[-2:] == ["}", ""]
+    assert ' "machine": {' in lines and '  "hostname": "host-a",' in lines
+    assert json.loads("\n".join(lines)) == r
 
 
 def test_a_machine_is_named_by_hostname_and_gpu_or_cpu(make_result):

@@ -45,7 +45,8 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
     black bar and its modelled limit (results/limits.py) as a red bar, labelled by variant,
     device (its first 32 characters), batching and, from several hosts, host. A failed row
-    says FAILED and why, in red at the panel's left edge. Agg renderer (no display needed)."""
+    says FAILED and why, in red at the panel's left edge. Agg renderer (no display needed).
+    Creates the parent folders of ``path``; returns it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

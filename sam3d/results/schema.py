@@ -239,7 +239,9 @@ def load_many(paths: Iterable[str | os.PathLike]) -> list[dict]:
 
 def write(path: str | os.PathLike, result: dict) -> Path:
     """Validates ``result`` and writes it to ``path`` atomically (core/files.py), so readers
-    never see a partial file. Creates the parent folders. Returns the path."""
+    never see a partial file: its JSON, one field per line indented one space per level (so
+    results diff line by line), ending in a newline. Creates the parent folders. Returns the
+    path."""
     validate(result, str(path))
     return write_atomic(path, json.dumps(result, indent=1) + "\n")
 
