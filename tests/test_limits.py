@@ -738,3 +738,27 @@ def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
     rows = [(row["batching"], row) for row in r["rows"]]
     del r["extra"]["staging_memcpy"]["gb_per_s"]
     assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(r, rows)
+
+
+def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_measurement(make_result):
+    """A probe error warns only where there is a floor to cross-check (not on a CPU result); the
+    note on an older floor without limits is for schema-1 results with a floor: a schema-2
+    result has its limits (test_schema_2_results_...), the current schema says nothing."""
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    cpu["extra"] = {"floor_probe_error": "no host buffer"}
+    assert not any("cross-check" in n for n in table.records([cpu])["notes"])
+    gpu = _result(make_result)
+    gpu["extra"]["floor_probe_error"] = "probe exit 1"
+    assert "WARNING: release Vulkan: no floor cross-check: probe exit 1" in table.records([gpu])["notes"]
+    for schema in ("sam3d-bench-result/3", "sam3d-bench-result/2"):
+        r = _result(make_result)
+        r["schema"] = schema
+        assert not any("earlier measurement" in n or "no limits" in n for n in table.records([r])["notes"]), schema
+    old = _result(make_result)
+    old["schema"] = "sam3d-bench-result/1"
+    old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"}}
+    (note,) = [n for n in table.records([old])["notes"] if "earlier measurement" in n]
+    assert note.startswith("release Vulkan: a sam3d-bench-result/1 result: its floor is the earlier measurement")
+    assert note.endswith(", and it has no limits.")     # schema.py: version 1 renders without limits
+    old["extra"] = {}
+    assert not any("earlier measurement" in n for n in table.records([old])["notes"])
