@@ -225,8 +225,11 @@ def build(results: Iterable[dict]) -> Table:
     two results share the same configuration and host), median ms, p95 ms (nearest-rank),
     min-max ms, n, async up/down, sync up/down, bytes up/down, fallbacks (nonzero reasons
     only), speedup (on rows: median(off)/median(on) with the IQR of paired per-image ratios),
-    outputs identical, profile. Notes state the statistics' rules, the profile's byte totals
-    and every mismatch and failure.
+    outputs identical, profile. Numbers (median ms to excluded ms, but fallbacks) are
+    right-aligned, names and words left-aligned. A column that reads the same in every row moves
+    to the caption (layout), except run and each row's own measurements (median, p95 and min-max
+    ms, speedup, saved vs on ms, x floor, x limit, waits, excluded ms), which stay in the table.
+    Notes state the statistics' rules, the profile's byte totals and every mismatch and failure.
     """
     results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
     if not results:
