@@ -787,7 +787,8 @@ def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full
     bytes, calls and sampling and its self-check; each mode's limit, G, W and RT and the waits
     cell; what the zerocopy and queued rows leave untimed."""
     notes = table.records([_result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)])["notes"]
-    floor, limit, excluded = (next(n for n in notes if n.startswith(k)) for k in ("x floor:", "x limit:", "excluded ms:"))
+    floor, limit, excluded = (next(n for n in notes if n.startswith(k))
+                              for k in ("x floor:", "x limit:", "excluded ms:"))
     assert floor == ("x floor: median over the transfer floor measured in the same run (the profile's bytes as one "
                      "async upload and one async download from the host buffer type's memory, offsets aligned, one "
                      "synchronize; sampled after every image, the smallest of its block medians; ms in parentheses); "

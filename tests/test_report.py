@@ -1094,8 +1094,8 @@ def test_results_from_two_hosts_name_the_host_in_every_finding(make_result):
     t = table.records(rs)
     assert t["columns"][0] == "machine"
     notes = t["notes"]
-    assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on box1 (Test CPU) (1/20 images)" \
-        in notes
+    assert ("WARNING: outputs differ between batching on and off: release CPU Test CPU on box1 (Test CPU) "
+            "(1/20 images)") in notes
     # across backends Vulkan's rows are the odd ones against the first row of the majority (CPU off)
     for m in ("off", "on"):
         assert (f"WARNING: outputs of release Vulkan GPU {m} box2 (Test CPU) differ from release CPU Test CPU off "
