@@ -867,3 +867,124 @@ def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
     rows = [(row["batching"], row) for row in r["rows"]]
     del r["extra"]["staging_memcpy"]["gb_per_s"]
     assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(r, rows)
+
+
+# --- the table's columns and notes (table.build's docstring; docs/benchmark.md) --------------
+
+def _header_and_aligns(md):
+    """The header of table.md's pipe table and each column's alignment ("left"/"right")."""
+    tab = [line for line in md.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in tab[0].strip("|").split("|")]
+    rule = [c.strip() for c in tab[1].strip("|").split("|")]
+    aligns = ["left" if c.startswith(":") and not c.endswith(":") else "right" if c.endswith(":") and not
+              c.startswith(":") else c for c in rule]
+    return header, dict(zip(header, aligns))
+
+
+def test_numbers_are_right_aligned_and_names_and_words_left(make_result):
+    """Every column shown: two results (a Vulkan one with the floor, limits, extra modes and
+    excluded ms; a CPU one of 19 images, other bytes and a fallback) differ in each but the
+    variant and outputs; the numbers, from median ms to excluded ms, are right-aligned, the
+    rest left."""
+    r = _result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
+    cpu = make_result(on_ms=ON[:19], off_ms=OFF[:19], bytes_down=32_403_592, fallbacks={"oversized": 2})
+    header, aligns = _header_and_aligns(table.render([r, cpu]))
+    right = ["median ms", "p95 ms", "min-max ms", "n", "async up/down", "sync up/down", "bytes up/down",
+             "speedup", "saved vs on ms", "x floor", "x limit", "waits", "excluded ms"]
+    left = ["backend", "device", "batching", "fallbacks", "profile"]
+    assert sorted(header) == sorted(right + left)
+    assert aligns == {**{h: "right" for h in right}, **{h: "left" for h in left}}
+
+
+def test_a_rows_own_measurements_stay_in_the_table_when_every_row_reads_the_same(make_result):
+    """A table of one queued row: the configuration and the counters move to the caption, its
+    measurements stay, each its value: 5.095 / 1.5 x floor, 5.095 / (1.5 + 56 x 0.04) x limit,
+    56 waits made of W = 56, writes + reads excluded."""
+    from test_report import parse
+    r = _result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
+    r["rows"] = [_row(r, "queued")]
+    caption, header, rows = parse(table.render([r]))
+    assert header == ["median ms", "p95 ms", "min-max ms", "x floor", "x limit", "waits", "excluded ms"]
+    assert rows == [{"median ms": "5.095", "p95 ms": "5.180", "min-max ms": "5.000-5.190", "x floor": "3.4x (1.500)",
+                     "x limit": "1.36x (3.740)", "waits": "56/56", "excluded ms": "0.500 + 0.250"}]
+    assert (caption["batching"], caption["n"], caption["backend"]) == ("queued", "20", "Vulkan")
+
+
+def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full(make_result):
+    """Each column's note, word for word as docs/benchmark.md ("Transfer floor, round trips and
+    limits", "The modelled limit of each mode", "What each row times") states it: the floor's
+    bytes, calls and sampling and its self-check; each mode's limit, G, W and RT and the waits
+    cell; what the zerocopy and queued rows leave untimed."""
+    notes = table.records([_result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)])["notes"]
+    floor, limit, excluded = (next(n for n in notes if n.startswith(k))
+                              for k in ("x floor:", "x limit:", "excluded ms:"))
+    assert floor == ("x floor: median over the transfer floor measured in the same run (the profile's bytes as one "
+                     "async upload and one async download from the host buffer type's memory, offsets aligned, one "
+                     "synchronize; sampled after every image, the smallest of its block medians; ms in parentheses); "
+                     "its self-check: both directions within [max, sum] of each direction alone.")
+    assert limit == ("x limit: median over the mode's modelled limit from the same run's measurements and the profile "
+                     "(ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at plain "
+                     "memcpy speed on the session's copy threads (they overlap, piece by piece); zerocopy = floor + "
+                     "G x RT; queued = floor + W x RT; G = the profile's graphs, W = the mandatory waits (dependency "
+                     "points, the synchronous graph's blocking uploads, compute and downloads, ring waits where the "
+                     "bytes in flight exceed 32 MiB, the end); RT = the download round trip on transfer-only rows, "
+                     "the graph round trip with compute. waits: made/mandatory per image, **+N** marks waits beyond "
+                     "the model. docs/benchmark.md, \"Transfer floor, round trips and limits\".")
+    assert excluded == ("excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
+                        "producer's writes into slots + the consumer's reads out of them; the staged row times its "
+                        "copies, the off row GGML's.")
+    from pathlib import Path
+    doc = (Path(__file__).parents[1] / "docs" / "benchmark.md").read_text()
+    assert "\n## Transfer floor, round trips and limits\n" in doc     # the section the note names
+
+
+def test_each_results_limits_line_comes_once_and_names_its_host_among_several(make_result):
+    """One limits line per result, however many rows it has (a failed result has none); with
+    results from two hosts each line, and each warning about its floor, names the host."""
+    a = _result(make_result, floor=1.6, probe=1.2)                       # self-check and probe both flagged
+    b = _result(make_result, floor=1.5)
+    b["variant"] = "cpu-asan"
+    failed = make_result(variant="vulkan-ubsan", status="failed", reason="x", on_ms=None, off_ms=None)
+    notes = table.records([a, b, failed])["notes"]
+    assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == ["limits, cpu-asan Vulkan",
+                                                                            "limits, release Vulkan"]
+    b["machine"]["hostname"] = "host-b"
+    notes = table.records([a, b])["notes"]
+    assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
+        "limits, cpu-asan Vulkan host-b (Test CPU)", "limits, release Vulkan host-a (Test CPU)"]
+    warned = [n for n in notes if n.startswith("WARNING: ")]
+    assert len(warned) == 2 and all(n.startswith("WARNING: release Vulkan host-a (Test CPU): the ") for n in warned)
+
+
+def test_a_failed_self_check_warns_why_the_floor_cannot_be_right(make_result):
+    """A floor outside [the slower direction alone, both alone in sequence] is flagged with the
+    bound's meaning (docs/benchmark.md: both must lie within [max(up, down), up + down])."""
+    notes = table.records([_result(make_result, floor=1.6, upload=0.8, download=0.75)])["notes"]
+    (warning,) = [n for n in notes if n.startswith("WARNING: ")]
+    assert warning.startswith("WARNING: release Vulkan: the transfer floor's self-check FAILED")
+    assert warning.endswith(": both directions together must take at least the slower direction alone and at most "
+                            "the two alone in sequence.")
+
+
+def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_measurement(make_result):
+    """A probe error warns only where there is a floor to cross-check (not on a CPU result); the
+    note on an older floor without limits is for schema-1 results with a floor: a schema-2
+    result has its limits (test_schema_2_results_...), the current schema says nothing."""
+    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
+    cpu["extra"] = {"floor_probe_error": "no host buffer"}
+    assert not any("cross-check" in n for n in table.records([cpu])["notes"])
+    gpu = _result(make_result)
+    gpu["extra"]["floor_probe_error"] = "probe exit 1"
+    assert "WARNING: release Vulkan: no floor cross-check: probe exit 1" in table.records([gpu])["notes"]
+    for schema in ("sam3d-bench-result/3", "sam3d-bench-result/2"):
+        r = _result(make_result)
+        r["schema"] = schema
+        assert not any("earlier measurement" in n or "no limits" in n for n in table.records([r])["notes"]), schema
+    old = _result(make_result)
+    old["schema"] = "sam3d-bench-result/1"
+    old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"}}
+    (note,) = [n for n in table.records([old])["notes"] if "earlier measurement" in n]
+    assert note.startswith("release Vulkan: a sam3d-bench-result/1 result: its floor is the earlier measurement")
+    assert note.endswith(", and it has no limits.")     # schema.py: version 1 renders without limits
+    old["extra"] = {}
+    assert not any("earlier measurement" in n for n in table.records([old])["notes"])

@@ -1131,3 +1131,73 @@ def test_device_test_table_shows_the_cuda_devices_ggml_saw_when_known():
     assert "CUDA devices (GGML's)" in md
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| cuda")]
     assert [r[5] for r in rows] == ["1", "1"]
+
+
+def test_an_empty_report_says_what_to_pass():
+    with pytest.raises(ReportError, match=r"^no results to report: pass result files or folders holding them$"):
+        table.build([])
+
+
+def test_the_saved_and_run_notes_say_what_their_columns_mean(make_result):
+    """saved vs on (docs/getting-started.md: the zerocopy and queued rows beyond the spec's
+    staged design, each with the per-image time it saves over on) and run (table.build: only
+    when two results share a configuration and host), each note in full."""
+    import copy
+    r = make_result(on_ms=ON, off_ms=OFF)
+    zc = dict(copy.deepcopy(r["rows"][1]), batching="zerocopy")
+    r["rows"].append(zc)
+    notes = table.records([r, copy.deepcopy(r)])["notes"]
+    assert ("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or queued calls "
+            "save over the spec's staged design in the same run.") in notes
+    assert "run: #i is the i-th result given; two results share a configuration and host." in notes
+
+
+def test_results_from_two_hosts_name_the_host_in_every_finding(make_result):
+    """With a machine column (results from more than one host) each output mismatch, in its
+    cell and its warning, and each failure names the host it was measured on, as
+    checks.problems() does."""
+    outs = [f"o{i}" for i in range(20)]
+    bad = list(outs)
+    bad[3] = "different"
+    rs = [make_result(host="box1", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad),
+          make_result(backend="Vulkan", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=bad),
+          make_result(backend="CUDA", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=outs),
+          make_result(variant="vulkan-ubsan", host="box2", status="failed", reason="boom", on_ms=None, off_ms=None)]
+    t = table.records(rs)
+    assert t["columns"][0] == "machine"
+    notes = t["notes"]
+    assert ("WARNING: outputs differ between batching on and off: release CPU Test CPU on box1 (Test CPU) "
+            "(1/20 images)") in notes
+    # across backends Vulkan's rows are the odd ones against the first row of the majority (CPU off)
+    for m in ("off", "on"):
+        assert (f"WARNING: outputs of release Vulkan GPU {m} box2 (Test CPU) differ from release CPU Test CPU off "
+                "box1 (Test CPU) (1/20 images; the replay with compute is exact in F32, so every backend must give "
+                "the same bytes)") in notes
+    assert "FAILED: vulkan-ubsan CPU Test CPU box2 (Test CPU): boom (no timings)" in notes
+    assert sorted(p.split(" failed:")[0] for p in checks.problems(rs) if " failed:" in p) == [
+        "vulkan-ubsan CPU Test CPU box2 (Test CPU)"]
+
+
+def test_each_results_speedup_and_saving_come_from_its_own_rows(make_result):
+    """A row's speedup needs its own result's off row and images both timed, a saving its own
+    result's on row: a result without them, first in table order, leaves those cells empty and
+    the next result's cells as they are (off 100.95 / on 95.95 = 1.05x; zerocopy 45 ms less)."""
+    import copy
+    full = make_result(on_ms=ON, off_ms=OFF)
+    zc = dict(copy.deepcopy(full["rows"][1]), batching="zerocopy")
+    for s in zc["samples"]:
+        s["wall_ms"] -= 45.0
+    full["rows"].append(zc)
+    no_off = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    no_off["rows"] = [no_off["rows"][1]]
+    apart = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    for s in apart["rows"][0]["samples"]:
+        s["image"] += 20                       # off timed images 20..39, on 0..19: no pair
+    no_on = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
+    no_on["rows"] = [no_on["rows"][0], dict(copy.deepcopy(zc), batching="queued")]
+    for first in (no_off, apart, no_on):
+        rows = {(w["variant"], w["batching"]): w for w in table.records([first, copy.deepcopy(full)])["rows"]}
+        assert all(w["speedup"] == "" for (v, m), w in rows.items() if v == "cpu-asan" and m != "queued")
+        assert rows[("release", "on")]["speedup"] == "1.05x (IQR 1.05-1.05)"
+        assert rows[("release", "zerocopy")]["saved vs on ms"] == "45.000 (47%)"
+    assert rows[("cpu-asan", "queued")]["saved vs on ms"] == ""

@@ -155,7 +155,7 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
         why = (w.result.get("extra") or {}).get("floor_probe_error")
         if why and limits.floor_ms(w.result) is not None:
             notes.append(f"WARNING: {where}: no floor cross-check: {cell(why)}")
-        if w.result["schema"] != res.SCHEMA and limits.floor_ms(w.result) is not None:
+        if w.result["schema"] == "sam3d-bench-result/1" and limits.floor_ms(w.result) is not None:
             notes.append(f"{where}: a {w.result['schema']} result: its floor is the earlier measurement (one "
                          "block after the replay, unaligned download offset), and it has no limits.")
     return notes
@@ -225,8 +225,11 @@ def build(results: Iterable[dict]) -> Table:
     two results share the same configuration and host), median ms, p95 ms (nearest-rank),
     min-max ms, n, async up/down, sync up/down, bytes up/down, fallbacks (nonzero reasons
     only), speedup (on rows: median(off)/median(on) with the IQR of paired per-image ratios),
-    outputs identical, profile. Notes state the statistics' rules, the profile's byte totals
-    and every mismatch and failure.
+    outputs identical, profile. Numbers (median ms to excluded ms, but fallbacks) are
+    right-aligned, names and words left-aligned. A column that reads the same in every row moves
+    to the caption (layout), except run and each row's own measurements (median, p95 and min-max
+    ms, speedup, saved vs on ms, x floor, x limit, waits, excluded ms), which stay in the table.
+    Notes state the statistics' rules, the profile's byte totals and every mismatch and failure.
     """
     results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
     if not results:
