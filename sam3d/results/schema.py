@@ -72,6 +72,8 @@ from .limits import floor_check
 SCHEMA = "sam3d-bench-result/3"
 # The versions this reader reads: the one it writes, then the older ones it still renders.
 READABLE = ("sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1")
+# The version without limits: its floor is the earlier measurement (the table notes it).
+WITHOUT_LIMITS = "sam3d-bench-result/1"
 # The format as a JSON Schema (packaged with sam3d): the one place that names the fields.
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 JSON_SCHEMA: dict = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))

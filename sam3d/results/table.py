@@ -20,6 +20,7 @@ from tabulate import tabulate
 
 from ..core import profile
 from . import limits
+from .schema import WITHOUT_LIMITS
 from . import schema as res
 from . import stats
 from .checks import across_backends, output_checks
@@ -155,7 +156,7 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
         why = (w.result.get("extra") or {}).get("floor_probe_error")
         if why and limits.floor_ms(w.result) is not None:
             notes.append(f"WARNING: {where}: no floor cross-check: {cell(why)}")
-        if w.result["schema"] == "sam3d-bench-result/1" and limits.floor_ms(w.result) is not None:
+        if w.result["schema"] == WITHOUT_LIMITS and limits.floor_ms(w.result) is not None:
             notes.append(f"{where}: a {w.result['schema']} result: its floor is the earlier measurement (one "
                          "block after the replay, unaligned download offset), and it has no limits.")
     return notes
