@@ -278,13 +278,14 @@ def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
     r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
                                 "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
                                 "queued_cold": _series_of(4.2), "copies_per_image": 435,
-                                "queued_no_upload_wait": _series_of(4.4), "queued_synchronize": _series_of(4.9)}
+                                "queued_no_upload_wait": _series_of(4.4), "queued_synchronize": _series_of(4.9),
+                                "queued_two_backends": _series_of(4.3)}
     r["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
     results.validate(r)
     notes = " ".join(table.records([r])["notes"])
     assert "queued's calls 4.400 ms (without the event waits) (cold 4.200, with them), the row +0.695 ms" in notes
     assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
-            "with no event, every wait a synchronize 4.900") in notes
+            "with no event, every wait a synchronize 4.900, downloads on a second backend 4.300") in notes
     r["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
     notes = " ".join(table.records([r])["notes"])
     assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
@@ -374,6 +375,9 @@ def test_queued_policies_are_listed_side_by_side_only_when_several_were_timed(ma
     r["extra"]["ggml_calls"]["queued_synchronize"] = _series_of(4.9)
     assert ("queued's calls with the event wait before uploads 4.600, with no event, every wait a synchronize "
             "4.900 (medians)") in limits.ggml_calls(r, rows)
+    r["extra"]["ggml_calls"]["queued_two_backends"] = _series_of(4.3)
+    assert ("with no event, every wait a synchronize 4.900, downloads on a second backend 4.300 (medians)"
+            in limits.ggml_calls(r, rows))
 
 
 def test_compare_carries_x_floor_and_x_limit(make_result):

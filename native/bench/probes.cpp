@@ -111,10 +111,14 @@ struct Probes::State {
     // replay's producer's and consumer's): inputs come from call_src, outputs go to call_dst.
     std::vector<uint8_t> call_src, call_dst;
     std::vector<ggml_backend_event_t> call_events;    // one per graph (queued calls)
+    std::vector<ggml_backend_event_t> upload_events;  // one per graph (queued, downloads on backend2)
     Series c_copies, c_zerocopy, c_queued, c_zerocopy_cold, c_queued_cold;
     // queued's calls without the event wait before uploads, and with every wait a synchronize
     // and no event at all (docs/benchmark.md, "Events and waits").
     Series c_queued_no_upload_wait, c_queued_synchronize;
+    // queued's calls with each graph's downloads on the second backend (its own stream on CUDA)
+    // after an event wait on its uploads: whether the directions overlap across graphs.
+    Series c_queued_two_backends;
 
     State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images,
           bool with_calls)
@@ -124,7 +128,7 @@ struct Probes::State {
           rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), f_duplex(n_blocks), profile(p),
           c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
           c_queued_cold(n_blocks), c_queued_no_upload_wait(n_blocks),
-          c_queued_synchronize(n_blocks) {
+          c_queued_synchronize(n_blocks), c_queued_two_backends(n_blocks) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
         // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
@@ -193,10 +197,22 @@ struct Probes::State {
                 call_events.push_back(e);
             }
         }
+        if (!call_events.empty() && backend2 != nullptr) {
+            for (size_t g = 0; g < p.graphs.size(); ++g) {
+                ggml_backend_event_t e = ggml_backend_event_new(dev);
+                if (e == nullptr) {  // no two-backend samples
+                    for (ggml_backend_event_t made : upload_events) ggml_backend_event_free(made);
+                    upload_events.clear();
+                    break;
+                }
+                upload_events.push_back(e);
+            }
+        }
     }
 
     ~State() {
         for (ggml_backend_event_t e : call_events) ggml_backend_event_free(e);
+        for (ggml_backend_event_t e : upload_events) ggml_backend_event_free(e);
         if (event != nullptr) ggml_backend_event_free(event);
         if (duplex_up != nullptr) ggml_backend_event_free(duplex_up);
         if (duplex_down != nullptr) ggml_backend_event_free(duplex_down);
@@ -256,13 +272,21 @@ struct Probes::State {
     }
 
     // Graph g's descriptors as async copies (uploads, then downloads).
-    void enqueue_copies(size_t g, bool fed = false) {
+    // Graph g's uploads, then its downloads on `down_backend` (the same backend unless given).
+    void enqueue_copies(size_t g, bool fed = false, ggml_backend_t down_backend = nullptr) {
         const GraphSpec & sp = profile.graphs[g];
         for (size_t i = 0; i < sp.uploads.size(); ++i) {
             ggml_backend_tensor_set_async(backend, up, upload_source(g, i, fed), call_up_at[g][i], sp.uploads[i]);
         }
+        if (down_backend != nullptr) {  // the downloads after the uploads: an event between the two
+            ggml_backend_event_record(upload_events[g], backend);
+            ggml_backend_event_wait(down_backend, upload_events[g]);
+        } else {
+            down_backend = backend;
+        }
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
-            ggml_backend_tensor_get_async(backend, down, mem + down_offset + call_down_at[g][j], call_down_at[g][j], sp.downloads[j]);
+            ggml_backend_tensor_get_async(down_backend, down, mem + down_offset + call_down_at[g][j], call_down_at[g][j],
+                                          sp.downloads[j]);
         }
     }
 
@@ -345,11 +369,16 @@ struct Probes::State {
     // profile keeps at most 13.6 MiB in flight.
     // `policy`: Core as above; NoUploadWait without the event wait before the uploads (what the
     // core does on a backend of one in-order queue, docs/contract.md A6); Synchronize with no
-    // event at all: every wait a synchronize (completing the newer graphs too), no record.
-    enum class Policy { Core, NoUploadWait, Synchronize };
+    // event at all: every wait a synchronize (completing the newer graphs too), no record;
+    // TwoBackends as NoUploadWait, with each graph's downloads on backend2 after an event wait on
+    // its uploads, its completion event recorded there (a wait on the newest graph synchronizes
+    // backend2, whose downloads waited for every upload before them).
+    enum class Policy { Core, NoUploadWait, Synchronize, TwoBackends };
     double queued_sample(bool touch, Policy policy = Policy::Core) {
         Touch t{touch};
         const bool events = policy != Policy::Synchronize;
+        const bool two = policy == Policy::TwoBackends;
+        ggml_backend_t completes = two ? backend2 : backend;  // where the completion events are recorded
         const size_t ng = profile.graphs.size();
         WaitSchedule waited;
         std::vector<size_t> in_flight;  // recorded, completion not known, in submission order
@@ -362,7 +391,7 @@ struct Probes::State {
             auto done = in_flight.begin();
             const bool flying = std::find(in_flight.begin(), in_flight.end(), k) != in_flight.end();
             if (flying && (in_flight.back() == k || !events)) {
-                ggml_backend_synchronize(backend);
+                ggml_backend_synchronize(completes);
                 done = in_flight.end();
             } else if (flying) {
                 ggml_backend_event_synchronize(call_events[k]);
@@ -384,7 +413,7 @@ struct Probes::State {
             to_free.clear();
             write_inputs(g, t);
             if (sp.synchronous) {
-                if (!in_flight.empty()) ggml_backend_synchronize(backend);  // the synchronous path completes queued work
+                if (!in_flight.empty()) ggml_backend_synchronize(completes);  // the synchronous path completes queued work
                 to_free.insert(to_free.end(), in_flight.begin(), in_flight.end());
                 in_flight.clear();
                 blocking_copies(g);
@@ -395,8 +424,8 @@ struct Probes::State {
             if (policy == Policy::Core && !in_flight.empty() && !sp.uploads.empty()) {
                 ggml_backend_event_wait(backend, call_events[in_flight.back()]);
             }
-            enqueue_copies(g, true);
-            if (events) ggml_backend_event_record(call_events[g], backend);
+            enqueue_copies(g, true, two ? backend2 : nullptr);
+            if (events) ggml_backend_event_record(call_events[g], completes);
             in_flight.push_back(g);
             enqueued[g] = true;
         }
@@ -546,6 +575,7 @@ struct Probes::State {
                         keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize));
                     }
                 }
+                if (!upload_events.empty()) keep(c_queued_two_backends, queued_sample(true, Policy::TwoBackends));
             }
         }
     }
@@ -638,6 +668,7 @@ json Probes::ggml_calls() const {
                 {"queued_cold", events ? s.c_queued_cold.to_json() : json(nullptr)},
                 {"queued_no_upload_wait", events ? s.c_queued_no_upload_wait.to_json() : json(nullptr)},
                 {"queued_synchronize", events ? s.c_queued_synchronize.to_json() : json(nullptr)},
+                {"queued_two_backends", !s.upload_events.empty() ? s.c_queued_two_backends.to_json() : json(nullptr)},
                 {"copies_per_image", s.profile.n_uploads + s.profile.n_downloads},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
                          "every descriptor at its own aligned offset, one sample of each per round (touched and "
@@ -654,7 +685,9 @@ json Probes::ggml_calls() const {
                          "the replay's producer and consumer do; zerocopy_cold and queued_cold do not touch the "
                          "host memory. queued_no_upload_wait: queued without the event wait before the uploads "
                          "(the core's calls on a backend of one in-order queue, CUDA); queued_synchronize: queued with "
-                         "no event, every wait a synchronize. Diagnostics, never in a limit"}};
+                         "no event, every wait a synchronize; queued_two_backends: queued_no_upload_wait with each "
+                         "graph's downloads on a second backend of the device after an event wait on its uploads, "
+                         "its completion event recorded there. Diagnostics, never in a limit"}};
 }
 
 }  // namespace sam3d_bench

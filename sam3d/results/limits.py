@@ -427,7 +427,8 @@ def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
                        + (f", the row {med[mode] - t:+.3f} ms" if mode in med else ""))
     alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
                                 ("queued_no_upload_wait", "without it"),
-                                ("queued_synchronize", "with no event, every wait a synchronize"))
+                                ("queued_synchronize", "with no event, every wait a synchronize"),
+                                ("queued_two_backends", "downloads on a second backend"))
            if isinstance(c.get(k), dict)]
     if len(alt) > 1:
         out.append("queued's calls " + ", ".join(f"{n} {_median_of(c[k]):.3f}" for k, n in alt))
