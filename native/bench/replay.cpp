@@ -307,6 +307,9 @@ struct Replay::State {
     // releases the kept calls whose last reader g is.
     void submit_slots(size_t g, const sam3d_call & c, unsigned flags, const char * what) {
         if (last_reader[g] > g) flags |= SAM3D_SUBMIT_KEEP_SLOTS;
+        // The areas layout's output slots are padded to the area's offsets, and nobody reads
+        // past an output's bytes: their tails are scratch, so a graph's downloads join (rule 10).
+        if (!areas.empty()) flags |= SAM3D_SUBMIT_SLOT_TAILS;
         sam3d_ticket * t = (flags & (SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_QUEUED)) ? &tickets[g] : nullptr;
         if (sam3d_session_submit(session_, &c, flags, t) != SAM3D_OK) failed(g, what);
         for (const Dep & x : profile.graphs[g].deps) {

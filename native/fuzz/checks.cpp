@@ -103,7 +103,8 @@ NO_COVERAGE Snapshot snapshot() {
 
 std::string where(const char * what, int w) { return std::string(what) + " (session " + kWorldName[w] + ")"; }
 
-NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> & allowed) {
+NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> & allowed, const Scratch & scratch,
+                            bool settle) {
     const std::vector<Block> now = blocks();
     for (int w = 0; w < kWorlds; ++w) {
         for (size_t k = 0; k < before.blocks.size(); ++k) {
@@ -117,9 +118,24 @@ NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> &
                 continue;
             }
             for (size_t i = 0; i < b.size; ++i) {
-                CHECK(p[i] == before.host[w][k][i] || covers(allowed, b, i),
-                      "a call writes caller memory only at its downloads' dst, and a rejected or failed call none",
+                CHECK(p[i] == before.host[w][k][i] || covers(allowed, b, i) || covers(scratch[w], b, i),
+                      "a call writes caller memory only at its downloads' dst (and a zero-copy download run with "
+                      "SAM3D_SUBMIT_SLOT_TAILS the slot tails it bridges), and a rejected or failed call none",
                       where(b.ref.kind == HostRef::Arena ? "arena" : "slot", w) + " byte " + str(i) + " changed");
+            }
+        }
+    }
+    if (settle) {
+        // The scratch bytes inside the blocks (the first kShadow bytes of a slot) get off's.
+        for (int w = 1; w < kWorlds; ++w) {
+            for (const Region & r : scratch[w]) {
+                if (r.ref.kind != HostRef::Slot || g_model.sets[r.ref.set].state == SlotSet::Expired) {
+                    continue;
+                }
+                const size_t shadow = shadow_of(g_model.sets[r.ref.set], r.ref.slot);
+                if (r.ref.at < shadow) {
+                    std::memcpy(resolve(r.ref, w), resolve(r.ref, kOff), std::min(r.size, shadow - r.ref.at));
+                }
             }
         }
     }
@@ -131,8 +147,10 @@ NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> &
             if (std::memcmp(p, ref, b.size) == 0) {
                 continue;
             }
+            const std::vector<Region> flying_scratch = in_flight_scratch(w);
             for (size_t i = 0; i < b.size; ++i) {
-                CHECK(p[i] == ref[i] || covers(flying, b, i), "an accepted call gives exactly the batching-off result",
+                CHECK(p[i] == ref[i] || covers(flying, b, i) || covers(flying_scratch, b, i),
+                      "an accepted call gives exactly the batching-off result",
                       where(b.ref.kind == HostRef::Arena ? "arena" : "slot", w) + " byte " + str(i) + " differs from off");
             }
         }
@@ -198,11 +216,12 @@ void check_records_only(int w, std::initializer_list<Record::What> allowed, cons
     }
 }
 
-void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool fails, const Verdict & v,
-                         const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before, const char * op) {
+void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool slot_tails, bool fails,
+                         const Verdict & v, const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before,
+                         const char * op) {
     const Env & e = g_env[w];
-    const std::vector<RunModel> up_runs = expected_runs(m, true, zero_copy, w);
-    const std::vector<RunModel> down_runs = expected_runs(m, false, zero_copy, w);
+    const std::vector<RunModel> up_runs = expected_runs(c, m, true, zero_copy, slot_tails, w);
+    const std::vector<RunModel> down_runs = expected_runs(c, m, false, zero_copy, slot_tails, w);
     size_t set = 0, get = 0, set_async = 0, get_async = 0, compute = 0, compute_async = 0;
     for (const Record & r : e.records) {
         const bool in_arena = r.data >= e.arena.data() && r.data < e.arena.data() + kArena;
@@ -353,7 +372,9 @@ void check_message(sam3d_status st, const std::string & msg, const Verdict & v, 
             named = named || msg.find(n.second) != std::string::npos;
         }
     }
-    CHECK(!any || named, "an error's message names the descriptor (and field) that is wrong", where(op, w) + ": '" + msg + "'");
+    CHECK(!any || named,
+          "an error's message names the descriptor (and field) that is wrong, or the first flag error of a submit",
+          where(op, w) + ": '" + msg + "'");
 }
 
 void check_same_status(const std::array<sam3d_status, kWorlds> & st, const std::array<std::string, kWorlds> & msg,

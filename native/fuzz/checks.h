@@ -28,9 +28,13 @@ Snapshot snapshot();
 // "<what> (session <world>)", the detail of a violation.
 std::string where(const char * what, int w);
 
-// Caller memory: an operation writes only `allowed` (its outputs) in each world; outside the
-// outputs of calls still in flight, every world holds batching off's bytes.
-void check_host(const Snapshot & before, const std::vector<Region> & allowed);
+// Caller memory: an operation writes only `allowed` (its outputs) in each world, and in world w
+// also `scratch[w]` (bytes it leaves with unspecified values); with `settle`, those then get
+// batching off's bytes, so later results stay comparable (the call is complete; a queued call's
+// settle at its wait). Outside the outputs and scratch of calls still in flight, every world
+// holds batching off's bytes.
+void check_host(const Snapshot & before, const std::vector<Region> & allowed, const Scratch & scratch = {},
+                bool settle = true);
 // A rejected request submits nothing: no world's tensor bytes changed.
 void check_tensors_unchanged(const Snapshot & before, const char * op);
 // Once every call has completed, every world's tensor bytes are batching off's.
@@ -46,9 +50,11 @@ void check_counters_only(const sam3d_counters & a, const sam3d_counters & b, std
 // World w's seam entries of the operation are all of the `allowed` kinds.
 void check_records_only(int w, std::initializer_list<Record::What> allowed, const char * invariant, const char * op);
 // The seam entries of an accepted call against its descriptors and the counters it moved.
-void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool fails, const Verdict & v,
-                         const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before, const char * op);
-// A refusal's message starts with its status name and names the descriptor that is wrong.
+void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_copy, bool slot_tails, bool fails,
+                         const Verdict & v, const sam3d_counters & a, const sam3d_counters & b, size_t in_flight_before,
+                         const char * op);
+// A refusal's message starts with its status name and names the descriptor that is wrong (a
+// submit's flag error: the first that applies, in transfer.h's order).
 void check_message(sam3d_status st, const std::string & msg, const Verdict & v, int w, const char * op);
 // Every world returned batching off's status.
 void check_same_status(const std::array<sam3d_status, kWorlds> & st, const std::array<std::string, kWorlds> & msg,

@@ -96,10 +96,29 @@ bool device_at(const Desc & d, size_t * at) {
 // to back in one buffer, views inside their sources).
 constexpr int kFollowers[] = {kA, kB, kOut, kRaw, kMat, kRawView, kMatRows, kLateView};
 
+// The bytes from the previous descriptor's end to the next slot of the current reservation in
+// the staged world (the one whose zero-copy calls batch), when its host memory is the start of a
+// slot there, not the last, and it fits its slot; else 0.
+size_t to_next_slot(const Desc & prev) {
+    const HostRef & h = prev.host;
+    if (h.kind != HostRef::Slot || h.set != g_model.pending || h.at != 0) {
+        return 0;
+    }
+    const SlotSet & s = g_model.sets[h.set];
+    if (h.slot + 1 >= s.sizes.size() || prev.size > s.sizes[h.slot]) {
+        return 0;
+    }
+    const auto here = reinterpret_cast<uintptr_t>(s.ptr[kStaged][h.slot]);
+    const auto next = reinterpret_cast<uintptr_t>(s.ptr[kStaged][h.slot + 1]);
+    return next > here && next - here >= prev.size ? static_cast<size_t>(next - here) - prev.size : 0;
+}
+
 // Tensor choices 12-15: the descriptor follows the one before it on the device, starting where
-// it ends (12, 13), 4 to 64 bytes after (14) or 1 to 64 bytes after (15), in a tensor holding that
-// byte (the candidate picked); false when no tensor holds it or there is no previous valid
-// descriptor (the gap and candidate choices are read either way).
+// it ends (12), as far after its start as the next slot after its slot (13: with mirrored host
+// memory, a zero-copy run across that slot's tail and padding, rule 10; where it ends when its
+// host memory is no slot), 4 to 64 bytes after (14) or 1 to 64 bytes after (15), in a tensor
+// holding that byte (the candidate picked); false when no tensor holds it or there is no previous
+// valid descriptor (the gap and candidate choices are read either way).
 bool decode_follow(Input & in, size_t choice, const Desc * prev, Desc * d) {
     const size_t gap = choice <= 13 ? 0 : choice == 14 ? 4 * (1 + in.pick(16)) : 1 + in.pick(64);
     const size_t which = in.pick(4);
@@ -107,7 +126,7 @@ bool decode_follow(Input & in, size_t choice, const Desc * prev, Desc * d) {
     if (prev == nullptr || !device_at(*prev, &at)) {
         return false;
     }
-    const size_t target = at + prev->size + gap;
+    const size_t target = at + prev->size + (choice == 13 ? to_next_slot(*prev) : gap);
     std::vector<int> holding;
     for (int t : kFollowers) {
         size_t begin = 0;
@@ -232,9 +251,9 @@ Op decode_op(Input & in) {
         case 1:
         case 2:
             op.kind = Op::Submit;
-            op.flags = static_cast<unsigned>(in.pick(8));
+            op.flags = static_cast<unsigned>(in.pick(16));  // ZERO_COPY, QUEUED, KEEP_SLOTS, SLOT_TAILS
             if (in.pick(16) == 0) {
-                op.flags |= 8u << in.pick(4);  // an unknown bit
+                op.flags |= 16u << in.pick(4);  // an unknown bit
             }
             op.ticket_null = in.pick(8) == 0;
             op.call = decode_call(in, (op.flags & SAM3D_SUBMIT_ZERO_COPY) != 0);

@@ -6,9 +6,10 @@
 // non-contiguous views, a view made after its source was allocated, an unallocated tensor,
 // NULL), offsets and sizes in range, out of range and overflowing, host pointers into the
 // caller arena (overlaps included), NULL, or into slots; a descriptor may also follow the one
-// before it on the device (where it ends, or a small gap after: the worlds' tensors lie back to
-// back in one buffer) with its host pointer as far after the previous one's, so that calls have
-// runs to coalesce (docs/contract.md, rule 10), and areas are declared and withdrawn. Some choices depend on the model as the
+// before it on the device (where it ends, a small gap after, or as far after as the next slot
+// after the previous one's slot: the worlds' tensors lie back to back in one buffer) with its
+// host pointer as far after the previous one's, so that calls have runs to coalesce
+// (docs/contract.md, rule 10), and areas are declared and withdrawn. Some choices depend on the model as the
 // operations before left it (the current reservation, live slot sets, tickets handed out), so
 // each operation is decoded just before it runs. Decoding changes nothing.
 #pragma once

@@ -11,18 +11,21 @@ list of choices, reversed. The choices, in the order decode.cpp reads them:
              | 4 wait TICKET | 5 release TICKET | 6 (0 arm a compute failure | 1 reset counters
              | 2 add area AREA | 3 remove area AREA)(4) | 7 scribble AT(256: byte 3*AT) LEN(128)
     AREA     tensor(16): 0-11 the tensor choice, 12-15 raw, mat, raw_view, mat_rows
-    FLAGS    flags(8) unknown(16: 0 = or in 8 << SHIFT(4)) ticket_null(8: 0 = NULL)
+    FLAGS    flags(16: ZERO_COPY 1 | QUEUED 2 | KEEP_SLOTS 4 | SLOT_TAILS 8) unknown(16: 0 = or in
+             16 << SHIFT(4)) ticket_null(8: 0 = NULL)
     CALL     graph(2) synchronous(8: 0 = yes) n_uploads(5) n_downloads(4) nulls(32: 0 uploads
              NULL, 1 downloads NULL) DESC...
     DESC     tensor(16: 0-11 a tensor choice) HOST offset(8: 4 = PICK(nbytes+1), 5 = nbytes,
              6 = nbytes+1+PICK(4), 7 = SIZE_MAX-PICK(8), else 0) SIZE
              | tensor(16: 12-15 FOLLOW) HOST SIZE (no offset: FOLLOW sets it)
     SIZE     (8: 3 = 1+PICK(rest), 4 = 0, 5 = rest+1, 6 = SIZE_MAX-PICK(8), 7 = 4+4*PICK(4), else rest)
-    FOLLOW   the device byte where the previous descriptor of the array ends, plus a gap: 12, 13
-             none, 14 GAP(16) 4*(1+GAP), 15 GAP(64) 1+GAP; then WHICH(4): of the tensors holding
-             that byte (a, b, out, raw, mat, raw_view, mat_rows, late_view, in that order), the
-             WHICH-th mod their number. Without a previous valid descriptor or such a tensor: the
-             tensor choice (12-15) - 12, and its offset follows as in DESC
+    FOLLOW   the device byte where the previous descriptor of the array ends, plus a gap: 12 none,
+             13 to the next slot (when the previous descriptor's host memory is the start of a slot
+             of the current reservation, not its last, the bytes from its end to the next slot in
+             the staged world; else none), 14 GAP(16) 4*(1+GAP), 15 GAP(64) 1+GAP; then WHICH(4):
+             of the tensors holding that byte (a, b, out, raw, mat, raw_view, mat_rows, late_view,
+             in that order), the WHICH-th mod their number. Without a previous valid descriptor or
+             such a tensor: the tensor choice (12-15) - 12, and its offset follows as in DESC
     HOST     kind(16): 0 NULL; zero-copy 2-5 with a reservation: slot(4) (5: 4 bytes inside it);
              zero-copy 6-7 with another live slot set: set(8) slot(4) (7: AT(64), 4*AT bytes in);
              8-15 with a previous descriptor in the array: MIRROR (read nothing); else (8-15:
@@ -46,7 +49,7 @@ A, B, OUT, RAW, MAT, RAW_VIEW, MAT_ROWS, TRANSPOSED, STRIDED, LATE_VIEW, UNALLOC
 # Slot sizes (decode.cpp, kSlotSizes) by index.
 (S1, S2, S7, S16, S31, S32, S33, S48, S63, S64, S65, S96, S100, S128, S200, S256, S512, S1000, S4K, S8K, S1M, S31M,
  SBOUND, SBOUND1, S0, SMAX, SMAX31, SHALF) = range(28)
-ZC, Q, K = 1, 2, 4
+ZC, Q, K, T = 1, 2, 4, 8  # SAM3D_SUBMIT_ZERO_COPY, _QUEUED, _KEEP_SLOTS, _SLOT_TAILS
 
 
 def arena(at3):
@@ -68,14 +71,24 @@ NULL = [0]
 MIRROR = [8]
 
 
+NEXT_SLOT = "next slot"
+
+
 def follow(host, gap=0, which=0, size=None):
-    """A descriptor that starts `gap` bytes after the previous one of its array ends (gap 0, or a
-    multiple of 4 in 4..64), in the which-th tensor holding that byte; size None: the rest."""
-    if gap == 0:
+    """A descriptor that starts `gap` bytes after the previous one of its array ends (0..64, or
+    NEXT_SLOT: as far as the next slot of the current reservation lies after the end of the
+    previous descriptor in its slot), in the which-th tensor holding that byte; size None: the
+    rest."""
+    if gap == NEXT_SLOT:
+        head = [13]
+    elif gap == 0:
         head = [12]
-    else:
-        assert gap % 4 == 0 and 4 <= gap <= 64, gap
+    elif gap % 4 == 0:
+        assert 4 <= gap <= 64, gap
         head = [14, gap // 4 - 1]
+    else:
+        assert 1 <= gap <= 64, gap
+        head = [15, gap - 1]
     return [*head, which, *host, *(size or [0])]
 
 
@@ -196,7 +209,8 @@ CORPUS = {
     # Rule 10's areas: gaps bridged inside raw (uploads, and a copying call's downloads), an
     # area's refusals (not contiguous, overlapping, not declared), a transposed view removing
     # mat's area by its bytes, zero-copy uploads from slots as far apart as on the device (the
-    # same downloads bridge nothing), and no gap bridged once raw's area is removed.
+    # same downloads fill their 16-byte slots: they bridge the padding between them), and no gap
+    # bridged once raw's area is removed.
     "area-gaps": encode(
         add_area(RAW),
         run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])],
@@ -209,6 +223,40 @@ CORPUS = {
         reserve(S16, S16, S16),
         submit(ZC, call(downs=[desc(MAT_ROWS, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
         remove_area(RAW), run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])]))),
+    # Rule 10's zero-copy downloads across a gap of raw's area, into 32-byte slots (32 apart in the
+    # staged world's staging): 16 bytes into slot 0, 16 bytes 16 further on the device into slot 1
+    # bridge slot 0's tail with SAM3D_SUBMIT_SLOT_TAILS only (also queued, and kept: a later call
+    # reads the whole kept slot, tail included); 16 bytes into slot 0 and into slot 2, as far apart
+    # on the host as on the device, never (slot 1 lies between); 20 bytes into a 48-byte slot, then
+    # the next slot (64 further on both): slot 0's tail and the padding after it, with the flag;
+    # 31 bytes filling a 31-byte slot, then 1 byte further: bridged without the flag (the byte is
+    # padding); SLOT_TAILS without ZERO_COPY refused, alone and after the other flag errors.
+    "slot-tails": encode(
+        add_area(RAW),
+        reserve(S32, S32, S32),
+        submit(ZC | T, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        reserve(S32, S32, S32),
+        submit(ZC, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        reserve(S32, S32, S32),
+        submit(ZC | Q | T, call(ups=[desc(A, slot(2), size=[7, 3])],
+                                downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        wait(0),
+        reserve(S32, S32, S32),
+        submit(ZC | T, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(slot(2), gap=48, size=[7, 3])])),
+        reserve(S48, S48),
+        submit(ZC | T, call(downs=[desc(RAW, slot(0), size=[3, 19]), follow(MIRROR, gap=NEXT_SLOT, size=[7, 3])])),
+        reserve(S31, S31),
+        submit(ZC, call(downs=[desc(RAW, slot(0), size=[3, 30]), follow(MIRROR, gap=1, size=[7, 3])])),
+        submit(T, call(**SCALE_ADD)),
+        submit(Q | T, call(**SCALE_ADD)),
+        submit(Q | T, call(**SCALE_ADD), ticket_null=True),
+        submit(K | T, call(**SCALE_ADD)),
+        submit(T, call(**SCALE_ADD), unknown_shift=0),
+        reserve(S32, S32, S32),
+        submit(ZC | K | T, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        reserve(S64),
+        submit(ZC, call(ups=[desc(RAW, kept(0, 0), size=[3, 31])])),
+        release(1)),
     "unpinned-ordinary": encode(run(call(**SCALE_ADD)), reserve(S64, S64, S64),
                                 submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1),
 }

@@ -68,6 +68,16 @@ std::vector<Region> in_flight_outputs() {
     return r;
 }
 
+std::vector<Region> in_flight_scratch(int w) {
+    std::vector<Region> r;
+    for (const TicketModel & t : g_model.tickets) {
+        if (t.in_flight()) {
+            r.insert(r.end(), t.scratch[w].begin(), t.scratch[w].end());
+        }
+    }
+    return r;
+}
+
 size_t outstanding_model() {
     size_t n = 0;
     for (const TicketModel & t : g_model.tickets) {
@@ -136,9 +146,21 @@ Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int
     const bool zero_copy = flags & SAM3D_SUBMIT_ZERO_COPY;
     const bool queued = flags & SAM3D_SUBMIT_QUEUED;
     const bool keep = flags & SAM3D_SUBMIT_KEEP_SLOTS;
-    if (submit && ((flags & ~7u) != 0 || ((queued || keep) && ticket_null) || (keep && !zero_copy))) {
-        must(SAM3D_ERR_INVALID_ARGUMENT);
-        v.flag_error = true;
+    const bool slot_tails = flags & SAM3D_SUBMIT_SLOT_TAILS;
+    if (submit) {
+        // transfer.h: the flag errors, before any descriptor is read, in this order; the message
+        // names the first that applies.
+        const unsigned known =
+            SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_SLOT_TAILS;
+        const char * first = (flags & ~known) != 0            ? "unknown bits"
+                             : (queued || keep) && ticket_null ? "ticket is NULL"
+                             : keep && !zero_copy              ? "SAM3D_SUBMIT_KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY"
+                             : slot_tails && !zero_copy        ? "SAM3D_SUBMIT_SLOT_TAILS needs SAM3D_SUBMIT_ZERO_COPY"
+                                                               : nullptr;
+        if (first != nullptr) {
+            must(SAM3D_ERR_INVALID_ARGUMENT, first);
+            v.flag_error = true;
+        }
     }
     if ((c.null_ups && !c.ups.empty()) || (c.null_downs && !c.downs.empty())) {
         must(SAM3D_ERR_INVALID_ARGUMENT);
@@ -301,9 +323,24 @@ Plain plain(const WorldCall & m, bool up, size_t i) {
 
 uintptr_t device_of(const Plain & d) { return reinterpret_cast<uintptr_t>(d.tensor->data) + d.offset; }
 
+// Whether a zero-copy download bridging a gap from descriptor `last` to descriptor `i` writes
+// only bytes nobody's or scratch (rule 10): i's slot is the next one of the reservation after
+// last's, and last fills its slot (the bytes between them are padding) or the call said its
+// slots' tails are scratch. Every accepted zero-copy download's dst is the first byte of a slot
+// of the current reservation (judge), so the request's HostRef names it.
+bool download_bridges(const Call & c, size_t last, size_t i, bool slot_tails) {
+    const HostRef & a = c.downs[last].host;
+    const HostRef & b = c.downs[i].host;
+    if (a.kind != HostRef::Slot || b.kind != HostRef::Slot || a.set != b.set || a.at != 0 || b.at != 0) {
+        return false;
+    }
+    return b.slot == a.slot + 1 && (slot_tails || c.downs[last].size == g_model.sets[a.set].sizes[a.slot]);
+}
+
 }  // namespace
 
-std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy, int w) {
+std::vector<RunModel> expected_runs(const Call & c, const WorldCall & m, bool up, bool zero_copy, bool slot_tails,
+                                    int w) {
     std::vector<RunModel> runs;
     const size_t n = up ? m.ups.size() : m.downs.size();
     for (size_t i = 0; i < n; ++i) {
@@ -318,7 +355,8 @@ std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy
             const size_t piece = w == kStaged ? 64 : SAM3D_STAGING_PIECE_BYTES;
             bool joins = buffer == r.buffer && at >= end && (zero_copy || r.bytes < piece);
             if (joins && at != end) {
-                joins = at - end <= SAM3D_COALESCE_GAP_BYTES && (!zero_copy || up) && in_one_area(w, buffer, r.begin, at + d.size);
+                joins = at - end <= SAM3D_COALESCE_GAP_BYTES && in_one_area(w, buffer, r.begin, at + d.size) &&
+                        (!zero_copy || up || download_bridges(c, r.last - 1, i, slot_tails));
             }
             if (joins && zero_copy) {
                 joins = d.host == r.host + (at - r.begin);
@@ -354,6 +392,25 @@ std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m
         }
     }
     return gaps;
+}
+
+std::vector<Region> host_gaps_of(const std::vector<RunModel> & runs, const Call & c, const WorldCall & m) {
+    std::vector<Region> r;
+    for (const RunModel & run : runs) {
+        for (size_t i = run.first + 1; i < run.last; ++i) {
+            const Plain p = plain(m, false, i - 1);
+            const uintptr_t end = device_of(p) + p.size;
+            const uintptr_t at = device_of(plain(m, false, i));
+            if (at > end) {
+                // Mirrored: the host gap is as long as the device gap, from the end of the
+                // earlier descriptor's bytes in its slot.
+                HostRef ref = c.downs[i - 1].host;
+                ref.at += p.size;
+                r.push_back({ref, static_cast<size_t>(at - end)});
+            }
+        }
+    }
+    return r;
 }
 
 sam3d_status judge_area(int tensor, bool add, AreaModel * bytes) {

@@ -36,6 +36,10 @@ struct Region {
     size_t size;
 };
 
+// Per world: caller bytes an operation leaves with unspecified values in that world (the slot
+// tails a zero-copy download run bridges with SAM3D_SUBMIT_SLOT_TAILS; rule 10).
+using Scratch = std::array<std::vector<Region>, kWorlds>;
+
 struct SlotSet {
     enum State { Pending, InFlight, Reported, Expired } state = Pending;
     std::vector<size_t> sizes;
@@ -54,6 +58,7 @@ struct TicketModel {
     bool lower_bound_counts = true;  // its failure counts toward failed_calls' lower bound
     int set = -1;           // the reservation it consumed
     std::vector<Region> outputs;
+    Scratch scratch;        // slot tails its bridged download runs write, per world (rule 10)
     bool in_flight() const { return queued && !waited; }
     bool reported() const { return !queued || waited; }
 };
@@ -98,6 +103,8 @@ bool same_block(const HostRef & a, const HostRef & b);
 bool covers(const std::vector<Region> & rs, const Block & b, size_t i);
 // The outputs of the queued calls not waited yet, and how many such calls there are.
 std::vector<Region> in_flight_outputs();
+// The scratch bytes of world w of the queued calls not waited yet.
+std::vector<Region> in_flight_scratch(int w);
 size_t outstanding_model();
 
 // ------------------------------------------------------------------------ requests
@@ -176,10 +183,13 @@ struct RunModel {
 
 // The maximal runs: a descriptor joins the run before it when both lie in one buffer, it starts
 // at or after the run's end, either exactly there or inside one declared area holding the run
-// and it at most SAM3D_COALESCE_GAP_BYTES after (a zero-copy call: uploads only), and, zero-copy,
-// its host pointer is as far after the run's first host byte as its device range after the
-// run's first device byte.
-std::vector<RunModel> expected_runs(const WorldCall & m, bool up, bool zero_copy, int w);
+// and it at most SAM3D_COALESCE_GAP_BYTES after, and, zero-copy, its host pointer is as far after
+// the run's first host byte as its device range after the run's first device byte. A zero-copy
+// download bridges such a gap only from the run's last slot to the next slot of the reservation
+// (every download's dst is a slot of it), and only when the run's last descriptor fills its slot
+// or the call has SAM3D_SUBMIT_SLOT_TAILS (`slot_tails`). `c`: the request `m` is world w's of.
+std::vector<RunModel> expected_runs(const Call & c, const WorldCall & m, bool up, bool zero_copy, bool slot_tails,
+                                    int w);
 
 // The device bytes [begin, end) a run writes or reads that are no descriptor's: its gaps.
 struct Gap {
@@ -187,6 +197,11 @@ struct Gap {
     uintptr_t end;
 };
 std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m, bool up);
+
+// The host bytes a zero-copy call's download runs `runs` write that are no descriptor's: from a
+// descriptor's end to the next one's start inside one run (its slot's tail, then the padding up
+// to the next slot), as regions of the earlier descriptor's slot (rule 10: unspecified values).
+std::vector<Region> host_gaps_of(const std::vector<RunModel> & runs, const Call & c, const WorldCall & m);
 
 // What sam3d_session_add_area (add) or sam3d_session_remove_area of tensor choice `tensor`
 // returns given the model's areas (transfer.h, rule 10); *bytes: the tensor's bytes when it has

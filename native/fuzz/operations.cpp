@@ -107,8 +107,15 @@ bool meets(const std::vector<Gap> & gaps, uintptr_t begin, uintptr_t end) {
 
 // The gaps an accepted call's upload runs would bridge in world w, were it batched: device bytes
 // of a declared area the call writes with unspecified values (rule 10).
-std::vector<Gap> upload_gaps(const WorldCall & m, bool zero_copy, int w) {
-    return gaps_of(expected_runs(m, true, zero_copy, w), m, true);
+std::vector<Gap> upload_gaps(const Call & c, const WorldCall & m, bool zero_copy, int w) {
+    return gaps_of(expected_runs(c, m, true, zero_copy, false, w), m, true);
+}
+
+// The slot bytes an accepted zero-copy call's bridged download runs would write in world w, were
+// it batched (the tails of its download slots with SAM3D_SUBMIT_SLOT_TAILS; padding between
+// slots is no caller memory, outside every block): scratch, unspecified values (rule 10).
+std::vector<Region> download_host_gaps(const Call & c, const WorldCall & m, bool slot_tails, int w) {
+    return host_gaps_of(expected_runs(c, m, false, true, slot_tails, w), c, m);
 }
 
 // A call whose bridged upload gaps it reads itself (a download of those bytes, or its graph's
@@ -119,7 +126,7 @@ bool reads_its_own_gaps(const Call & c, bool zero_copy, const std::array<Verdict
             continue;
         }
         const WorldCall m = materialize(c, w);
-        const std::vector<Gap> gaps = upload_gaps(m, zero_copy, w);
+        const std::vector<Gap> gaps = upload_gaps(c, m, zero_copy, w);
         if (gaps.empty()) {
             continue;
         }
@@ -144,11 +151,11 @@ bool reads_its_own_gaps(const Call & c, bool zero_copy, const std::array<Verdict
 
 // After an accepted call: the gap bytes its bridged uploads wrote hold unspecified values in the
 // worlds that batched it; they get batching off's, so later results stay comparable.
-NO_COVERAGE void resync_gaps(const std::array<WorldCall, kWorlds> & calls, bool zero_copy) {
+NO_COVERAGE void resync_gaps(const Call & c, const std::array<WorldCall, kWorlds> & calls, bool zero_copy) {
     const uintptr_t off = reinterpret_cast<uintptr_t>(buffer_base(g_env[kOff]));
     for (int w = 1; w < kWorlds; ++w) {
         const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_base(g_env[w]));
-        for (const Gap & g : upload_gaps(calls[w], zero_copy, w)) {
+        for (const Gap & g : upload_gaps(c, calls[w], zero_copy, w)) {
             std::memcpy(reinterpret_cast<void *>(g.begin), reinterpret_cast<const void *>(off + (g.begin - base)),
                         g.end - g.begin);
         }
@@ -161,6 +168,7 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
     const bool zero_copy = flags & SAM3D_SUBMIT_ZERO_COPY;
     const bool queued = flags & SAM3D_SUBMIT_QUEUED;
     const bool keep = flags & SAM3D_SUBMIT_KEEP_SLOTS;
+    const bool slot_tails = flags & SAM3D_SUBMIT_SLOT_TAILS;
     if (touches_in_flight(c)) {
         return;
     }
@@ -240,9 +248,21 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         sam3d_counters now{};
         now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
-        check_accepted_call(w, c, calls[w], submit && zero_copy, fails, v, before.counters[w], now, before.in_flight[w], op);
+        check_accepted_call(w, c, calls[w], submit && zero_copy, submit && slot_tails, fails, v, before.counters[w],
+                            now, before.in_flight[w], op);
     }
-    resync_gaps(calls, submit && zero_copy);
+    resync_gaps(c, calls, submit && zero_copy);
+    // The slot bytes its bridged download runs write with unspecified values, in the worlds that
+    // batch it (only the zero-copy calls' host gaps are caller memory; padding is in no block; a
+    // failed call downloads nothing).
+    Scratch scratch;
+    if (submit && zero_copy && !fails) {
+        for (int w = 1; w < kWorlds; ++w) {
+            if (takes_staged_path(c, true, verdicts[w], w)) {
+                scratch[w] = download_host_gaps(c, calls[w], slot_tails, w);
+            }
+        }
+    }
     // Outputs: what the call may write now.
     std::vector<Region> outputs;
     for (const Desc & d : c.downs) {
@@ -265,8 +285,8 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         s.kept = keep && (queued || !fails);
     }
     if (tracked) {
-        // id, queued, zero_copy, fails, waited, kept, lower_bound_counts, set, outputs
-        g_model.tickets.push_back({ticket, queued, zero_copy, fails, false, keep, true, set, outputs});
+        // id, queued, zero_copy, fails, waited, kept, lower_bound_counts, set, outputs, scratch
+        g_model.tickets.push_back({ticket, queued, zero_copy, fails, false, keep, true, set, outputs, scratch});
     }
     if (fails) {
         g_model.failed_hi += 1;
@@ -277,7 +297,7 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
     if (!fails || (zero_copy && submit)) {
         allowed = outputs;
     }
-    check_host(before, allowed);
+    check_host(before, allowed, scratch, !queued);
     if (fails && !queued) {
         forget_failed_outputs(zero_copy && submit ? outputs : std::vector<Region>{});
     }
@@ -340,7 +360,7 @@ void do_wait(int t, const std::array<sam3d_ticket, kWorlds> & ids) {
     }
     const std::vector<Region> outputs = tm->outputs;
     const bool fails = tm->fails;
-    check_host(before, fails && !tm->zero_copy ? std::vector<Region>{} : outputs);
+    check_host(before, fails && !tm->zero_copy ? std::vector<Region>{} : outputs, tm->scratch);
     if (fails) {
         forget_failed_outputs(tm->zero_copy ? outputs : std::vector<Region>{});
     }

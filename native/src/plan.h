@@ -22,6 +22,7 @@ struct Request {
     const sam3d_call * call = nullptr;  // NULL for Reserve
     bool queued = false;
     bool keep = false;                  // ZeroCopy: SAM3D_SUBMIT_KEEP_SLOTS
+    bool slot_tails = false;            // ZeroCopy: SAM3D_SUBMIT_SLOT_TAILS
     size_t reserve_bytes = 0;           // Reserve: the slots' aligned sizes
     bool own = false;                   // ZeroCopy: the call consumes the current reservation
     sam3d_fallback slot_memory = SAM3D_FALLBACK_COUNT;  // ZeroCopy: why its slots' memory cannot batch

@@ -36,10 +36,23 @@ Descriptor descriptor(const D & d) {
     return {d.tensor, static_cast<const uint8_t *>(host_of(d)), d.offset, d.size};
 }
 
-// `up`: uploads (a zero-copy call may bridge a gap only there: reading the slot bytes between
-// two of its host ranges writes nothing of the caller's).
+// Whether a zero-copy call may bridge the host bytes between the run's last descriptor and
+// descriptor i (which mirror the device gap). Uploads only read slot bytes. A download writes
+// them, so only when they are the run's last slot's bytes past its descriptor and the padding
+// after that slot: descriptor i's slot is the next one of the reservation, and the last
+// descriptor fills its slot or the caller said its slots' tails are scratch (SLOT_TAILS).
 template <class D>
-void runs_of(Session & s, const D * d, size_t n, bool zero_copy, bool up, std::vector<Run> * out) {
+bool bridges_host(const Session & s, const D * d, size_t last, size_t i, bool up, bool slot_tails) {
+    if (up) {
+        return true;
+    }
+    const size_t slot = s.down_slots[last];
+    return s.down_slots[i] == slot + 1 && (slot_tails || d[last].size == s.reservation->slots[slot].size);
+}
+
+// `up`: uploads, `zero_copy`: host ranges are slots (rule 10's host conditions).
+template <class D>
+void runs_of(Session & s, const D * d, size_t n, bool zero_copy, bool slot_tails, bool up, std::vector<Run> * out) {
     s.alloc.reserve(*out, n);
     out->clear();
     for (size_t i = 0; i < n; ++i) {
@@ -55,8 +68,9 @@ void runs_of(Session & s, const D * d, size_t n, bool zero_copy, bool up, std::v
             const uintptr_t gap = at - end;
             // A copying call's run stops growing at a piece (rule 2 overlaps pieces' copies).
             bool joins = buffer == tensor_buffer(first.tensor) && (zero_copy || r.bytes < s.piece_bytes) &&
-                         (gap == 0 || (gap <= SAM3D_COALESCE_GAP_BYTES && (!zero_copy || up) &&
-                                       area_holding(s, buffer, begin, at + x.size) != nullptr));
+                         (gap == 0 || (gap <= SAM3D_COALESCE_GAP_BYTES &&
+                                       area_holding(s, buffer, begin, at + x.size) != nullptr &&
+                                       (!zero_copy || bridges_host(s, d, r.last - 1, i, up, slot_tails))));
             if (joins && zero_copy) {
                 // The host bytes mirror the device's: as far after the run's first host byte.
                 joins = x.host == first.host + (at - begin);
@@ -97,9 +111,9 @@ sam3d_status remove_area(Session & s, const ggml_tensor * t) {
     return SAM3D_OK;
 }
 
-void find_runs(Session & s, const sam3d_call & c, bool zero_copy) {
-    runs_of(s, c.uploads, c.n_uploads, zero_copy, true, &s.up_runs);
-    runs_of(s, c.downloads, c.n_downloads, zero_copy, false, &s.down_runs);
+void find_runs(Session & s, const sam3d_call & c, bool zero_copy, bool slot_tails) {
+    runs_of(s, c.uploads, c.n_uploads, zero_copy, slot_tails, true, &s.up_runs);
+    runs_of(s, c.downloads, c.n_downloads, zero_copy, slot_tails, false, &s.down_runs);
 }
 
 size_t laid_out_bytes(const Session & s) {

@@ -14,11 +14,12 @@ sam3d_status remove_area(Session & s, const ggml_tensor * area);
 
 // Finds the call's runs into s.up_runs and s.down_runs. A descriptor joins the run before it
 // when both lie in one buffer, a copying call's run is still below a piece (rule 2), its
-// device range starts where the run ends (or, inside one
-// declared area, at most SAM3D_COALESCE_GAP_BYTES after; not for a zero-copy call's
-// downloads), and, for a zero-copy call, its host range sits as far after the run's as on the
-// device.
-void find_runs(Session & s, const sam3d_call & c, bool zero_copy);
+// device range starts where the run ends (or, inside one declared area, at most
+// SAM3D_COALESCE_GAP_BYTES after; a zero-copy call's download only from the run's last slot to
+// the next one, where that slot's descriptor fills it or `slot_tails` makes its tail scratch),
+// and, for a zero-copy call, its host range sits as far after the run's as on the device.
+// A zero-copy call's s.down_slots are its downloads' slots (the validation's check_slots).
+void find_runs(Session & s, const sam3d_call & c, bool zero_copy, bool slot_tails);
 
 // The laid-out bytes of the runs found (rule 3): each run's span aligned to the staging
 // alignment, summed; SIZE_MAX when the sum overflows.

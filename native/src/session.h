@@ -228,6 +228,7 @@ struct sam3d_session {
     };
     std::vector<Range> ranges;
     std::vector<bool> used;
+    std::vector<size_t> down_slots;  // zero-copy: each download's slot in the current reservation
     std::vector<const uint8_t *> up_ptrs;
     std::vector<uint8_t *> down_ptrs;
     std::vector<sam3d::Span> spans;  // the host copies of one piece

@@ -182,6 +182,8 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
     const std::vector<Slot> & current = s.reservation ? s.reservation->slots : none;
     s.alloc.reserve(s.used, current.size());
     s.used.assign(current.size(), false);
+    s.alloc.reserve(s.down_slots, c.n_downloads);
+    s.down_slots.clear();
     const size_t n = c.n_uploads + c.n_downloads;
     for (size_t k = 0; k < n; ++k) {
         const bool up = k < c.n_uploads;
@@ -219,6 +221,9 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
                                                         std::to_string(slot));
         }
         s.used[slot] = true;
+        if (!up) {
+            s.down_slots.push_back(slot);  // a download's dst is always a slot of the reservation
+        }
         r->own = true;
     }
     if (r->own) {
@@ -232,7 +237,7 @@ sam3d_status check_slots(Session & s, const sam3d_call & c, Request * r) {
 sam3d_status admit(Session & s, const Request & r, Admitted * out) {
     out->request = r;
     if (r.call != nullptr) {
-        find_runs(s, *r.call, r.entry == Entry::ZeroCopy);  // the plan's bound counts their bytes
+        find_runs(s, *r.call, r.entry == Entry::ZeroCopy, r.slot_tails);  // the plan's bound counts their bytes
     }
     out->plan = plan(s, r);
     if (r.call != nullptr && out->plan.batchable()) {
@@ -264,10 +269,11 @@ sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam
     const bool zero_copy = (flags & SAM3D_SUBMIT_ZERO_COPY) != 0;
     const bool queued = (flags & SAM3D_SUBMIT_QUEUED) != 0;
     const bool keep = (flags & SAM3D_SUBMIT_KEEP_SLOTS) != 0;
+    const bool slot_tails = (flags & SAM3D_SUBMIT_SLOT_TAILS) != 0;
     if (c == nullptr) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "call is NULL");
     }
-    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS)) != 0) {
+    if ((flags & ~(SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_SLOT_TAILS)) != 0) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "flags has unknown bits: use SAM3D_SUBMIT_* only");
     }
     if ((queued || keep) && ticket == nullptr) {
@@ -276,6 +282,10 @@ sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam
     }
     if (keep && !zero_copy) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "SAM3D_SUBMIT_KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY (only slots are kept)");
+    }
+    if (slot_tails && !zero_copy) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT,
+                    "SAM3D_SUBMIT_SLOT_TAILS needs SAM3D_SUBMIT_ZERO_COPY (a copying call's downloads have no slots)");
     }
     if (!zero_copy && !queued) {
         return admit_run(s, c, out);  // exactly sam3d_session_run
@@ -289,6 +299,7 @@ sam3d_status admit_submit(Session & s, const sam3d_call * c, unsigned flags, sam
     r.call = c;
     r.queued = queued;
     r.keep = keep;
+    r.slot_tails = slot_tails;
     if (zero_copy) {
         if (sam3d_status st = check_slots(s, *c, &r)) {
             return st;

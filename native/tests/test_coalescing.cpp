@@ -301,9 +301,10 @@ TEST_P(Coalescing, ZeroCopyJoinsOnlySlotsThatMirrorTheDevice) {
     EXPECT_EQ(submit(false), 2u) << "slots crossed: a copy each";
 }
 
-// A zero-copy download across a declared gap would write the slot bytes between two dst: the
-// caller's memory. Uploads may bridge it (they only read those bytes); downloads do not.
-TEST_P(Coalescing, ZeroCopyDownloadsNeverBridgeAGap) {
+// A zero-copy download across a declared gap would write the slot bytes between two dst: here
+// the first slot's tail, the caller's memory. Uploads may bridge it (they only read those
+// bytes); downloads do not, unless the call says its slots' tails are scratch (below).
+TEST_P(Coalescing, ZeroCopyDownloadsDoNotBridgeASlotsTail) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
     constexpr size_t n = 1000, step = 1024;
@@ -334,6 +335,196 @@ TEST_P(Coalescing, ZeroCopyDownloadsNeverBridgeAGap) {
     EXPECT_EQ(std::vector<uint8_t>(got + n, got + step), std::vector<uint8_t>(step - n, 0xC3))
         << "the slot bytes between the two dst are the caller's: not written";
     EXPECT_EQ(std::vector<uint8_t>(got + step, got + step + n), std::vector<uint8_t>(device.begin() + step, device.begin() + step + n));
+}
+
+// Zero-copy downloads out of an area of four `step`-byte quarters, quarter k's first `n` bytes
+// into slot k of a reservation, every slot byte first 0xC3. A slot's size at least `n`: its
+// bytes past the descriptor are the caller's unless the call passes SAM3D_SUBMIT_SLOT_TAILS.
+struct SlotDownloads {
+    static constexpr size_t n = 1000, step = 1024;
+    Rig r;
+    ggml_tensor * area;
+    ggml_tensor * input;  // an upload's tensor outside the area
+    std::vector<ggml_tensor *> quarter;
+    sam3d_session * s = nullptr;
+    std::vector<uint8_t> device;
+    std::vector<size_t> sizes;
+    void * slot[4] = {nullptr, nullptr, nullptr, nullptr};
+    explicit SlotDownloads(Kind k) : r(k) {
+        area = r.bytes(static_cast<int64_t>(4 * step), "area");
+        input = r.bytes(static_cast<int64_t>(n), "input");
+        for (size_t i = 0; i < 4; ++i) {
+            quarter.push_back(ggml_view_1d(r.ctx(), area, static_cast<int64_t>(n), i * step));
+        }
+    }
+    // Whether the case can run: a batching session whose slots of `n` bytes lie `step` apart.
+    bool ready() {
+        r.alloc();
+        s = r.session(SAM3D_BATCHING_ON);
+        const size_t al = sam3d_session_staging_alignment(s);
+        if (r.kind() == Kind::Cpu || al == 0 || (n + al - 1) / al * al != step) {
+            return false;
+        }
+        EXPECT_EQ(sam3d_session_add_area(s, area), SAM3D_OK) << sam3d_last_error();
+        device = rig::pattern(4 * step, 9);
+        ggml_backend_tensor_set(area, device.data(), 0, 4 * step);
+        return true;
+    }
+    // Reserves slots of `slot_sizes`, downloads quarter k into slot k for each k of `to` (and,
+    // when `up_slot` names a slot, uploads `input` from it first), submits with ZERO_COPY and
+    // `flags` (waiting when QUEUED); returns the GGML download copies. The downloaded bytes are
+    // checked here; every other slot byte by untouched().
+    uint64_t run(std::vector<size_t> slot_sizes, std::vector<size_t> to, unsigned flags, size_t up_slot = SIZE_MAX) {
+        sizes = std::move(slot_sizes);
+        std::vector<sam3d_slot_request> req;
+        for (size_t z : sizes) {
+            req.push_back({z});
+        }
+        EXPECT_EQ(sam3d_session_reserve(s, req.data(), req.size(), slot), SAM3D_OK) << sam3d_last_error();
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            EXPECT_EQ(static_cast<uint8_t *>(slot[i]), static_cast<uint8_t *>(slot[0]) + i * step) << "the host mirrors the device";
+            std::memset(slot[i], 0xC3, sizes[i]);
+        }
+        std::vector<sam3d_download> downs;
+        for (size_t k : to) {
+            downs.push_back(rig::down(quarter[k], slot[k], n));
+        }
+        std::vector<sam3d_upload> ups;
+        if (up_slot < sizes.size()) {
+            ups.push_back(rig::up(input, slot[up_slot], n));
+        }
+        sam3d_call c{};
+        c.uploads = ups.data();
+        c.n_uploads = ups.size();
+        c.downloads = downs.data();
+        c.n_downloads = downs.size();
+        sam3d_session_reset_counters(s);
+        sam3d_ticket t = 0;
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | flags, &t), SAM3D_OK) << sam3d_last_error();
+        if (flags & SAM3D_SUBMIT_QUEUED) {
+            EXPECT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        }
+        for (size_t k : to) {
+            const auto * got = static_cast<const uint8_t *>(slot[k]);
+            EXPECT_EQ(std::vector<uint8_t>(got, got + n), std::vector<uint8_t>(device.begin() + k * step, device.begin() + k * step + n))
+                << "quarter " << k;
+        }
+        return r.counters(s).download_copies;
+    }
+    // Whether slot k's bytes from `from` to its end are still 0xC3.
+    bool untouched(size_t k, size_t from = 0) const {
+        const auto * got = static_cast<const uint8_t *>(slot[k]);
+        return std::vector<uint8_t>(got + from, got + sizes[k]) == std::vector<uint8_t>(sizes[k] - from, 0xC3);
+    }
+};
+
+#define SLOT_DOWNLOADS(x)                                                                                           \
+    SlotDownloads x(GetParam());                                                                                    \
+    RIG_REQUIRE(x.r);                                                                                               \
+    if (!x.ready()) GTEST_SKIP() << "needs a batching session whose slots of " << SlotDownloads::n << " bytes lie " \
+                                 << SlotDownloads::step << " apart"
+
+// With SAM3D_SUBMIT_SLOT_TAILS a slot's tail is scratch: one copy across it, queued or not, and
+// no byte past the last descriptor's end is written. Without the flag the tail is the caller's.
+TEST_P(Coalescing, ZeroCopyDownloadsBridgeSlotTailsTheCallMadeScratch) {
+    SLOT_DOWNLOADS(x);
+    const size_t n = SlotDownloads::n, step = SlotDownloads::step;
+    for (unsigned queued : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
+        SCOPED_TRACE(queued ? "queued" : "complete on return");
+        EXPECT_EQ(x.run({step, step}, {0, 1}, SAM3D_SUBMIT_SLOT_TAILS | queued), 1u) << "the tail is scratch: one copy";
+        EXPECT_TRUE(x.untouched(1, n)) << "the second slot's tail lies past the run";
+        EXPECT_EQ(x.run({step, step}, {0, 1}, queued), 2u) << "without the flag the tail is the caller's";
+        EXPECT_TRUE(x.untouched(0, n));
+    }
+}
+
+// A slot its descriptor fills leaves only the padding up to the next slot, nobody's bytes: the
+// downloads join without the flag, as far as every descriptor of the run fills its slot.
+TEST_P(Coalescing, ZeroCopyDownloadsBridgeThePaddingBetweenSlots) {
+    SLOT_DOWNLOADS(x);
+    const size_t n = SlotDownloads::n;
+    EXPECT_EQ(x.run({n, n}, {0, 1}, 0), 1u) << "slots of exactly the descriptors' bytes: one copy";
+    EXPECT_EQ(x.run({n, n, n, n}, {0, 1, 2, 3}, 0), 1u) << "four filled slots: one copy";
+    EXPECT_EQ(x.run({n + 1, n}, {0, 1}, 0), 2u) << "one byte of the first slot is the caller's";
+    EXPECT_TRUE(x.untouched(0, n));
+    EXPECT_EQ(x.run({n, n + 1, n}, {0, 1, 2}, 0), 2u) << "the second slot's last byte is the caller's";
+    EXPECT_TRUE(x.untouched(1, n));
+}
+
+// Between two download slots lies another slot of the call (an input's, or one no descriptor
+// names): the caller's, so the downloads stay two copies even with SLOT_TAILS, though host and
+// device mirror; an upload's slot before them does not change which slots are the downloads'.
+TEST_P(Coalescing, ZeroCopyDownloadsNeverBridgeAnotherSlot) {
+    SLOT_DOWNLOADS(x);
+    const size_t step = SlotDownloads::step;
+    EXPECT_EQ(x.run({step, step, step}, {0, 2}, SAM3D_SUBMIT_SLOT_TAILS), 2u);
+    EXPECT_TRUE(x.untouched(1)) << "slot 1 is not the call's to write";
+    EXPECT_EQ(x.run({step, step, step, step}, {1, 3}, SAM3D_SUBMIT_SLOT_TAILS, 0), 2u);
+    EXPECT_TRUE(x.untouched(2)) << "slot 2 is not the call's to write";
+    EXPECT_EQ(x.run({step, step, step}, {1, 2}, SAM3D_SUBMIT_SLOT_TAILS, 0), 1u) << "slots 1 and 2 are consecutive";
+}
+
+// Which slots are consecutive is each call's own: a call whose slots 0 and 1 joined does not
+// make the next call's slots 0 and 2 consecutive.
+TEST_P(Coalescing, ZeroCopyDownloadSlotsAreEachCallsOwn) {
+    SLOT_DOWNLOADS(x);
+    const size_t n = SlotDownloads::n, step = SlotDownloads::step;
+    EXPECT_EQ(x.run({n, n}, {0, 1}, 0), 1u);
+    EXPECT_EQ(x.run({step, step, step}, {0, 2}, SAM3D_SUBMIT_SLOT_TAILS), 2u);
+    EXPECT_TRUE(x.untouched(1));
+}
+
+// The bound (rule 3) counts a run's span, bridged slot tails included: with them a call can
+// pass the bound that it stays under without them (and take the synchronous path).
+TEST_P(Coalescing, TheBoundCountsBridgedSlotTails) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    constexpr size_t big = 16 * 1024 * 1024 - 8 * 1024, tail = 32 * 1024, d = 64;
+    ggml_tensor * t1 = r.bytes(static_cast<int64_t>(big), "t1");
+    ggml_tensor * t2 = r.bytes(static_cast<int64_t>(big), "t2");
+    ggml_tensor * area = r.bytes(static_cast<int64_t>(tail + d), "area");
+    ggml_tensor * a0 = ggml_view_1d(r.ctx(), area, static_cast<int64_t>(d), 0);
+    ggml_tensor * a1 = ggml_view_1d(r.ctx(), area, static_cast<int64_t>(d), tail);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const size_t al = sam3d_session_staging_alignment(s);
+    if (GetParam() == Kind::Cpu || al == 0 || tail % al != 0 || d % al != 0) {
+        GTEST_SKIP() << "needs a batching session whose staging alignment divides " << d;
+    }
+    ASSERT_EQ(sam3d_session_add_area(s, area), SAM3D_OK) << sam3d_last_error();
+    // A kept slot that two uploads read (aliased reads are allowed): 2 x big of laid-out bytes.
+    sam3d_slot_request kreq = {big};
+    void * kslot = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &kreq, 1, &kslot), SAM3D_OK) << sam3d_last_error();
+    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memset(kslot, 0x5A, big);
+    sam3d_upload ku = rig::up(t1, kslot, big);
+    sam3d_call kc{};
+    kc.uploads = &ku;
+    kc.n_uploads = 1;
+    sam3d_ticket kt = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &kc, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kt), SAM3D_OK) << sam3d_last_error();
+    for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_SLOT_TAILS}}) {
+        SCOPED_TRACE(flags ? "SLOT_TAILS" : "no flag");
+        sam3d_slot_request req[2] = {{tail}, {d}};
+        void * slot[2] = {nullptr, nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 2, slot), SAM3D_OK) << sam3d_last_error();
+        ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+        sam3d_upload ups[2] = {rig::up(t1, kslot, big), rig::up(t2, kslot, big)};
+        sam3d_download downs[2] = {rig::down(a0, slot[0], d), rig::down(a1, slot[1], d)};
+        sam3d_call c{};
+        c.uploads = ups;
+        c.n_uploads = 2;
+        c.downloads = downs;
+        c.n_downloads = 2;
+        sam3d_session_reset_counters(s);
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | flags, nullptr), SAM3D_OK) << sam3d_last_error();
+        const sam3d_counters k = r.counters(s);
+        // 2 x big + 2 x d fits in 32 MiB; 2 x big + tail + d does not.
+        EXPECT_EQ(k.pinned_batches, flags ? 0u : 1u);
+        EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], flags ? 1u : 0u);
+    }
+    EXPECT_EQ(sam3d_session_release(s, kt), SAM3D_OK) << sam3d_last_error();
 }
 
 TEST_P(Coalescing, TheBoundCountsTheLaidOutBytes) {

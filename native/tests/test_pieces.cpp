@@ -272,12 +272,12 @@ TEST_P(Pieces, EveryPieceSizeGivesTheSameBytes) {
 TEST_P(Pieces, EveryCopyThreadCountGivesTheSameBytes) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
-    const int64_t n = 300001;
+    constexpr int64_t n = 300001;
     cases::ScaleAdd w = cases::scale_add(r, n);
     r.alloc();
     // Every float of every call distinct (exact in float: below 2^24), so that a byte copied
     // from the wrong place, or left from the previous call, shows.
-    const auto distinct = [n](float first) {
+    const auto distinct = [](float first) {
         std::vector<float> v(n);
         for (int64_t i = 0; i < n; ++i) {
             v[i] = first + static_cast<float>(i);

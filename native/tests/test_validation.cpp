@@ -313,8 +313,11 @@ TEST_P(Validation, EveryRefusedSubmitZeroesTheTicket) {
         const char * message;
         bool counted;
     };
-    for (const Case & k : {Case{s, &good, 8u, "flags has unknown bits", false},
-                           Case{s, &good, SAM3D_SUBMIT_KEEP_SLOTS, "needs SAM3D_SUBMIT_ZERO_COPY", false},
+    for (const Case & k : {Case{s, &good, 16u, "flags has unknown bits", false},
+                           Case{s, &good, SAM3D_SUBMIT_KEEP_SLOTS, "KEEP_SLOTS needs SAM3D_SUBMIT_ZERO_COPY", false},
+                           Case{s, &good, SAM3D_SUBMIT_SLOT_TAILS | SAM3D_SUBMIT_QUEUED,
+                                "SLOT_TAILS needs SAM3D_SUBMIT_ZERO_COPY", false},
+                           Case{s, &good, SAM3D_SUBMIT_SLOT_TAILS, "SLOT_TAILS needs SAM3D_SUBMIT_ZERO_COPY", false},
                            Case{s, nullptr, SAM3D_SUBMIT_QUEUED, "call is NULL", false},
                            Case{nullptr, &good, SAM3D_SUBMIT_QUEUED, "session is NULL", false},
                            Case{s, &bad, SAM3D_SUBMIT_QUEUED, "uploads[1].src", true},

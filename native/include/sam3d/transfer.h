@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.6.0"
+#define SAM3D_CORE_VERSION "0.7.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
@@ -232,8 +232,12 @@ typedef uint64_t sam3d_ticket;  // 0: no ticket
 #define SAM3D_SUBMIT_ZERO_COPY 1u  // host pointers are slots of the current reservation (A1) or inside kept slots (A4)
 #define SAM3D_SUBMIT_QUEUED    2u  // return a ticket without waiting (A3)
 #define SAM3D_SUBMIT_KEEP_SLOTS 4u // with ZERO_COPY: keep the slots until sam3d_session_release (A4)
+#define SAM3D_SUBMIT_SLOT_TAILS 8u // with ZERO_COPY: a download slot's bytes past its descriptor's size are
+                                   // scratch; a download run in a declared area may write them (rule 10;
+                                   // the bound counts them, rule 3)
 
-// One slot of a reservation: `size` bytes (> 0), aligned to the staging alignment.
+// One slot of a reservation: `size` bytes (> 0), aligned to the staging alignment. The bytes
+// between a slot's end and the next slot are the session's: a download run may write them.
 typedef struct sam3d_slot_request {
     size_t size;
 } sam3d_slot_request;
@@ -253,8 +257,8 @@ bool sam3d_session_reservation_pinned(const sam3d_session * session);
 // Not QUEUED: complete on return, its status returned; *ticket (may be NULL unless KEEP_SLOTS)
 // is 0, or the ticket to release when kept. QUEUED: *ticket (required) receives the ticket and
 // SAM3D_OK means submitted; the call's status comes from sam3d_session_wait.
-// Errors: as sam3d_session_run; SAM3D_ERR_INVALID_ARGUMENT (unknown flags, KEEP_SLOTS without
-// ZERO_COPY, NULL ticket, a host pointer that is not a usable slot).
+// Errors: as sam3d_session_run; SAM3D_ERR_INVALID_ARGUMENT (unknown flags, KEEP_SLOTS or SLOT_TAILS
+// without ZERO_COPY, NULL ticket, a host pointer that is not a usable slot).
 sam3d_status sam3d_session_submit(sam3d_session * session, const sam3d_call * call, unsigned flags,
                                   sam3d_ticket * ticket);
 
