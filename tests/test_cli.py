@@ -216,3 +216,22 @@ def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, caps
     assert rc != 0 and "nox -s build -- release" in out.out + out.err
     if argv[0] == "bundle":
         assert f"{build / 'ggml-package.json'} is missing" in out.err
+
+
+def test_checked_replays_are_listed_per_layout(tmp_path):
+    """run.py runs a checked replay per --layout (bundle_run.run_checked): the device-tests
+    table names the areas one apart from the scattered one, and a finding in it names its
+    layout among the reasons the evidence is not accepted."""
+    replays = [{"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "scattered", "sanitizer_errors": 0},
+               {"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "areas", "sanitizer_errors": 2}]
+    raw = _summary(tmp_path, variants__release__checked_replays=replays, variants__release__bench=[],
+                   manifest__variants__release__build={"compile_flags": ["-O2"], "build_type": "Release",
+                                                       "ggml_version": "0.20.2"})
+    r = _run("device-import", str(raw), "--name", "checked", root=tmp_path / "root")
+    assert "Traceback" not in r.stderr
+    folder = tmp_path / "root" / "generated" / "diagnostics" / "checked"
+    tests_md = (folder / "device-tests.md").read_text()
+    assert "| cuda replay, 1 image (memcheck) " in tests_md
+    assert "| cuda replay, 1 image, areas layout (memcheck) " in tests_md
+    assert (folder / "NOT-ACCEPTED").read_text().strip() == \
+        "release: the checked replay, areas layout (memcheck): exit 0, 2 compute-sanitizer error(s)"

@@ -162,11 +162,12 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
                 reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
         for b in vrun.get("checked_replays") or []:
             ok = b["exit_code"] == 0
-            tests.append((vname, f"{b['backend']} replay, 1 image ({b['checker']})",
+            layout = "" if b.get("layout", "scattered") == "scattered" else f", {b['layout']} layout"
+            tests.append((vname, f"{b['backend']} replay, 1 image{layout} ({b['checker']})",
                           {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
                            **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
             if not ok or checker_findings(b):
-                reasons.append(f"{vname}: the checked replay ({b['checker']}): exit {b['exit_code']}"
+                reasons.append(f"{vname}: the checked replay{layout} ({b['checker']}): exit {b['exit_code']}"
                                + (f", {checker_findings(b)}" if checker_findings(b) else ""))
     accepted = not reasons
     report_evidence(written, rd, accepted, "; ".join(reasons) or None)

@@ -413,7 +413,8 @@ def checkers(a, out):
 
 def run_checked(i, n, name, vm, env, a, validation, tools):
     """The checked runs of one variant: per checker its canary, then the device tests (and the
-    normal suite's CUDA cases) and a one-image replay of the modes under it. Returns (its
+    normal suite's CUDA cases) and a one-image replay of the modes under it in each of run.py's
+    --layout layouts. Returns (its
     summary entries, whether all passed)."""
     backends = vm.get("backends", ["vulkan"])
     v = {"canaries": {}, "device_tests": {}, "checked_replays": []}
@@ -437,11 +438,13 @@ def run_checked(i, n, name, vm, env, a, validation, tools):
             t = run_tests(name, env, a.out, kind, gtest_filter, checker)
             ok &= tests_ok(t)
             v["device_tests"][f"{kind} ({checker[0]})"] = t
-        b = run_bench(name, env, a.out, backend, 1, 0, a.modes, False, (), checker)
-        found = b.get("validation_messages", b.get("sanitizer_errors"))
-        print(f"    one-image replay with compute: exit {b['exit_code']}, findings {found} ({b['seconds']} s)", flush=True)
-        ok &= b["exit_code"] == 0 and b["driver_output"] is not None and checked_ok(b)
-        v["checked_replays"].append(b)
+        for layout in a.layout.split(","):  # each layout's calls under the checker (areas: coalesced copies)
+            b = run_bench(name, env, a.out, backend, 1, 0, a.modes, False, (), checker, layout=layout)
+            found = b.get("validation_messages", b.get("sanitizer_errors"))
+            print(f"    one-image replay with compute, {layout} layout: exit {b['exit_code']}, findings {found} "
+                  f"({b['seconds']} s)", flush=True)
+            ok &= b["exit_code"] == 0 and b["driver_output"] is not None and checked_ok(b)
+            v["checked_replays"].append(b)
     if not runs:
         v["not_applicable"] = "none of its backends is one the checkers asked for check"
         print(f"[{i}/{n}] {name}: nothing to check ({v['not_applicable']})", flush=True)
