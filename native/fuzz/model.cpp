@@ -379,37 +379,41 @@ std::vector<RunModel> expected_runs(const Call & c, const WorldCall & m, bool up
     return runs;
 }
 
-std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m, bool up) {
-    std::vector<Gap> gaps;
+namespace {
+
+// Calls gap(i, end, at) for each gap a run bridges: between descriptor i - 1's device end and
+// descriptor i's device start `at`, both of one run.
+template <class F>
+void for_each_bridged_gap(const std::vector<RunModel> & runs, const WorldCall & m, bool up, F gap) {
     for (const RunModel & r : runs) {
         for (size_t i = r.first + 1; i < r.last; ++i) {
             const Plain p = plain(m, up, i - 1);
             const uintptr_t end = device_of(p) + p.size;
             const uintptr_t at = device_of(plain(m, up, i));
             if (at > end) {
-                gaps.push_back({end, at});
+                gap(i, end, at);
             }
         }
     }
+}
+
+}  // namespace
+
+std::vector<Gap> gaps_of(const std::vector<RunModel> & runs, const WorldCall & m, bool up) {
+    std::vector<Gap> gaps;
+    for_each_bridged_gap(runs, m, up, [&](size_t, uintptr_t end, uintptr_t at) { gaps.push_back({end, at}); });
     return gaps;
 }
 
 std::vector<Region> host_gaps_of(const std::vector<RunModel> & runs, const Call & c, const WorldCall & m) {
     std::vector<Region> r;
-    for (const RunModel & run : runs) {
-        for (size_t i = run.first + 1; i < run.last; ++i) {
-            const Plain p = plain(m, false, i - 1);
-            const uintptr_t end = device_of(p) + p.size;
-            const uintptr_t at = device_of(plain(m, false, i));
-            if (at > end) {
-                // Mirrored: the host gap is as long as the device gap, from the end of the
-                // earlier descriptor's bytes in its slot.
-                HostRef ref = c.downs[i - 1].host;
-                ref.at += p.size;
-                r.push_back({ref, static_cast<size_t>(at - end)});
-            }
-        }
-    }
+    for_each_bridged_gap(runs, m, false, [&](size_t i, uintptr_t end, uintptr_t at) {
+        // Mirrored: the host gap is as long as the device gap, from the end of the earlier
+        // descriptor's bytes in its slot.
+        HostRef ref = c.downs[i - 1].host;
+        ref.at += m.downs[i - 1].size;
+        r.push_back({ref, static_cast<size_t>(at - end)});
+    });
     return r;
 }
 
