@@ -371,3 +371,42 @@ TEST_F(PiecesOrder, CopyThreadsAreWhatTheOptionAsked) {
     EXPECT_NE(std::string(sam3d_last_error()).find("staging_copy_threads is 65"), std::string::npos)
         << sam3d_last_error();
 }
+
+// A piece is the fewest runs whose aligned bytes reach options.staging_piece_bytes (rule 2): at
+// two runs' bytes one byte short of the piece it still grows. Five 64-byte uploads, each a run
+// of its own (descending addresses never join), pieces of 2A + 1 bytes: [0, 3) and [3, 5), one
+// event between them; pieces that ended a byte early would be three, two events.
+TEST_F(PiecesOrder, APieceOneByteShortOfItsBytesStillGrows) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());  // events, so that each piece but the last records one
+    constexpr int n = 5;
+    ggml_tensor * t[n];
+    for (int i = 0; i < n; ++i) {
+        t[i] = r.bytes(64, ("t" + std::to_string(i)).c_str());
+    }
+    r.alloc();
+    sam3d_session * probe_session = r.session(pieces_of(SIZE_MAX));
+    ASSERT_NE(probe_session, nullptr);
+    const size_t al = sam3d_session_staging_alignment(probe_session);
+    if (al == 0 || 64 % al != 0) {
+        GTEST_SKIP() << "needs a staging alignment dividing 64 (each upload a run of one aligned size)";
+    }
+    sam3d_session * s = r.session(pieces_of(2 * 64 + 1));
+    ASSERT_NE(s, nullptr);
+    std::vector<std::vector<uint8_t>> in;
+    in.reserve(n);  // the uploads point into these
+    std::vector<sam3d_upload> u;
+    for (int i = n - 1; i >= 0; --i) {
+        in.push_back(rig::pattern(64, static_cast<uint8_t>(i + 1)));
+        u.push_back(rig::up(t[i], in.back().data(), 64));
+    }
+    sam3d_call c{};
+    c.uploads = u.data();
+    c.n_uploads = u.size();
+    sam3d_session_reset_counters(s);
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.upload_copies, 5u) << "each upload a run of its own";
+    EXPECT_EQ(k.event_records, 1u) << "two pieces: [0, 3) and [3, 5)";
+}

@@ -493,3 +493,85 @@ TEST(Names, StatusAndFallbackNamesAreStable) {
     EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_PINNED_UNAVAILABLE), "pinned_unavailable");
     EXPECT_STREQ(sam3d_fallback_name(SAM3D_FALLBACK_COUNT), "none");
 }
+
+// Every entry point given a NULL session: a status entry point refuses it naming it (and a
+// submit zeroes its ticket, given or not), a query answers its documented value, and nothing
+// dereferences it. The generated campaign found that no test passed NULL to most of them.
+TEST(NullSession, EveryEntryPointRefusesOrAnswersWithoutTouchingIt) {
+    sam3d_call c{};
+    sam3d_slot_request req{64};
+    void * slot = nullptr;
+    const auto refused = [](sam3d_status st, const char * what) {
+        EXPECT_EQ(st, SAM3D_ERR_INVALID_ARGUMENT) << what;
+        EXPECT_STREQ(sam3d_last_error(), "invalid_argument: session is NULL") << what;
+    };
+    refused(sam3d_session_run(nullptr, &c), "run");
+    refused(sam3d_session_reserve(nullptr, &req, 1, &slot), "reserve");
+    EXPECT_EQ(slot, nullptr) << "reserve wrote a slot";
+    sam3d_ticket t = 77;
+    refused(sam3d_session_submit(nullptr, &c, SAM3D_SUBMIT_QUEUED, &t), "submit");
+    EXPECT_EQ(t, 0u);
+    refused(sam3d_session_submit(nullptr, &c, 0, nullptr), "submit without a ticket");
+    refused(sam3d_session_wait(nullptr, 1), "wait");
+    refused(sam3d_session_release(nullptr, 1), "release");
+    refused(sam3d_session_add_area(nullptr, nullptr), "add_area");
+    refused(sam3d_session_remove_area(nullptr, nullptr), "remove_area");
+    sam3d_counters k{};
+    k.struct_size = sizeof k;
+    refused(sam3d_session_counters(nullptr, &k), "counters");
+    EXPECT_EQ(sam3d_session_areas(nullptr), 0u);
+    EXPECT_FALSE(sam3d_session_reservation_pinned(nullptr));
+    EXPECT_FALSE(sam3d_session_batching(nullptr));
+    EXPECT_EQ(sam3d_session_static_fallback(nullptr), SAM3D_FALLBACK_COUNT);
+    EXPECT_EQ(sam3d_session_copy_threads(nullptr), 1u);
+    EXPECT_EQ(sam3d_session_staging_alignment(nullptr), 0u);
+    EXPECT_EQ(sam3d_session_outstanding(nullptr), 0u);
+    EXPECT_EQ(sam3d_session_staging_in_flight(nullptr), 0u);
+    uint64_t bytes[1] = {5};
+    EXPECT_EQ(sam3d_testing_copied_bytes(nullptr, bytes, 1), 0u);
+    EXPECT_EQ(bytes[0], 5u);
+    EXPECT_EQ(sam3d_testing_allocations(nullptr), 0u);
+    sam3d_testing_fail_allocation(nullptr, 1);
+    sam3d_session_reset_counters(nullptr);
+    sam3d_session_free(nullptr);
+}
+
+// sam3d_session_counters names which argument is NULL.
+TEST(NullSession, CountersNameTheNullArgument) {
+    Rig r(Kind::Cpu);
+    RIG_REQUIRE(r);
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    EXPECT_EQ(sam3d_session_counters(s, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_STREQ(sam3d_last_error(), "invalid_argument: out is NULL");
+}
+
+// A success clears the thread's last error, creation included ("" after a success).
+TEST(LastError, ASuccessfulCreationClearsTheLastError) {
+    Rig r(Kind::Cpu);
+    RIG_REQUIRE(r);
+    ASSERT_EQ(sam3d_session_run(nullptr, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    ASSERT_STRNE(sam3d_last_error(), "");
+    sam3d_session * s = nullptr;
+    ASSERT_EQ(sam3d_session_create(r.backend(), nullptr, &s), SAM3D_OK);
+    EXPECT_STREQ(sam3d_last_error(), "");
+    sam3d_session_free(s);
+}
+
+// The seam's copied bytes fill the first n participants and not one more.
+TEST(CopiedBytes, OnlyTheFirstNParticipantsAreWritten) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.staging_copy_threads = 2;
+    sam3d_session * s = nullptr;
+    sam3d_ggml_seam seam = r.seam();
+    ASSERT_EQ(sam3d_testing_session_create(r.backend(), &o, &seam, &s), SAM3D_OK) << sam3d_last_error();
+    uint64_t bytes[2] = {7, 7};
+    const unsigned threads = sam3d_testing_copied_bytes(s, bytes, 1);
+    EXPECT_EQ(bytes[0], 0u) << "nothing copied yet";
+    if (threads > 1) {
+        EXPECT_EQ(bytes[1], 7u) << "a participant past n was written";
+    }
+    sam3d_session_free(s);
+}
