@@ -983,3 +983,34 @@ TEST(QueuedTransferQueue, TheEventWaitBeforeUploadsCountsAsEnqueueTime) {
     ASSERT_EQ(sam3d_session_wait(c.s, t2), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
 }
+
+// A7: sam3d_session_free completes the outstanding work before it frees anything. A queued
+// call's uploads wait in the deferred queue (nothing runs before a synchronize); after the free
+// none is pending and the tensor holds the uploaded bytes, read from staging still alive.
+TEST(QueuedFree, FreeCompletesAQueuedCallFirst) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install(r.seam());
+    ggml_tensor * t = r.bytes(4096, "t");
+    r.alloc();
+    const std::vector<uint8_t> zero(4096, 0);
+    ggml_backend_tensor_set(t, zero.data(), 0, zero.size());
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    sam3d_session * s = nullptr;
+    ASSERT_EQ(sam3d_testing_session_create(r.backend(), &o, &r.seam(), &s), SAM3D_OK) << sam3d_last_error();
+    const auto in = rig::pattern(4096, 3);
+    sam3d_upload u = rig::up(t, in.data(), in.size());
+    sam3d_call c{};
+    c.uploads = &u;
+    c.n_uploads = 1;
+    sam3d_ticket ticket = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &ticket), SAM3D_OK) << sam3d_last_error();
+    ASSERT_GT(deferred::pending(), 0u) << "the queued upload has not run yet";
+    sam3d_session_free(s);
+    EXPECT_EQ(deferred::pending(), 0u) << "the free left the queued upload pending";
+    deferred::reset();
+    std::vector<uint8_t> got(4096);
+    ggml_backend_tensor_get(t, got.data(), 0, got.size());
+    EXPECT_EQ(got, in);
+}
