@@ -158,6 +158,7 @@ class FakeScratch:
     one holding `broken`, and records what it was asked to build."""
     trials: list[str] = []
     entered: list[str] = []
+    killer = "Suite.Case"
 
     def __init__(self, v, log_name="mutants", progress=print):
         self.v = v
@@ -174,7 +175,7 @@ class FakeScratch:
         if "broken" in replace:
             return False, [], 0
         if "true" in replace:
-            return True, ["Suite.Case"], 3
+            return True, [FakeScratch.killer], 3
         return True, [], 4
 
 
@@ -190,7 +191,7 @@ def checkout(tmp_path, monkeypatch):
     (src / "b.cpp").write_text("void g(S & s) {\n    if (s.go) {\n        s.m -= 1;\n    }\n}\n")
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     monkeypatch.setattr(mutants, "Scratch", FakeScratch)
-    FakeScratch.trials, FakeScratch.entered = [], []
+    FakeScratch.trials, FakeScratch.entered, FakeScratch.killer = [], [], "Suite.Case"
     return tmp_path
 
 
@@ -243,3 +244,50 @@ def test_equivalents_and_did_not_build_leave_the_score(checkout):
     assert ("release", ms[0].name) not in FakeScratch.trials and len(FakeScratch.trials) == 7
     killed, counted, _ = gm.score(results)
     assert (killed, counted) == (2, 8 - 1 - 1)
+
+
+def _rerun(checkout) -> int:
+    """Runs the campaign again; how many mutants it built."""
+    FakeScratch.trials = []
+    gm.run(gm.generate(), {}, ["release"], progress=lambda _: None)
+    return len(FakeScratch.trials)
+
+
+@pytest.mark.parametrize("killer", ["Suite.Case", "Backends/Suite.Case/cpu_staged"])
+def test_a_kill_is_kept_while_its_killer_s_file_and_the_shared_test_files_are_unchanged(checkout, killer):
+    tests = checkout / "native" / "tests"
+    (tests / "test_a.cpp").write_text("TEST_P(Suite, Case) {\n}\n")
+    (tests / "test_b.cpp").write_text("TEST(Other, Case) {\n}\n")
+    (tests / "rig.h").write_text("// shared\n")
+    FakeScratch.killer = killer
+    assert _rerun(checkout) == 8
+    assert _rerun(checkout) == 0
+    (tests / "test_b.cpp").write_text("TEST(Other, Case) {\n}\nTEST(Other, NewCase) {\n}\n")
+    assert _rerun(checkout) == 6  # the survivors only: the 2 kills' killer is in test_a.cpp
+    assert _rerun(checkout) == 0
+    (tests / "test_a.cpp").write_text("TEST_P(Suite, Case) {\n    // changed\n}\n")
+    assert _rerun(checkout) == 8
+    (tests / "rig.h").write_text("// shared, changed\n")
+    assert _rerun(checkout) == 8
+    (checkout / "native" / "CMakeLists.txt").write_text("project(y)\n")
+    assert _rerun(checkout) == 8
+
+
+def test_a_fuzz_kill_depends_on_the_fuzz_sources_and_an_unknown_killer_keeps_no_kill(checkout):
+    tests, fuzz = checkout / "native" / "tests", checkout / "native" / "fuzz"
+    fuzz.mkdir()
+    (fuzz / "model.cpp").write_text("// model\n")
+    FakeScratch.killer = "Fuzz.capi_2000_runs"
+    assert _rerun(checkout) == 8
+    (tests / "test_b.cpp").write_text("TEST(Other, Case) {\n}\n")
+    assert _rerun(checkout) == 6
+    (fuzz / "model.cpp").write_text("// the model, changed\n")
+    assert _rerun(checkout) == 8
+    # defined in two files, or nowhere: no kill record, so any test change runs it again
+    for killer, a in (("Twice.Case", "TEST(Twice, Case) {\n}\n"), ("SanitizerCanary.race_is_reported", "")):
+        FakeScratch.killer = killer
+        (tests / "test_a.cpp").write_text(a)
+        (tests / "test_c.cpp").write_text(a + "// " + killer + "\n")
+        assert _rerun(checkout) == 8
+        (tests / "test_b.cpp").write_text((tests / "test_b.cpp").read_text() + "// more\n")
+        assert _rerun(checkout) == 8

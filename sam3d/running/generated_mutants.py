@@ -37,6 +37,13 @@ it mutates and of the test sources: a rerun builds only the mutants of files (or
 changed. native/mutants-equivalent.toml lists the mutants that no test can kill because they
 change no behaviour the contract (docs/contract.md) states, each with its reason; they are not
 run, and do not count in the score: killed / (generated - equivalent - did not build).
+
+A killed mutant stays killed while the test that killed it does not change: beside each result
+the cache keeps a kill record keyed without the test sources, valid while the killer's own file
+(the one .cpp under native/tests defining its ``TEST``/``TEST_F``/``TEST_P``; native/fuzz for
+``Fuzz.*``) and the tests' shared files (headers, native/testing, the CMakeLists) are unchanged.
+So after a new test only the survivors, and the mutants killed in the files that changed, run
+again. A killer that names no such file (a sanitizer canary, no report) keeps no kill record.
 """
 
 from __future__ import annotations
@@ -62,7 +69,10 @@ VARIANTS = ("release", "cpu-asan", "vulkan-ubsan")
 # Built by the command (unless --no-build) and required; the others run only where built already.
 REQUIRED = ("release", "cpu-asan")
 # What a cached result depends on besides the mutated file: the tests and how they are built.
-TEST_SOURCES = (Path("native") / "tests", Path("native") / "testing", Path("native") / "CMakeLists.txt")
+TEST_SOURCES = (Path("native") / "tests", Path("native") / "testing", Path("native") / "fuzz",
+                Path("native") / "CMakeLists.txt")
+TEST_CASES = Path("native") / "tests"  # the .cpp files here that define test cases
+FUZZ = Path("native") / "fuzz"         # the Fuzz.* tests' sources (the target, its model and seeds)
 # Bumped when the rules above change what a mutant is (cached results are then stale).
 GENERATOR_VERSION = 1
 KINDS = ("relational", "condition", "counter", "call", "off-by-one")
@@ -449,12 +459,77 @@ def _digest_paths(root: Path, rels) -> str:
 
 
 def cache_key(g: Generated, variant: str, tests_digest: str, root: Path | None = None) -> str:
+    """The key of a result: the mutant in its file, the variant and `tests_digest` ("" for the key
+    of a kill record, which names its own tests)."""
     root = root or paths.root()
     h = hashlib.sha256()
     for part in (str(GENERATOR_VERSION), variant, g.name, g.find, g.replace, tests_digest):
         h.update(part.encode() + b"\0")
     h.update((root / g.file).read_bytes())
     return h.hexdigest()
+
+
+_TEST_MACRO = re.compile(r"^\s*TEST(?:_F|_P)?\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.M)
+# A CTest name of a GoogleTest case: [Instantiation/]Suite.Case[/param]
+_CASE_NAME = re.compile(r"(?:\w+/)?(\w+)\.(\w+)(?:/\S+)?")
+
+
+class Killers:
+    """What a killed verdict depends on: for each killer (a CTest name), the digest of the file
+    that defines it and of the tests' shared files; None where no one file defines it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.cases: dict[tuple[str, str], list[Path]] = {}
+        shared: list[Path] = []
+        for rel in TEST_SOURCES:
+            p = root / rel
+            for f in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p] if p.is_file() else []:
+                if FUZZ in f.relative_to(root).parents:
+                    continue
+                found = _TEST_MACRO.findall(f.read_text(errors="replace")) if f.suffix == ".cpp" else []
+                if found and TEST_CASES in f.relative_to(root).parents:
+                    for case in found:
+                        self.cases.setdefault(case, []).append(f)
+                else:
+                    shared.append(f)
+        self.shared = _digest_paths(root, [f.relative_to(root) for f in shared])
+        self.fuzz = _digest_paths(root, [FUZZ])
+        self.memo: dict[str, str | None] = {}
+
+    def digest(self, killer: str) -> str | None:
+        if killer not in self.memo:
+            self.memo[killer] = self._digest(killer)
+        return self.memo[killer]
+
+    def _digest(self, killer: str) -> str | None:
+        if killer.startswith("Fuzz."):
+            own = self.fuzz
+        else:
+            m = _CASE_NAME.fullmatch(killer)
+            files = self.cases.get(m.groups()) if m else None
+            if not files or len(files) != 1:
+                return None
+            own = _digest_paths(self.root, [files[0].relative_to(self.root)])
+        return hashlib.sha256(f"{killer}\0{own}\0{self.shared}".encode()).hexdigest()
+
+
+def _kept_kill(cache: "Cache", key: str, killers: Killers) -> dict | None:
+    """The kill record under `key` if its killer's tests are as they were."""
+    rec = cache.get("kill:" + key)
+    if rec is None or not rec.get("killers") or rec.get("killer_digest") != killers.digest(rec["killers"][0]):
+        return None
+    return rec
+
+
+def _keep_kill(cache: "Cache", key: str, hit: dict, killers: Killers) -> None:
+    """Records a killed verdict under `key` with its first killer's digest (none if it has none)."""
+    if hit.get("verdict") != "killed" or not hit.get("killers"):
+        return
+    d = killers.digest(hit["killers"][0])
+    rec = cache.get("kill:" + key)
+    if d is not None and (rec is None or rec.get("killer_digest") != d):
+        cache.put("kill:" + key, {**hit, "killer_digest": d})
 
 
 class Cache:
@@ -519,6 +594,7 @@ def run(selected: list[Generated], equivalents: dict[str, str], variant_names: l
     reused unless `fresh`."""
     root = paths.root()
     tests_digest = _digest_paths(root, TEST_SOURCES)
+    by_killer = Killers(root)
     cache = Cache(cache_path())
     results = {g.name: Result(g) for g in selected}
     for g in selected:
@@ -530,21 +606,24 @@ def run(selected: list[Generated], equivalents: dict[str, str], variant_names: l
         todo: list[tuple[Generated, str]] = []
         for g in pending:
             key = cache_key(g, vname, tests_digest, root)
-            hit = None if fresh else cache.get(key)
+            kill_key = cache_key(g, vname, "", root)
+            hit = None if fresh else cache.get(key) or _kept_kill(cache, kill_key, by_killer)
             if hit is None:
-                todo.append((g, key))
+                todo.append((g, key, kill_key))
             else:
+                _keep_kill(cache, kill_key, hit, by_killer)
                 _record(results[g.name], vname, hit)
         cached = len(pending) - len(todo)
         progress(f"mutants: {vname}: {len(pending)} mutants, {cached} from the cache, {len(todo)} to build")
         if todo:
             with mutants.Scratch(variants.get(vname), "generated-mutants", progress) as scratch:
-                for i, (g, key) in enumerate(todo, 1):
+                for i, (g, key, kill_key) in enumerate(todo, 1):
                     t0 = time.monotonic()
                     built, killers, passed = scratch.trial(g.file, g.find, g.replace, g.name, stop_on_failure=True)
                     verdict = "did not build" if not built else "killed" if killers else "survived"
                     hit = {"verdict": verdict, "killers": killers[:5], "seconds": round(time.monotonic() - t0, 1)}
                     cache.put(key, hit)
+                    _keep_kill(cache, kill_key, hit, by_killer)
                     _record(results[g.name], vname, hit)
                     progress(f"mutants: {vname} [{i}/{len(todo)}] {g.name} ({g.file}:{g.line}): {verdict}"
                              f"{' by ' + killers[0] if killers else ''} ({hit['seconds']:.0f} s)")
