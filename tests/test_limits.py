@@ -282,6 +282,11 @@ def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
                                 "queued_two_backends": _series_of(4.3)}
     r["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
     results.validate(r)
+    r["extra"]["ggml_calls"]["queued_levels"] = {"median_ms": "fast"}
+    with pytest.raises(results.ResultError, match="ggml_calls"):
+        results.validate(r)  # optional, but a series when present
+    r["extra"]["ggml_calls"]["queued_levels"] = None
+    results.validate(r)
     notes = " ".join(table.records([r])["notes"])
     assert "queued's calls 4.400 ms (without the event waits) (cold 4.200, with them), the row +0.695 ms" in notes
     assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
@@ -377,6 +382,9 @@ def test_queued_policies_are_listed_side_by_side_only_when_several_were_timed(ma
             "4.900 (medians)") in limits.ggml_calls(r, rows)
     r["extra"]["ggml_calls"]["queued_two_backends"] = _series_of(4.3)
     assert ("with no event, every wait a synchronize 4.900, downloads on a second backend 4.300 (medians)"
+            in limits.ggml_calls(r, rows))
+    r["extra"]["ggml_calls"]["queued_levels"] = _series_of(4.1)
+    assert ("downloads on a second backend 4.300, graphs in dependency-level order 4.100 (medians)"
             in limits.ggml_calls(r, rows))
 
 

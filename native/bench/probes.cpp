@@ -71,6 +71,27 @@ struct Copy {
     size_t size;
 };
 
+// The profile's graphs in dependency-level order (position -> graph): a graph's level is one
+// more than its feeders' highest (1 without feeders); between two synchronous graphs, and
+// before the first and after the last, the graphs go by level, then by profile order. Every
+// feeder stays before its readers and every synchronous graph keeps its place.
+std::vector<size_t> level_order(const Profile & p) {
+    const size_t ng = p.graphs.size();
+    std::vector<size_t> level(ng, 1), order(ng);
+    for (size_t g = 0; g < ng; ++g) {
+        for (const Dep & x : p.graphs[g].deps) level[g] = std::max(level[g], level[x.graph] + 1);
+        order[g] = g;
+    }
+    for (size_t from = 0; from < ng;) {
+        size_t to = from;
+        while (to < ng && !p.graphs[to].synchronous) ++to;
+        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from), order.begin() + static_cast<std::ptrdiff_t>(to),
+                         [&](size_t a, size_t b) { return level[a] < level[b]; });
+        from = to + 1;
+    }
+    return order;
+}
+
 }  // namespace
 
 struct Probes::State {
@@ -119,6 +140,11 @@ struct Probes::State {
     // queued's calls with each graph's downloads on the second backend (its own stream on CUDA)
     // after an event wait on its uploads: whether the directions overlap across graphs.
     Series c_queued_two_backends;
+    // queued's calls (the core's policy) with the graphs in dependency-level order
+    // (level_order()): the waits the profile needs when a runtime issues each level's graphs
+    // together, instead of the profile's order.
+    Series c_queued_levels;
+    std::vector<size_t> profile_order, levels_order;  // position -> graph
 
     State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images,
           bool with_calls)
@@ -128,7 +154,9 @@ struct Probes::State {
           rt_graph(n_blocks), rt_down_event(n_blocks), rt_graph_event(n_blocks), b2b(n_blocks), f_duplex(n_blocks), profile(p),
           c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
           c_queued_cold(n_blocks), c_queued_no_upload_wait(n_blocks),
-          c_queued_synchronize(n_blocks), c_queued_two_backends(n_blocks) {
+          c_queued_synchronize(n_blocks), c_queued_two_backends(n_blocks), c_queued_levels(n_blocks),
+          profile_order(p.graphs.size()), levels_order(level_order(p)) {
+        for (size_t g = 0; g < profile_order.size(); ++g) profile_order[g] = g;
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
         // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
@@ -373,15 +401,20 @@ struct Probes::State {
     // TwoBackends as NoUploadWait, with each graph's downloads on backend2 after an event wait on
     // its uploads, its completion event recorded there (a wait on the newest graph synchronizes
     // backend2, whose downloads waited for every upload before them).
+    // `order` (position -> graph, a topological order of the profile's dependencies that keeps
+    // each synchronous graph after every graph before it) is the order the graphs are issued in;
+    // the waits are the replay's, by position.
     enum class Policy { Core, NoUploadWait, Synchronize, TwoBackends };
-    double queued_sample(bool touch, Policy policy = Policy::Core) {
+    double queued_sample(bool touch, Policy policy, const std::vector<size_t> & order) {
         Touch t{touch};
         const bool events = policy != Policy::Synchronize;
         const bool two = policy == Policy::TwoBackends;
         ggml_backend_t completes = two ? backend2 : backend;  // where the completion events are recorded
         const size_t ng = profile.graphs.size();
-        WaitSchedule waited;
-        std::vector<size_t> in_flight;  // recorded, completion not known, in submission order
+        std::vector<size_t> pos(ng);
+        for (size_t k = 0; k < ng; ++k) pos[order[k]] = k;
+        WaitSchedule waited;            // by position
+        std::vector<size_t> in_flight;  // positions recorded, completion not known, in submission order
         std::vector<size_t> to_free;    // complete, their event not synchronized since
         std::vector<bool> enqueued(ng, false);
         auto wait_until = [&](size_t end) {
@@ -394,21 +427,24 @@ struct Probes::State {
                 ggml_backend_synchronize(completes);
                 done = in_flight.end();
             } else if (flying) {
-                ggml_backend_event_synchronize(call_events[k]);
+                ggml_backend_event_synchronize(call_events[order[k]]);
                 done = std::upper_bound(in_flight.begin(), in_flight.end(), k);
             }
             to_free.insert(to_free.end(), in_flight.begin(), done);
             in_flight.erase(in_flight.begin(), done);
             for (size_t q = from; q < last; ++q) {
-                if (enqueued[q]) read_outputs(q, t);
+                if (enqueued[q]) read_outputs(order[q], t);
             }
         };
         const double t0 = now_ms();
-        for (size_t g = 0; g < ng; ++g) {
+        for (size_t k = 0; k < ng; ++k) {
+            const size_t g = order[k];
             const GraphSpec & sp = profile.graphs[g];
-            wait_until(wait_end(sp, g));
+            size_t end = sp.synchronous ? k : 0;  // wait_end by position
+            for (const Dep & x : sp.deps) end = std::max(end, pos[x.graph] + 1);
+            wait_until(end);
             if (events) {
-                for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+                for (size_t q : to_free) ggml_backend_event_synchronize(call_events[order[q]]);
             }
             to_free.clear();
             write_inputs(g, t);
@@ -418,20 +454,20 @@ struct Probes::State {
                 in_flight.clear();
                 blocking_copies(g);
                 read_outputs(g, t);
-                waited.next = g + 1;
+                waited.next = k + 1;
                 continue;
             }
             if (policy == Policy::Core && !in_flight.empty() && !sp.uploads.empty()) {
-                ggml_backend_event_wait(backend, call_events[in_flight.back()]);
+                ggml_backend_event_wait(backend, call_events[order[in_flight.back()]]);
             }
             enqueue_copies(g, true, two ? backend2 : nullptr);
             if (events) ggml_backend_event_record(call_events[g], completes);
-            in_flight.push_back(g);
-            enqueued[g] = true;
+            in_flight.push_back(k);
+            enqueued[k] = true;
         }
         wait_until(ng);
         if (events) {
-            for (size_t q : to_free) ggml_backend_event_synchronize(call_events[q]);
+            for (size_t q : to_free) ggml_backend_event_synchronize(call_events[order[q]]);
         }
         return now_ms() - t0 - t.excluded_ms;
     }
@@ -565,17 +601,20 @@ struct Probes::State {
             }
             for (int k = 0; k < 2 && !call_events.empty(); ++k) {
                 const bool touch = (k + image) % 2 == 0;
-                keep(touch ? c_queued : c_queued_cold, queued_sample(touch));
+                keep(touch ? c_queued : c_queued_cold, queued_sample(touch, Policy::Core, profile_order));
             }
             if (!call_events.empty()) {  // the two other policies, touched, in alternating order
                 for (int k = 0; k < 2; ++k) {
                     if ((k + image) % 2 == 0) {
-                        keep(c_queued_no_upload_wait, queued_sample(true, Policy::NoUploadWait));
+                        keep(c_queued_no_upload_wait, queued_sample(true, Policy::NoUploadWait, profile_order));
                     } else {
-                        keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize));
+                        keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize, profile_order));
                     }
                 }
-                if (!upload_events.empty()) keep(c_queued_two_backends, queued_sample(true, Policy::TwoBackends));
+                if (!upload_events.empty()) {
+                    keep(c_queued_two_backends, queued_sample(true, Policy::TwoBackends, profile_order));
+                }
+                keep(c_queued_levels, queued_sample(true, Policy::Core, levels_order));
             }
         }
     }
@@ -669,6 +708,7 @@ json Probes::ggml_calls() const {
                 {"queued_no_upload_wait", events ? s.c_queued_no_upload_wait.to_json() : json(nullptr)},
                 {"queued_synchronize", events ? s.c_queued_synchronize.to_json() : json(nullptr)},
                 {"queued_two_backends", !s.upload_events.empty() ? s.c_queued_two_backends.to_json() : json(nullptr)},
+                {"queued_levels", events ? s.c_queued_levels.to_json() : json(nullptr)},
                 {"copies_per_image", s.profile.n_uploads + s.profile.n_downloads},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
                          "every descriptor at its own aligned offset, one sample of each per round (touched and "
@@ -687,7 +727,9 @@ json Probes::ggml_calls() const {
                          "(the core's calls on a backend of one in-order queue, CUDA); queued_synchronize: queued with "
                          "no event, every wait a synchronize; queued_two_backends: queued_no_upload_wait with each "
                          "graph's downloads on a second backend of the device after an event wait on its uploads, "
-                         "its completion event recorded there. Diagnostics, never in a limit"}};
+                         "its completion event recorded there; queued_levels: queued with the graphs issued in "
+                         "dependency-level order (between synchronous graphs by level, then profile order), its "
+                         "waits by that order. Diagnostics, never in a limit"}};
 }
 
 }  // namespace sam3d_bench

@@ -428,7 +428,8 @@ def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
     alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
                                 ("queued_no_upload_wait", "without it"),
                                 ("queued_synchronize", "with no event, every wait a synchronize"),
-                                ("queued_two_backends", "downloads on a second backend"))
+                                ("queued_two_backends", "downloads on a second backend"),
+                                ("queued_levels", "graphs in dependency-level order"))
            if isinstance(c.get(k), dict)]
     if len(alt) > 1:
         out.append("queued's calls " + ", ".join(f"{n} {_median_of(c[k]):.3f}" for k, n in alt))
