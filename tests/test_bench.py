@@ -235,7 +235,8 @@ def test_failed_build_keeps_a_result_with_the_reason():
 
 def test_wrap_names_a_transfer_only_or_areas_replay_as_its_own_backend():
     """A replay without compute is its own configuration ("Vulkan (transfer-only)"), so is one
-    in the areas layout ("Vulkan areas"), and one of both "Vulkan areas (transfer-only)"; so
+    in the areas layout ("Vulkan areas"), one issuing its graphs by dependency level ("Vulkan
+    levels"), and one of both "Vulkan areas (transfer-only)"; so
     is one with GGML's Vulkan transfer queue ("Vulkan transfer queue", before the other marks);
     base_backend() gives the backend itself back."""
     def backend(**extra):
@@ -253,6 +254,12 @@ def test_wrap_names_a_transfer_only_or_areas_replay_as_its_own_backend():
     assert backend(vulkan_transfer_queue=False) == ("Vulkan", "Vulkan")
     assert backend(vulkan_transfer_queue=True, layout="areas", transfer_only=True) == (
         "Vulkan transfer queue areas (transfer-only)", "Vulkan")
+    assert backend(graph_order="levels") == ("Vulkan levels", "Vulkan")
+    assert backend(graph_order="profile", layout="areas") == ("Vulkan areas", "Vulkan")
+    assert backend(vulkan_transfer_queue=True, layout="areas", graph_order="levels", transfer_only=True) == (
+        "Vulkan transfer queue areas levels (transfer-only)", "Vulkan")
+    with pytest.raises(results.ResultError, match="graph_order"):
+        backend(graph_order="random")
     failed = results.wrap(RELEASE, "vulkan", None, status="failed", reason="driver crashed", **COMMON)
     assert failed["backend"] == "Vulkan" and "device" not in failed
     with pytest.raises(ValueError, match="^a failed result needs a reason$"):

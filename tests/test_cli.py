@@ -109,10 +109,11 @@ def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change,
     ({"layout": "scattered", "vulkan_transfer_queue": True}, "Vulkan transfer queue"),
     ({"layout": "areas", "transfer_only": True, "vulkan_transfer_queue": True},
      "Vulkan transfer queue areas (transfer-only)"),
+    ({"layout": "areas", "graph_order": "levels", "transfer_only": True}, "Vulkan areas levels (transfer-only)"),
 ])
 def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, backend):
     """A failed bench run (no driver output) is imported under the configuration run.py's
-    summary entry records (layout, transfer-only, Vulkan transfer queue), so it never lands in
+    summary entry records (layout, issue order, transfer-only, Vulkan transfer queue), so it never lands in
     another configuration's row of the table."""
     raw = _summary(tmp_path, variants__release__bench=[{"exit_code": 1, "driver_output": None,
                                                          "error": "sam3d_bench exit 1", **facts}],

@@ -91,6 +91,46 @@ def test_kept_download_slots_and_dependencies_count_in_flight():
     assert (w.dependency, w.synchronous, w.ring, w.end) == (2, 4, 1, 0)
 
 
+def test_level_order_keeps_feeders_first_and_synchronous_graphs_in_place():
+    """sam3d_bench --order levels (native/bench/profile.cpp): between synchronous graphs by
+    level (one more than the highest feeder's), ties in profile order."""
+    prof = {"graphs": [_graph("a", [4], [4]), _graph("b", [4], [4], deps=[(0, "a", 0)]), _graph("c", [4], [4]),
+                       _graph("d", [4], [4], deps=[(0, "b", 0)]), _graph("e", [4], [4]),
+                       _graph("enc", [4], [4], synchronous=True), _graph("f", [4], [4], deps=[(0, "e", 0)]),
+                       _graph("g", [4], [4])]}
+    # levels: a 1, b 2, c 1, d 3, e 1 | enc | f 2, g 1
+    assert profile.level_order(prof) == [0, 2, 4, 1, 3, 5, 7, 6]
+    assert profile.level_order({"graphs": prof["graphs"][:5]}) == [0, 2, 4, 1, 3]
+    committed = profile.load()
+    order = profile.level_order(committed)
+    pos = {committed["graphs"][g]["name"]: k for k, g in enumerate(order)}
+    assert sorted(order) == list(range(profile.GRAPHS)) and order[0] == 0  # the image encoder first
+    assert all(pos[d["graph"]] < pos[g["name"]] for g in committed["graphs"] for d in g["depends_on_downloads"])
+
+
+def test_mandatory_waits_follow_the_issue_order(make_result):
+    """In dependency-level order the committed profile has 52 dependency points, not 50: the
+    replay waits each feeder itself (graphs between it and the reader stay in flight), and
+    levels put more graphs between them. A result's extra.graph_order picks the order."""
+    prof = profile.load()
+    w = limits.mandatory_waits(prof, compute=False, alignment=64, order=profile.level_order(prof))
+    assert (w.dependency, w.synchronous, w.ring, w.end, w.total) == (52, 4, 0, 1, 57)
+    assert limits.mandatory_waits(prof, compute=False, alignment=64, order=range(profile.GRAPHS)).total == 55
+    # c reads a, d reads b: in profile order c waits a, then d waits b (2); with d first, its
+    # wait completes a and b at once (1)
+    four = {"graphs": [_graph("a", [4], [4]), _graph("b", [4], [4]), _graph("c", [4], [4], deps=[(0, "a", 0)]),
+                       _graph("d", [4], [4], deps=[(0, "b", 0)])]}
+    assert limits.mandatory_waits(four, compute=False, alignment=4).dependency == 2
+    assert limits.mandatory_waits(four, compute=False, alignment=4, order=[0, 1, 3, 2]).dependency == 1
+    r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03)
+    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 55
+    r["extra"]["graph_order"] = "levels"
+    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 57
+    assert limits.limit(r, "zerocopy", _row(r, "zerocopy")).round_trips == 83
+    r["extra"]["graph_order"] = "profile"
+    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 55
+
+
 # --- the limit arithmetic -------------------------------------------------------------------
 
 def test_limits_with_compute_use_the_graph_round_trip(make_result):

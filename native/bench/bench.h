@@ -57,6 +57,10 @@ json mode_table_json(const std::vector<Mode> & modes);
 // copy per descriptor), or per-graph I/O areas (docs/contract.md, rule 10; docs/benchmark.md).
 enum class Layout { Scattered, Areas };
 const char * layout_name(Layout l);
+// The order the replay issues the graphs in (--order): the profile's, or by dependency level
+// (level_order; docs/benchmark.md, "Issue order").
+enum class Order { Profile, Levels };
+const char * order_name(Order o);
 
 struct Options {
     std::string profile;
@@ -80,6 +84,7 @@ struct Options {
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
     Layout layout = Layout::Scattered;
+    Order order = Order::Profile;
 };
 
 // The result's name of a --backend value ("cpu" -> "CPU", "vulkan" -> "Vulkan", "cuda" -> "CUDA").
@@ -112,13 +117,21 @@ struct GraphSpec {
     }
 };
 
-// Where queued calls wait (replay.cpp's run_queued; the probes' queued calls), in profile
-// order. Before graph g every graph before wait_end(g) must be complete: the graphs whose
-// downloads g's uploads take, or every earlier graph before a synchronous one.
-inline size_t wait_end(const GraphSpec & sp, size_t g) {
-    size_t end = sp.synchronous ? g : 0;
-    for (const Dep & x : sp.deps) end = end > x.graph + 1 ? end : x.graph + 1;
+// Where queued calls wait (replay.cpp's run_queued; the probes' queued calls), by position in
+// the issue order (`pos`: graph -> position, positions()). Before the graph at position k every
+// graph before position wait_end(sp, k, pos) must be complete: the graphs whose downloads its
+// uploads take, or every earlier graph before a synchronous one.
+inline size_t wait_end(const GraphSpec & sp, size_t k, const std::vector<size_t> & pos) {
+    size_t end = sp.synchronous ? k : 0;
+    for (const Dep & x : sp.deps) end = end > pos[x.graph] + 1 ? end : pos[x.graph] + 1;
     return end;
+}
+
+// graph -> position of an issue order (position -> graph).
+inline std::vector<size_t> positions(const std::vector<size_t> & order) {
+    std::vector<size_t> pos(order.size());
+    for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
+    return pos;
 }
 
 struct WaitSchedule {
@@ -144,9 +157,17 @@ struct Profile {
     std::string sha256;
     std::vector<GraphSpec> graphs;
     size_t n_uploads = 0, n_downloads = 0, upload_bytes = 0, download_bytes = 0;
+    // position -> graph: the order the replay and the probes issue the graphs in (the
+    // profile's unless --order levels).
+    std::vector<size_t> order;
 };
 
 Profile load_profile(const std::string & path);
+// The graphs in dependency-level order (position -> graph): a graph's level is one more than
+// its feeders' highest (1 without feeders); before, between and after the synchronous graphs,
+// which keep their places, the graphs go by level, then by profile order. Every feeder stays
+// before its readers. sam3d/core/profile.py's level_order is the same order.
+std::vector<size_t> level_order(const Profile & p);
 
 // SHA-256 through OpenSSL's libcrypto (EVP).
 class Sha256 {

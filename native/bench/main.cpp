@@ -153,7 +153,9 @@ void measure_modes(const Options & o, Replay & replay, Probes & probes, Measured
 }
 
 int bench(const Options & o) {
-    const Profile profile = load_profile(o.profile);
+    Profile loaded = load_profile(o.profile);
+    if (o.order == Order::Levels) loaded.order = level_order(loaded);
+    const Profile profile = std::move(loaded);
     std::fprintf(stderr, "sam3d_bench: profile %s v%d (%s): %zu graphs, %zu uploads = %zu bytes, %zu downloads = %zu bytes\n",
                  profile.name.c_str(), profile.version, profile.sha256.substr(0, 12).c_str(), profile.graphs.size(),
                  profile.n_uploads, profile.upload_bytes, profile.n_downloads, profile.download_bytes);

@@ -64,6 +64,8 @@ std::string usage() {
          "              included (default: SAM3D_STAGING_COPY_THREADS, at most the processors)\n"
          "  --layout scattered|areas  the device layout: the profile's (default), or each graph's inputs\n"
          "              and outputs in one declared area each (coalesced copies, rule 10)\n"
+         "  --order profile|levels  the order the graphs are issued in: the profile's (default), or by\n"
+         "              dependency level, each level's graphs together (fewer queued waits)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
@@ -159,6 +161,10 @@ Options parse_args(int argc, char ** argv) {
             const std::string l = v;
             if (l != "scattered" && l != "areas") die(1, a + " " + l + ": expected scattered or areas");
             o.layout = l == "areas" ? Layout::Areas : Layout::Scattered;
+        } else if (a == "--order") {
+            const std::string l = v;
+            if (l != "profile" && l != "levels") die(1, a + " " + l + ": expected profile or levels");
+            o.order = l == "levels" ? Order::Levels : Order::Profile;
         } else if (a == "--staging-copy-threads") {
             const int n = parse_int(a, v, 1);
             if (n > static_cast<int>(SAM3D_STAGING_COPY_THREADS_MAX)) {
@@ -184,6 +190,7 @@ Options parse_args(int argc, char ** argv) {
 }
 
 const char * layout_name(Layout l) { return l == Layout::Areas ? "areas" : "scattered"; }
+const char * order_name(Order o) { return o == Order::Levels ? "levels" : "profile"; }
 
 const char * backend_name(const std::string & backend) {
     static const std::pair<const char *, const char *> kBackends[] = {

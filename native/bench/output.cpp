@@ -153,6 +153,7 @@ json document(const Measured & m, const Checks & c) {
     if (o.transfer_only) doc["extra"]["transfer_only"] = true;
     doc["extra"]["staging_piece_bytes"] = o.staging_piece_bytes;
     doc["extra"]["layout"] = layout_name(o.layout);
+    doc["extra"]["graph_order"] = order_name(o.order);
     doc["extra"]["staging_copy_threads"] = sam3d_session_copy_threads(m.runs[kOn].session);
     return doc;
 }

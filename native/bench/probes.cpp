@@ -71,27 +71,6 @@ struct Copy {
     size_t size;
 };
 
-// The profile's graphs in dependency-level order (position -> graph): a graph's level is one
-// more than its feeders' highest (1 without feeders); between two synchronous graphs, and
-// before the first and after the last, the graphs go by level, then by profile order. Every
-// feeder stays before its readers and every synchronous graph keeps its place.
-std::vector<size_t> level_order(const Profile & p) {
-    const size_t ng = p.graphs.size();
-    std::vector<size_t> level(ng, 1), order(ng);
-    for (size_t g = 0; g < ng; ++g) {
-        for (const Dep & x : p.graphs[g].deps) level[g] = std::max(level[g], level[x.graph] + 1);
-        order[g] = g;
-    }
-    for (size_t from = 0; from < ng;) {
-        size_t to = from;
-        while (to < ng && !p.graphs[to].synchronous) ++to;
-        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from), order.begin() + static_cast<std::ptrdiff_t>(to),
-                         [&](size_t a, size_t b) { return level[a] < level[b]; });
-        from = to + 1;
-    }
-    return order;
-}
-
 }  // namespace
 
 struct Probes::State {
@@ -124,7 +103,7 @@ struct Probes::State {
     ggml_backend_event_t duplex_up = nullptr, duplex_down = nullptr;
     Series f_duplex;
     // The modes' GGML calls alone (transfer-only runs): every descriptor at its own aligned
-    // offset of the floor's host buffer and device tensors, in profile order.
+    // offset of the floor's host buffer and device tensors, in the issue order (profile.order).
     const Profile & profile;
     bool calls = false;
     std::vector<std::vector<size_t>> call_up_at, call_down_at;  // [graph][descriptor]: offset
@@ -144,7 +123,7 @@ struct Probes::State {
     // (level_order()): the waits the profile needs when a runtime issues each level's graphs
     // together, instead of the profile's order.
     Series c_queued_levels;
-    std::vector<size_t> profile_order, levels_order;  // position -> graph
+    std::vector<size_t> levels_order;  // position -> graph
 
     State(ggml_backend_t be, ggml_backend_dev_t d, const Profile & p, size_t staging_alignment, int n_images,
           bool with_calls)
@@ -155,8 +134,7 @@ struct Probes::State {
           c_copies(n_blocks), c_zerocopy(n_blocks), c_queued(n_blocks), c_zerocopy_cold(n_blocks),
           c_queued_cold(n_blocks), c_queued_no_upload_wait(n_blocks),
           c_queued_synchronize(n_blocks), c_queued_two_backends(n_blocks), c_queued_levels(n_blocks),
-          profile_order(p.graphs.size()), levels_order(level_order(p)) {
-        for (size_t g = 0; g < profile_order.size(); ++g) profile_order[g] = g;
+          levels_order(level_order(p)) {
         const int per_block = images / n_blocks;  // the fewest timed rounds of any block
         rt_per_round = (kRoundTripSamplesPerBlock + per_block - 1) / per_block;
         // Each direction's area holds its descriptors at aligned offsets (at least its bytes).
@@ -411,8 +389,7 @@ struct Probes::State {
         const bool two = policy == Policy::TwoBackends;
         ggml_backend_t completes = two ? backend2 : backend;  // where the completion events are recorded
         const size_t ng = profile.graphs.size();
-        std::vector<size_t> pos(ng);
-        for (size_t k = 0; k < ng; ++k) pos[order[k]] = k;
+        const std::vector<size_t> pos = positions(order);
         WaitSchedule waited;            // by position
         std::vector<size_t> in_flight;  // positions recorded, completion not known, in submission order
         std::vector<size_t> to_free;    // complete, their event not synchronized since
@@ -440,9 +417,7 @@ struct Probes::State {
         for (size_t k = 0; k < ng; ++k) {
             const size_t g = order[k];
             const GraphSpec & sp = profile.graphs[g];
-            size_t end = sp.synchronous ? k : 0;  // wait_end by position
-            for (const Dep & x : sp.deps) end = std::max(end, pos[x.graph] + 1);
-            wait_until(end);
+            wait_until(wait_end(sp, k, pos));
             if (events) {
                 for (size_t q : to_free) ggml_backend_event_synchronize(call_events[order[q]]);
             }
@@ -601,20 +576,20 @@ struct Probes::State {
             }
             for (int k = 0; k < 2 && !call_events.empty(); ++k) {
                 const bool touch = (k + image) % 2 == 0;
-                keep(touch ? c_queued : c_queued_cold, queued_sample(touch, Policy::Core, profile_order));
+                keep(touch ? c_queued : c_queued_cold, queued_sample(touch, Policy::Core, profile.order));
             }
             if (!call_events.empty()) {  // the two other policies, touched, in alternating order
                 for (int k = 0; k < 2; ++k) {
                     if ((k + image) % 2 == 0) {
-                        keep(c_queued_no_upload_wait, queued_sample(true, Policy::NoUploadWait, profile_order));
+                        keep(c_queued_no_upload_wait, queued_sample(true, Policy::NoUploadWait, profile.order));
                     } else {
-                        keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize, profile_order));
+                        keep(c_queued_synchronize, queued_sample(true, Policy::Synchronize, profile.order));
                     }
                 }
                 if (!upload_events.empty()) {
-                    keep(c_queued_two_backends, queued_sample(true, Policy::TwoBackends, profile_order));
+                    keep(c_queued_two_backends, queued_sample(true, Policy::TwoBackends, profile.order));
                 }
-                keep(c_queued_levels, queued_sample(true, Policy::Core, levels_order));
+                if (profile.order != levels_order) keep(c_queued_levels, queued_sample(true, Policy::Core, levels_order));
             }
         }
     }
@@ -708,7 +683,7 @@ json Probes::ggml_calls() const {
                 {"queued_no_upload_wait", events ? s.c_queued_no_upload_wait.to_json() : json(nullptr)},
                 {"queued_synchronize", events ? s.c_queued_synchronize.to_json() : json(nullptr)},
                 {"queued_two_backends", !s.upload_events.empty() ? s.c_queued_two_backends.to_json() : json(nullptr)},
-                {"queued_levels", events ? s.c_queued_levels.to_json() : json(nullptr)},
+                {"queued_levels", events && s.profile.order != s.levels_order ? s.c_queued_levels.to_json() : json(nullptr)},
                 {"copies_per_image", s.profile.n_uploads + s.profile.n_downloads},
                 {"what", "the modes' GGML calls without the core, on the floor's host buffer and device tensors, "
                          "every descriptor at its own aligned offset, one sample of each per round (touched and "

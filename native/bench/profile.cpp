@@ -2,6 +2,7 @@
 // graph, upload and download sizes in bytes (F32 tensors), a replay op, whether the graph is
 // the synchronous image encoder, and which uploads take an earlier graph's download. Also the
 // SHA-256 (OpenSSL EVP) the driver hashes the profile file and the outputs with.
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -107,7 +108,27 @@ Profile load_profile(const std::string & path) {
     if (p.graphs.empty()) {
         die(1, path + ": no graphs");
     }
+    p.order.resize(p.graphs.size());
+    for (size_t g = 0; g < p.order.size(); ++g) p.order[g] = g;
     return p;
 }
+
+std::vector<size_t> level_order(const Profile & p) {
+    const size_t ng = p.graphs.size();
+    std::vector<size_t> level(ng, 1), order(ng);
+    for (size_t g = 0; g < ng; ++g) {
+        for (const Dep & x : p.graphs[g].deps) level[g] = std::max(level[g], level[x.graph] + 1);
+        order[g] = g;
+    }
+    for (size_t from = 0; from < ng;) {
+        size_t to = from;
+        while (to < ng && !p.graphs[to].synchronous) ++to;
+        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from), order.begin() + static_cast<std::ptrdiff_t>(to),
+                         [&](size_t a, size_t b) { return level[a] < level[b]; });
+        from = to + 1;
+    }
+    return order;
+}
+
 
 }  // namespace sam3d_bench

@@ -3,7 +3,8 @@
 // all inputs' fits; fit = the first |out[j]| elements, tiled with ggml_repeat_4d when the
 // input is shorter), so every output depends on the inputs and results are bit-exact on one
 // backend. Inputs alternate between two data sets ("images"); dependent uploads read the
-// earlier download's host buffer (on, off) or its kept output slot (zerocopy, queued).
+// earlier download's host buffer (on, off) or its kept output slot (zerocopy, queued). The
+// graphs are issued in profile.order (the profile's, or by dependency level: --order).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -99,7 +100,8 @@ struct Replay::State {
     std::vector<sam3d_download> zc_downs;
     std::vector<sam3d_ticket> tickets;
     std::vector<std::vector<void *>> out_slots;  // each graph's output slots
-    std::vector<size_t> last_reader;             // the last graph that uploads a graph's download (0: none)
+    std::vector<size_t> pos;                     // graph -> position in profile.order
+    std::vector<size_t> last_reader;             // the position of the last graph that uploads a graph's download (0: none)
     std::vector<sam3d_ticket> kept;              // tickets of kept calls not released yet (0: none)
     // The last image's untimed host time: the producer's writes of inputs into slots and the
     // consumer's reads of outputs out of them (zerocopy, queued).
@@ -222,13 +224,13 @@ struct Replay::State {
         }
     }
 
-    // One image: every graph in profile order. Returns the wall time in ms.
+    // One image: every graph in profile.order. Returns the wall time in ms.
     double run(sam3d_session * s, Mode mode, int data) {
         if (mode == kZeroCopy) return run_zero_copy(s, data);
         if (mode == kQueued) return run_queued(s, data);
         const std::vector<sam3d_call> & cs = calls[mode][data];
         const double t0 = now_ms();
-        for (size_t g = 0; g < cs.size(); ++g) {
+        for (size_t g : profile.order) {
             const sam3d_status st = sam3d_session_run(s, &cs[g]);
             if (st != SAM3D_OK) {
                 die(2, std::string("graph ") + profile.graphs[g].name + " (batching " + row_name(mode) +
@@ -306,14 +308,14 @@ struct Replay::State {
     // Submits graph g's zero-copy call (kept when a later graph reads its outputs), then
     // releases the kept calls whose last reader g is.
     void submit_slots(size_t g, const sam3d_call & c, unsigned flags, const char * what) {
-        if (last_reader[g] > g) flags |= SAM3D_SUBMIT_KEEP_SLOTS;
+        if (last_reader[g] > pos[g]) flags |= SAM3D_SUBMIT_KEEP_SLOTS;
         // The areas layout's output slots are padded to the area's offsets, and nobody reads
         // past an output's bytes: their tails are scratch, so a graph's downloads join (rule 10).
         if (!areas.empty()) flags |= SAM3D_SUBMIT_SLOT_TAILS;
         sam3d_ticket * t = (flags & (SAM3D_SUBMIT_KEEP_SLOTS | SAM3D_SUBMIT_QUEUED)) ? &tickets[g] : nullptr;
         if (sam3d_session_submit(session_, &c, flags, t) != SAM3D_OK) failed(g, what);
         for (const Dep & x : profile.graphs[g].deps) {
-            if (last_reader[x.graph] == g && kept[x.graph] != 0) {
+            if (last_reader[x.graph] == pos[g] && kept[x.graph] != 0) {
                 if (sam3d_session_release(session_, kept[x.graph]) != SAM3D_OK) failed(x.graph, "release");
                 kept[x.graph] = 0;  // a graph may read the same download twice
             }
@@ -329,9 +331,10 @@ struct Replay::State {
         kept.assign(ng, 0);
         out_slots.assign(ng, {});
         if (last_reader.empty()) {
+            pos = positions(profile.order);
             last_reader.assign(ng, 0);
             for (size_t g = 0; g < ng; ++g) {
-                for (const Dep & x : profile.graphs[g].deps) last_reader[x.graph] = std::max(last_reader[x.graph], g);
+                for (const Dep & x : profile.graphs[g].deps) last_reader[x.graph] = std::max(last_reader[x.graph], pos[g]);
             }
         }
     }
@@ -340,7 +343,7 @@ struct Replay::State {
     double run_zero_copy(sam3d_session * s, int data) {
         begin_slots(s);
         const double t0 = now_ms();
-        for (size_t g = 0; g < graphs.size(); ++g) {
+        for (size_t g : profile.order) {
             reserve(g);
             const sam3d_call c = fill_slots(g, data);
             submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "zerocopy");
@@ -349,41 +352,44 @@ struct Replay::State {
         return now_ms() - t0 - excluded_write_ms - excluded_read_ms;
     }
 
-    // queued: zero-copy calls submitted with SAM3D_SUBMIT_QUEUED. Tickets are waited in
-    // submission order, and only when needed: before a graph whose input takes an earlier
+    // queued: zero-copy calls submitted with SAM3D_SUBMIT_QUEUED, in profile.order. Tickets are
+    // waited in submission order, and only when needed: before a graph whose input takes an earlier
     // graph's download (the profile's depends_on_downloads), when the staging ring has no room
     // for the next reservation (the oldest call is waited and the reservation retried), before
     // the synchronous image encoder, and at the end of the image.
     double run_queued(sam3d_session * s, int data) {
         begin_slots(s);
         const size_t ng = graphs.size();
-        WaitSchedule waited;
+        const std::vector<size_t> & order = profile.order;
+        WaitSchedule waited;  // by position
         dependency_waits = ring_waits = 0;
-        // Waits the tickets of the graphs not yet waited before `end`, the newest first (one
-        // synchronization completes them all); counts one wait point if there was any.
+        // Waits the tickets of the graphs not yet waited before position `end`, the newest first
+        // (one synchronization completes them all); counts one wait point if there was any.
         auto wait_until = [&](size_t end, size_t * wait_points) {
-            const auto [from, last] = waited.until(end, [&](size_t q) { return tickets[q] != 0; });
+            const auto [from, last] = waited.until(end, [&](size_t q) { return tickets[order[q]] != 0; });
             if (last == from) return;
-            if (sam3d_session_wait(s, tickets[last - 1]) != SAM3D_OK) failed(last - 1, "queued wait");
-            for (size_t g = from; g + 1 < last; ++g) {
+            if (sam3d_session_wait(s, tickets[order[last - 1]]) != SAM3D_OK) failed(order[last - 1], "queued wait");
+            for (size_t q = from; q + 1 < last; ++q) {
+                const size_t g = order[q];
                 if (tickets[g] != 0 && sam3d_session_wait(s, tickets[g]) != SAM3D_OK) failed(g, "queued wait");
             }
-            for (size_t g = from; g < last; ++g) {
-                if (tickets[g] != 0) keep_outputs(g, kQueued);
+            for (size_t q = from; q < last; ++q) {
+                if (tickets[order[q]] != 0) keep_outputs(order[q], kQueued);
             }
             *wait_points += 1;
         };
         const double t0 = now_ms();
-        for (size_t g = 0; g < ng; ++g) {
+        for (size_t k = 0; k < ng; ++k) {
+            const size_t g = order[k];
             const GraphSpec & sp = profile.graphs[g];
-            wait_until(wait_end(sp, g), &dependency_waits);
-            while (!reserve(g) && waited.next < g) wait_until(waited.next + 1, &ring_waits);
+            wait_until(wait_end(sp, k, pos), &dependency_waits);
+            while (!reserve(g) && waited.next < k) wait_until(waited.next + 1, &ring_waits);
             const sam3d_call c = fill_slots(g, data);
             if (sp.synchronous) {
                 submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY, "queued, synchronous graph");
                 keep_outputs(g, kQueued);
                 tickets[g] = 0;  // complete on return: nothing to wait
-                waited.next = g + 1;
+                waited.next = k + 1;
                 continue;
             }
             submit_slots(g, c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, "queued submit");

@@ -1,4 +1,4 @@
-// The replay of one image: every graph of the profile in order, through the core's C API, in
+// The replay of one image: every graph of the profile in profile.order, through the core's C API, in
 // one of the modes of kModeTable (bench.h).
 #pragma once
 

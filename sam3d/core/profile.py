@@ -421,6 +421,28 @@ def totals(profile: dict) -> dict[str, int]:
     }
 
 
+def level_order(profile: dict) -> list[int]:
+    """The graphs of ``profile`` in dependency-level order (position -> graph index), the order
+    ``sam3d_bench --order levels`` issues them in (native/bench/profile.cpp, level_order): a
+    graph's level is one more than its feeders' highest (1 without feeders); before, between and
+    after the synchronous graphs, which keep their places, the graphs go by level, then by
+    profile order. Every feeder stays before its readers."""
+    graphs = profile["graphs"]
+    index = {g["name"]: i for i, g in enumerate(graphs)}
+    level: list[int] = []
+    for g in graphs:
+        level.append(max((level[index[d["graph"]]] + 1 for d in g["depends_on_downloads"]), default=1))
+    order: list[int] = []
+    run: list[int] = []
+    for i, g in enumerate(graphs):
+        if g["synchronous"]:
+            order += sorted(run, key=lambda j: level[j]) + [i]
+            run = []
+        else:
+            run.append(i)
+    return order + sorted(run, key=lambda j: level[j])
+
+
 def load(p: Path | str | None = None) -> dict:
     """Reads and validates a profile file (default: the committed one)."""
     p = Path(p) if p is not None else path()

@@ -137,11 +137,12 @@ def _aligned(n: int, alignment: int) -> int:
 
 
 def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
-                    bound: int = profiles.STAGING_BOUND_BYTES) -> Waits:
+                    bound: int = profiles.STAGING_BOUND_BYTES, order: Sequence[int] | None = None) -> Waits:
     """The waits queued calls cannot avoid in one image of ``prof`` (a profile dict: its
-    "graphs" in order, each with uploads, downloads, synchronous, depends_on_downloads).
+    "graphs", each with uploads, downloads, synchronous, depends_on_downloads) issued in
+    ``order`` (position -> graph index; None: the profile's order).
 
-    Walking the graphs in order, with the queued graphs not yet waited:
+    Walking the graphs in that order, with the queued graphs not yet waited:
     - a graph whose upload takes the download of a graph not yet waited, or a synchronous graph
       with queued graphs before it, waits for them: one dependency wait (all earlier queued
       graphs complete with it, since calls execute in submission order);
@@ -153,7 +154,7 @@ def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
       over ``bound``, the oldest queued graph is waited: one ring wait each;
     - one wait at the end when any queued graph is not yet waited.
     """
-    graphs = prof["graphs"]
+    graphs = prof["graphs"] if order is None else [prof["graphs"][i] for i in order]
     index = {g["name"]: i for i, g in enumerate(graphs)}
     last_reader: dict[int, int] = {}
     for i, g in enumerate(graphs):
@@ -274,7 +275,8 @@ def limit(result: dict, mode: str | None, row: dict | None) -> Limit | None:
     waits = None
     if mode == "queued":
         alignment = ((x.get("modes") or {}).get(mode) or {}).get("staging_alignment") or 1
-        waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment)
+        order = profiles.level_order(prof) if x.get("graph_order") == "levels" else None
+        waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment, order=order)
         count = waits.total
     else:
         count = len(prof["graphs"])

@@ -89,6 +89,9 @@ BATCHING = tuple(_DEFS["row"]["properties"]["batching"]["enum"])
 REQUIRED_ROWS = ("off", "on")
 TRANSFER_ONLY = " (transfer-only)"  # appended to the backend of a replay without compute
 AREAS = " areas"  # appended to the backend of a replay in the areas layout (sam3d_bench --layout areas)
+# Appended to the backend of a replay issuing its graphs by dependency level (sam3d_bench
+# --order levels, extra.graph_order; docs/benchmark.md, "Issue order").
+LEVELS = " levels"
 # Appended to the backend of a Vulkan replay with GGML's dedicated transfer queue (run.py
 # --vulkan-transfer-queue: GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1, extra.vulkan_transfer_queue).
 TRANSFER_QUEUE = " transfer queue"
@@ -276,6 +279,9 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
     if facts.get("layout") == "areas":
         # Per-graph I/O areas (coalesced copies, docs/contract.md rule 10): their own configuration.
         r["backend"] += AREAS
+    if facts.get("graph_order") == "levels":
+        # Another issue order of the same graphs (its own mandatory waits): its own configuration.
+        r["backend"] += LEVELS
     if facts.get("transfer_only"):
         # A replay without compute is its own configuration in the table.
         r["backend"] += TRANSFER_ONLY
@@ -297,9 +303,9 @@ def wrap(v: Variant, backend: str, doc: dict | None, *, status: str, reason: str
 
 
 def base_backend(result: dict) -> str:
-    """The backend's name without the transfer-only, areas and transfer-queue marks."""
+    """The backend's name without the transfer-only, levels, areas and transfer-queue marks."""
     name = str(result.get("backend") or "-")
-    for mark in (TRANSFER_ONLY, AREAS, TRANSFER_QUEUE):
+    for mark in (TRANSFER_ONLY, LEVELS, AREAS, TRANSFER_QUEUE):
         name = name[: -len(mark)] if name.endswith(mark) else name
     return name
 

@@ -323,6 +323,7 @@ SUMMARY_SCHEMA = {
                                        "floor_probe_error": {"type": "string"},
                                        "backend": {"enum": ["vulkan", "cuda"]},
                                        "layout": {"enum": ["scattered", "areas"]},
+                                       "graph_order": {"enum": ["profile", "levels"]},
                                        "transfer_only": {"type": "boolean"},
                                        "vulkan_transfer_queue": {"type": "boolean"}}}},
                     "device_tests": {"type": "object", "additionalProperties": {
@@ -377,7 +378,7 @@ def _entry_file(raw_dir: Path, entry: dict, key: str) -> Path | None:
 # The facts of a bench run that run.py records in its summary entry (bundle_run.run_bench), which
 # device-import gives the result when the driver wrote no output of its own: they decide the
 # configuration's backend name (results/schema.py wrap()).
-RUN_FACTS = ("layout", "transfer_only", "vulkan_transfer_queue")
+RUN_FACTS = ("layout", "graph_order", "transfer_only", "vulkan_transfer_queue")
 
 
 def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:

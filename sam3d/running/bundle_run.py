@@ -45,6 +45,8 @@ else:  # run.py of the bundle: sam3d/core/host.py and gpu_checks.py are packed b
 HERE = Path(__file__).resolve().parent
 # The replay's device layouts (sam3d_bench --layout, native/bench/options.cpp).
 LAYOUTS = ("scattered", "areas")
+# The orders the replay issues its graphs in (sam3d_bench --order, native/bench/options.cpp).
+ORDERS = ("profile", "levels")
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
@@ -351,15 +353,17 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None, layout=None):
-    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py; `layout`: its
-    --layout (None: the driver's default, scattered). Under a ``checker`` (run_tests()) it is a
-    checked replay: its findings, no floor probe."""
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None, layout=None,
+              order=None):
+    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py; `layout` and
+    `order`: its --layout and --order (None: the driver's defaults, scattered and profile).
+    Under a ``checker`` (run_tests()) it is a checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
     env.update(cenv)
     tag = (f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
-           + (f"-{layout}" if layout and layout != "scattered" else ""))
+           + (f"-{layout}" if layout and layout != "scattered" else "")
+           + (f"-{order}" if order and order != "profile" else ""))
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
@@ -368,12 +372,13 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, st
                                       "--backend", backend, "--device", "0", "--images", str(images),
                                       "--warmups", str(warmups), "--out", str(dst)]
                             + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
-                            + list(staging) + (["--layout", layout] if layout else []),
+                            + list(staging) + (["--layout", layout] if layout else [])
+                            + (["--order", order] if order else []),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None,
          # The run's facts, for device-import where the driver wrote nothing (bundle.RUN_FACTS).
-         "layout": layout or "scattered", "transfer_only": transfer_only,
+         "layout": layout or "scattered", "graph_order": order or "profile", "transfer_only": transfer_only,
          "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env}
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -470,6 +475,9 @@ def main():
     p.add_argument("--layout", default="scattered",
                    help="the replay's device layouts, comma-separated, each a run of its own in the order given "
                         "(sam3d_bench --layout: scattered, the profile's, or areas; default: scattered)")
+    p.add_argument("--order", default="profile",
+                   help="the orders the replay issues its graphs in, comma-separated, each a run of its own per layout "
+                        "(sam3d_bench --order: profile, or levels, by dependency level; default: profile)")
     p.add_argument("--vulkan-transfer-queue", action="store_true",
                    help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
                         "the device's dedicated transfer queue; recorded in each run's summary entry, and the table names such "
@@ -495,6 +503,9 @@ def main():
     layouts = a.layout.split(",")
     if not layouts or any(x not in LAYOUTS for x in layouts) or len(set(layouts)) != len(layouts):
         sys.exit(f"run.py: --layout {a.layout!r}: give distinct layouts of {', '.join(LAYOUTS)}, comma-separated")
+    orders = a.order.split(",")
+    if any(x not in ORDERS for x in orders) or len(set(orders)) != len(orders):
+        sys.exit(f"run.py: --order {a.order!r}: give distinct orders of {', '.join(ORDERS)}, comma-separated")
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
         sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
@@ -548,13 +559,14 @@ def main():
                 v["device_tests"]["normal_cuda"] = t
         v["bench"] = []
         for backend in backends:
-            for transfer_only, layout in [(t, x) for t in ((False, True) if a.transfer_only else (False,))
-                                          for x in layouts]:
+            for transfer_only, layout, order in [(t, x, o) for t in ((False, True) if a.transfer_only else (False,))
+                                                 for x in layouts for o in orders]:
                 what = "transfer-only replay" if transfer_only else "benchmark"
-                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout ({a.modes or 'default modes'}; "
-                      f"{a.warmups} warm-ups, {a.images} images)", flush=True)
+                in_order = "" if order == "profile" else f", {order} order"
+                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout{in_order} "
+                      f"({a.modes or 'default modes'}; {a.warmups} warm-ups, {a.images} images)", flush=True)
                 b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only, staging,
-                              layout=layout)
+                              layout=layout, order=order if order != "profile" else None)
                 print(f"    exit {b['exit_code']} ({b['seconds']} s)"
                       + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
                 ok &= b["exit_code"] == 0
