@@ -84,3 +84,19 @@ def test_the_scratch_copy_keeps_executables_executable(tmp_path, monkeypatch):
     launcher.chmod(0o644)  # and a change of the bits alone is copied too
     mutants._sync_sources(dest)
     assert (dest / "native" / "tests" / "launch.sh").stat().st_mode & 0o777 == 0o644
+
+
+def test_the_timeout_under_a_mutant_follows_the_unmutated_suite_s_slowest_test(tmp_path):
+    """A hanging mutant costs the per-test timeout: four times the slowest unmutated test, at
+    least 30 s; 120 s when the unmutated suite left no usable report."""
+    def report(*times):
+        p = tmp_path / "baseline.xml"
+        p.write_text("<testsuite>" + "".join(f'<testcase name="T.c{i}" time="{t}"/>' for i, t in enumerate(times))
+                     + "</testsuite>")
+        return p
+    assert mutants.suite_timeout(report(0.5, 1.1)) == 30
+    assert mutants.suite_timeout(report(11.7, 1.4, 0.2)) == pytest.approx(46.8)
+    assert mutants.suite_timeout(report()) == 120
+    assert mutants.suite_timeout(tmp_path / "missing.xml") == 120
+    (tmp_path / "bad.xml").write_text("<testsuite><testcase")
+    assert mutants.suite_timeout(tmp_path / "bad.xml") == 120

@@ -32,8 +32,13 @@ from ..tools import ctest
 
 LIST = Path("native") / "mutants.toml"
 PATHS = ("run", "copying submit", "zero-copy", "queued", "reserve", "release", "wait", "create", "counters")
-# Each CTest test may take this long under a mutant (a mutant can make a call hang).
+# Each CTest test may take this long under a mutant (a mutant can make a call hang): the
+# unmutated suite's slowest test times TIMEOUT_FACTOR, at least TEST_TIMEOUT_MIN_S (a hang
+# costs that long; the slowest normal test takes about 1 s in release and 12 s in cpu-asan),
+# and TEST_TIMEOUT_S before the unmutated suite has run.
 TEST_TIMEOUT_S = 120
+TEST_TIMEOUT_MIN_S = 30
+TIMEOUT_FACTOR = 4
 
 
 class MutantError(Sam3dError):
@@ -163,12 +168,14 @@ def _run(args: list[str], log, env: dict[str, str] | None = None) -> int:
     return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
-def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = False) -> tuple[list[str], int]:
-    """Runs the normal suite; returns (failed test names, passed count). `stop_on_failure`: CTest
-    starts no test after the first failure (enough to know a mutant is killed)."""
+def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = False,
+           timeout: float = TEST_TIMEOUT_S) -> tuple[list[str], int]:
+    """Runs the normal suite, each test for at most `timeout` s; returns (failed test names,
+    passed count). `stop_on_failure`: CTest starts no test after the first failure (enough to
+    know a mutant is killed)."""
     junit.unlink(missing_ok=True)
     _run([paths.tool("ctest"), "--test-dir", str(build), "-L", "normal", "--no-tests=error", "-j2",
-          "--timeout", str(TEST_TIMEOUT_S), "--output-junit", str(junit),
+          "--timeout", f"{timeout:.0f}", "--output-junit", str(junit),
           *(["--stop-on-failure"] if stop_on_failure else [])], log, env=ctest.test_env(v))
     if not junit.is_file():
         return ["(ctest wrote no report)"], 0
@@ -181,6 +188,16 @@ def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = Fa
         elif status != "notrun" and case.find("skipped") is None:
             passed += 1
     return failed, passed
+
+
+def suite_timeout(junit: Path) -> float:
+    """The per-test timeout for mutants from the unmutated suite's report: its slowest test's
+    time times TIMEOUT_FACTOR, at least TEST_TIMEOUT_MIN_S; TEST_TIMEOUT_S without a report."""
+    try:
+        times = [float(c.get("time") or 0) for c in ET.parse(junit).getroot().iter("testcase")]
+    except (OSError, ET.ParseError, ValueError):
+        return TEST_TIMEOUT_S
+    return max(TEST_TIMEOUT_MIN_S, TIMEOUT_FACTOR * max(times)) if times else TEST_TIMEOUT_S
 
 
 def kills(expected: str, killer: str) -> bool:
@@ -202,6 +219,7 @@ class Scratch:
         self.build = self.root / v.name
         self.log_path = paths.logs_dir() / f"{log_name}-{v.name}.log"
         self.progress = progress
+        self.timeout = float(TEST_TIMEOUT_S)
 
     def __enter__(self) -> "Scratch":
         _sync_sources(self.src)
@@ -213,10 +231,13 @@ class Scratch:
             self.progress(f"mutants: {self.v.name}: baseline build and suite (log: {self.log_path})")
             if _run([paths.tool("cmake"), "--build", str(self.build), "-j2"], self.log) != 0:
                 raise MutantError(f"the unmutated core does not build in {self.v.name}: see {self.log_path}")
-            failed, _ = _suite(self.v, self.build, self.root / f"{self.v.name}-baseline.xml", self.log)
+            baseline = self.root / f"{self.v.name}-baseline.xml"
+            failed, _ = _suite(self.v, self.build, baseline, self.log)
             if failed:
                 raise MutantError(f"the unmutated suite fails in {self.v.name} ({', '.join(failed[:5])}): "
                                   f"fix it first (log: {self.log_path})")
+            self.timeout = suite_timeout(baseline)
+            self.progress(f"mutants: {self.v.name}: each test may take {self.timeout:.0f} s under a mutant")
         except BaseException:
             self.log.close()
             raise
@@ -238,7 +259,7 @@ class Scratch:
             if _run([paths.tool("cmake"), "--build", str(self.build), "-j2"], self.log) != 0:
                 return False, [], 0
             killers, passed = _suite(self.v, self.build, self.root / f"{self.v.name}-{name}.xml", self.log,
-                                     stop_on_failure)
+                                     stop_on_failure, self.timeout)
             return True, killers, passed
         finally:
             target.write_text(original)
