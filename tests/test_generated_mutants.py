@@ -291,3 +291,33 @@ def test_a_fuzz_kill_depends_on_the_fuzz_sources_and_an_unknown_killer_keeps_no_
         assert _rerun(checkout) == 8
         (tests / "test_b.cpp").write_text((tests / "test_b.cpp").read_text() + "// more\n")
         assert _rerun(checkout) == 8
+
+
+def test_a_run_that_no_longer_kills_drops_the_kill_record(checkout):
+    """--fresh (or a changed mutant file) reruns a mutant; a run that does not kill it removes
+    its kill record, so a later test change cannot bring the old kill back."""
+    tests = checkout / "native" / "tests"
+    (tests / "test_a.cpp").write_text("TEST(Suite, Case) {\n}\n")
+    assert _rerun(checkout) == 8
+    FakeScratch.killer = "Other.Case"  # no file defines it: a kill without a record
+    FakeScratch.trials = []
+    results = gm.run(gm.generate(), {}, ["release"], fresh=True, progress=lambda _: None)
+    assert len(FakeScratch.trials) == 8 and sum(r.verdict == "killed" for r in results) == 2
+    (tests / "test_b.cpp").write_text("TEST(Other, New) {\n}\n")
+    assert _rerun(checkout) == 8  # the records of Suite.Case were dropped by the fresh run
+
+
+@pytest.mark.parametrize("killer", ["Backends/Suite.Case/cpu", "Suite.Case (timeout)", "Fuzz.capi_2000_runs (timeout)"])
+def test_a_suite_s_instantiation_counts_with_its_case_and_a_timeout_keeps_no_kill(checkout, killer):
+    tests, fuzz = checkout / "native" / "tests", checkout / "native" / "fuzz"
+    fuzz.mkdir()
+    (tests / "test_a.cpp").write_text("TEST_P(Suite, Case) {\n}\n")
+    (tests / "test_b.cpp").write_text("TEST(Other, Case) {\n}\nINSTANTIATE_TEST_SUITE_P(Backends, Suite, x);\n")
+    (tests / "test_c.cpp").write_text("TEST(Third, Case) {\n}\n")
+    FakeScratch.killer = killer
+    assert _rerun(checkout) == 8
+    (tests / "test_c.cpp").write_text("TEST(Third, Case) {\n}\n// changed\n")
+    kept = 6 if "timeout" not in killer else 8
+    assert _rerun(checkout) == kept
+    (tests / "test_b.cpp").write_text("TEST(Other, Case) {\n}\nINSTANTIATE_TEST_SUITE_P(Backends, Suite, y);\n")
+    assert _rerun(checkout) == 8

@@ -131,6 +131,20 @@ def test_mandatory_waits_follow_the_issue_order(make_result):
     assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 55
 
 
+def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
+    """The replay keeps a synchronous graph's output slots for a later reader too (replay.cpp,
+    submit_slots): its 20 MiB stay held, so two queued graphs of 7 MiB after it meet the 32 MiB
+    bound (20 + 7 + 7 > 32: one ring wait); without a reader they fit."""
+    enc = _graph("enc", [4096], [20 * MIB], synchronous=True)
+    queued = [_graph(f"g{i}", [7 * MIB], [4096]) for i in range(2)]
+    reader = _graph("r", [20 * MIB], [4096], deps=[(0, "enc", 0)])
+    w = limits.mandatory_waits({"graphs": [enc, *queued, reader]}, compute=False, alignment=4096)
+    assert (w.dependency, w.ring) == (0, 1)
+    w = limits.mandatory_waits({"graphs": [enc, *queued, _graph("r", [4096], [4096])]}, compute=False,
+                               alignment=4096)
+    assert w.ring == 0
+
+
 # --- the limit arithmetic -------------------------------------------------------------------
 
 def test_limits_with_compute_use_the_graph_round_trip(make_result):

@@ -100,3 +100,24 @@ def test_the_timeout_under_a_mutant_follows_the_unmutated_suite_s_slowest_test(t
     assert mutants.suite_timeout(tmp_path / "missing.xml") == 120
     (tmp_path / "bad.xml").write_text("<testsuite><testcase")
     assert mutants.suite_timeout(tmp_path / "bad.xml") == 120
+
+
+def test_a_test_stopped_at_the_timeout_is_named_so(tmp_path, monkeypatch):
+    """CTest's report says "Timeout" for a test it stopped: the kill names it with " (timeout)"
+    (the generated campaign keeps no kill record for it), and kills() still matches it."""
+    junit = tmp_path / "r.xml"
+    junit.write_text('<testsuite><testcase name="A.b" status="fail"><failure message="Timeout"/></testcase>'
+                     '<testcase name="C.d  # GetParam() = x" status="fail"><failure message="Failed"/></testcase>'
+                     '<testcase name="E.f" status="run"/></testsuite>')
+    monkeypatch.setattr(mutants.ctest, "test_env", lambda v: {})
+    monkeypatch.setattr(mutants.paths, "tool", lambda name: name)
+    report = junit.read_text()
+
+    def ctest_writes_the_report(*a, **k):  # stands for the CTest run _suite starts
+        junit.write_text(report)
+        return 0
+    monkeypatch.setattr(mutants, "_run", ctest_writes_the_report)
+    failed, passed = mutants._suite(None, tmp_path, junit, None)
+    assert failed == ["A.b (timeout)", "C.d"] and passed == 1
+    assert mutants.kills("A.b", "A.b (timeout)") and mutants.kills("A.b", "Backends/A.b/cpu (timeout)")
+    assert not mutants.kills("A.b", "A.bc (timeout)")

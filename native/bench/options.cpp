@@ -65,7 +65,7 @@ std::string usage() {
          "  --layout scattered|areas  the device layout: the profile's (default), or each graph's inputs\n"
          "              and outputs in one declared area each (coalesced copies, rule 10)\n"
          "  --order profile|levels  the order the graphs are issued in: the profile's (default), or by\n"
-         "              dependency level, each level's graphs together (fewer queued waits)\n"
+         "              dependency level, each level's graphs together (queued waits on older calls)\n"
          "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;

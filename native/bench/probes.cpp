@@ -300,7 +300,7 @@ struct Probes::State {
     // bytes in the profile's pieces.
     double copies_sample() {
         const double t0 = now_ms();
-        for (size_t g = 0; g < profile.graphs.size(); ++g) enqueue_copies(g);
+        for (size_t g : profile.order) enqueue_copies(g);
         ggml_backend_synchronize(backend);
         return now_ms() - t0;
     }
@@ -351,7 +351,7 @@ struct Probes::State {
     double zerocopy_sample(bool touch) {
         Touch t{touch};
         const double t0 = now_ms();
-        for (size_t g = 0; g < profile.graphs.size(); ++g) {
+        for (size_t g : profile.order) {
             write_inputs(g, t);
             if (profile.graphs[g].synchronous) {
                 blocking_copies(g);
@@ -704,7 +704,8 @@ json Probes::ggml_calls() const {
                          "graph's downloads on a second backend of the device after an event wait on its uploads, "
                          "its completion event recorded there; queued_levels: queued with the graphs issued in "
                          "dependency-level order (between synchronous graphs by level, then profile order), its "
-                         "waits by that order. Diagnostics, never in a limit"}};
+                         "waits by that order, null when the run's own order is that one (--order levels: every "
+                         "probe above runs in the run's order). Diagnostics, never in a limit"}};
 }
 
 }  // namespace sam3d_bench

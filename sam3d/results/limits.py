@@ -192,6 +192,8 @@ def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
             wait_through(pending[0] + 1)
         if g["synchronous"]:
             synchronous += len(g["uploads"]) + len(g["downloads"]) + (1 if compute else 0)
+            if last_reader.get(i, -1) > i:
+                kept[i] = slots(i)[1]  # complete on return; its downloads stay held for a later reader
         else:
             pending.append(i)
     return Waits(dependency=dependency, synchronous=synchronous, ring=ring, end=1 if pending else 0)

@@ -70,7 +70,7 @@ VARIANTS = ("release", "cpu-asan", "vulkan-ubsan")
 REQUIRED = ("release", "cpu-asan")
 # What a cached result depends on besides the mutated file: the tests and how they are built.
 TEST_SOURCES = (Path("native") / "tests", Path("native") / "testing", Path("native") / "fuzz",
-                Path("native") / "CMakeLists.txt")
+                Path("native") / "sanitizers", Path("native") / "CMakeLists.txt")
 TEST_CASES = Path("native") / "tests"  # the .cpp files here that define test cases
 FUZZ = Path("native") / "fuzz"         # the Fuzz.* tests' sources (the target, its model and seeds)
 # Bumped when the rules above change what a mutant is (cached results are then stale).
@@ -470,27 +470,35 @@ def cache_key(g: Generated, variant: str, tests_digest: str, root: Path | None =
 
 
 _TEST_MACRO = re.compile(r"^\s*TEST(?:_F|_P)?\s*\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.M)
+_INSTANTIATE = re.compile(r"^\s*INSTANTIATE_TEST_SUITE_P\s*\(\s*\w+\s*,\s*(\w+)\s*,", re.M)
 # A CTest name of a GoogleTest case: [Instantiation/]Suite.Case[/param]
 _CASE_NAME = re.compile(r"(?:\w+/)?(\w+)\.(\w+)(?:/\S+)?")
 
 
 class Killers:
     """What a killed verdict depends on: for each killer (a CTest name), the digest of the file
-    that defines it and of the tests' shared files; None where no one file defines it."""
+    that defines it (with the files instantiating its suite, for a TEST_P) and of the tests'
+    shared files; None where no one file defines it, or where it failed by timing out (a hang
+    may be load: such a kill is run again after any test change). A test case file's helpers
+    are its own; shared ones live in headers or native/testing."""
 
     def __init__(self, root: Path):
         self.root = root
         self.cases: dict[tuple[str, str], list[Path]] = {}
+        self.instantiated: dict[str, list[Path]] = {}
         shared: list[Path] = []
         for rel in TEST_SOURCES:
             p = root / rel
             for f in sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p] if p.is_file() else []:
                 if FUZZ in f.relative_to(root).parents:
                     continue
-                found = _TEST_MACRO.findall(f.read_text(errors="replace")) if f.suffix == ".cpp" else []
+                text = f.read_text(errors="replace") if f.suffix == ".cpp" else ""
+                found = _TEST_MACRO.findall(text)
                 if found and TEST_CASES in f.relative_to(root).parents:
                     for case in found:
                         self.cases.setdefault(case, []).append(f)
+                    for suite in set(_INSTANTIATE.findall(text)):
+                        self.instantiated.setdefault(suite, []).append(f)
                 else:
                     shared.append(f)
         self.shared = _digest_paths(root, [f.relative_to(root) for f in shared])
@@ -503,14 +511,17 @@ class Killers:
         return self.memo[killer]
 
     def _digest(self, killer: str) -> str | None:
-        if killer.startswith("Fuzz."):
+        if killer.endswith(mutants.TIMED_OUT):
+            return None
+        m = _CASE_NAME.fullmatch(killer)
+        files = self.cases.get(m.groups()) if m else None
+        if files is None and killer.startswith("Fuzz."):
             own = self.fuzz
+        elif not files or len(files) != 1:
+            return None
         else:
-            m = _CASE_NAME.fullmatch(killer)
-            files = self.cases.get(m.groups()) if m else None
-            if not files or len(files) != 1:
-                return None
-            own = _digest_paths(self.root, [files[0].relative_to(self.root)])
+            own_files = sorted(set(files) | set(self.instantiated.get(m.group(1), [])))
+            own = _digest_paths(self.root, [f.relative_to(self.root) for f in own_files])
         return hashlib.sha256(f"{killer}\0{own}\0{self.shared}".encode()).hexdigest()
 
 
@@ -523,12 +534,16 @@ def _kept_kill(cache: "Cache", key: str, killers: Killers) -> dict | None:
 
 
 def _keep_kill(cache: "Cache", key: str, hit: dict, killers: Killers) -> None:
-    """Records a killed verdict under `key` with its first killer's digest (none if it has none)."""
-    if hit.get("verdict") != "killed" or not hit.get("killers"):
-        return
-    d = killers.digest(hit["killers"][0])
+    """Records a killed verdict under `key` with its first killer's digest; drops the record of
+    any other verdict, or of a killer without a digest (a run that no longer kills must not
+    leave an older kill behind)."""
+    killed = hit.get("verdict") == "killed" and hit.get("killers")
+    d = killers.digest(hit["killers"][0]) if killed else None
     rec = cache.get("kill:" + key)
-    if d is not None and (rec is None or rec.get("killer_digest") != d):
+    if d is None:
+        if rec is not None:
+            cache.drop("kill:" + key)
+    elif rec is None or rec.get("killer_digest") != d:
         cache.put("kill:" + key, {**hit, "killer_digest": d})
 
 
@@ -548,6 +563,13 @@ class Cache:
 
     def put(self, key: str, result: dict) -> None:
         self.data[key] = result
+        self._write()
+
+    def drop(self, key: str) -> None:
+        self.data.pop(key, None)
+        self._write()
+
+    def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))

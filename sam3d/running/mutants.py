@@ -39,6 +39,8 @@ PATHS = ("run", "copying submit", "zero-copy", "queued", "reserve", "release", "
 TEST_TIMEOUT_S = 120
 TEST_TIMEOUT_MIN_S = 30
 TIMEOUT_FACTOR = 4
+# Appended to a failed test's name when CTest stopped it at the timeout (its report's "Timeout").
+TIMED_OUT = " (timeout)"
 
 
 class MutantError(Sam3dError):
@@ -184,7 +186,8 @@ def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = Fa
         name = case.get("name", "?").split("  # ")[0]  # GoogleTest's "# GetParam() = ..." comment
         status = case.get("status", "")
         if case.find("failure") is not None or case.find("error") is not None or status == "fail":
-            failed.append(name)
+            timeout = case.find("failure") is not None and case.find("failure").get("message") == "Timeout"
+            failed.append(name + (TIMED_OUT if timeout else ""))
         elif status != "notrun" and case.find("skipped") is None:
             passed += 1
     return failed, passed
@@ -202,7 +205,9 @@ def suite_timeout(junit: Path) -> float:
 
 def kills(expected: str, killer: str) -> bool:
     """Whether CTest test `killer` is the test `expected` names: the same name, or expected's
-    Suite.Case inside a parameterized GoogleTest name (Prefix/Suite.Case/param)."""
+    Suite.Case inside a parameterized GoogleTest name (Prefix/Suite.Case/param), either timed
+    out or not."""
+    killer = killer.removesuffix(TIMED_OUT)
     return re.fullmatch(rf"(?:[^/]+/)?{re.escape(expected)}(?:/[^/]+)?", killer) is not None
 
 
