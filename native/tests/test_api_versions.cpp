@@ -80,15 +80,29 @@ TEST(ApiVersions, CountersOfAnOlderCallerAreWrittenUpToItsStructSizeOnly) {
 TEST(ApiVersions, CountersOfANewerCallerGetZeroesPastWhatTheLibraryKnows) {
     Counted c;
     const sam3d_counters full = c.r.counters(c.s);
-    const size_t newer = sizeof(sam3d_counters) + 24;
-    CallerBytes caller(newer, 16, 0x5A);
-    ASSERT_EQ(sam3d_session_counters(c.s, caller.as<sam3d_counters>()), SAM3D_OK) << sam3d_last_error();
-    EXPECT_TRUE(caller.guard_intact());
-    EXPECT_EQ(caller.as<sam3d_counters>()->struct_size, newer);
-    EXPECT_EQ(caller.as<sam3d_counters>()->staging_allocations, full.staging_allocations);
-    for (size_t i = sizeof(sam3d_counters); i < newer; ++i) {
-        EXPECT_EQ(caller.data()[i], 0) << "byte " << i << " is a field this library does not know: it reads 0";
+    for (const size_t newer : {sizeof(sam3d_counters) + 1, sizeof(sam3d_counters) + 24}) {
+        CallerBytes caller(newer, 16, 0x5A);
+        ASSERT_EQ(sam3d_session_counters(c.s, caller.as<sam3d_counters>()), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(caller.guard_intact());
+        EXPECT_EQ(caller.as<sam3d_counters>()->struct_size, newer);
+        EXPECT_EQ(caller.as<sam3d_counters>()->staging_allocations, full.staging_allocations);
+        for (size_t i = sizeof(sam3d_counters); i < newer; ++i) {
+            EXPECT_EQ(caller.data()[i], 0) << "byte " << i << " of " << newer
+                                           << " is a field this library does not know: it reads 0";
+        }
     }
+}
+
+// The smallest struct a caller may pass is its struct_size alone (sizeof(size_t) bytes): accepted,
+// and nothing is written past it (the generated campaign's write_extensible boundary).
+TEST(ApiVersions, CountersOfOnlyAStructSizeAreAcceptedAndNothingElseIsWritten) {
+    Counted c;
+    CallerBytes caller(sizeof(size_t), 32, 0x5A);
+    ASSERT_EQ(sam3d_session_counters(c.s, caller.as<sam3d_counters>()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(caller.guard_intact()) << "the library wrote past the caller's struct_size";
+    size_t size = 0;
+    std::memcpy(&size, caller.data(), sizeof size);
+    EXPECT_EQ(size, sizeof(size_t));
 }
 
 TEST(ApiVersions, CountersWithoutAStructSizeAreRefusedUntouched) {

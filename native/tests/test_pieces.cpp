@@ -372,6 +372,25 @@ TEST_F(PiecesOrder, CopyThreadsAreWhatTheOptionAsked) {
         << sam3d_last_error();
 }
 
+// The default copy threads are at most the processors the process may run on (rule 2, "Copy
+// threads"): its CPU affinity, which a container's cpuset narrows, not the machine's count.
+TEST_F(PiecesOrder, DefaultCopyThreadsFollowTheCpuAffinity) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    cpu_set_t all;
+    ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one processor: an affinity of one is the machine's count";
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const unsigned threads = sam3d_session_copy_threads(r.session(pieces_of(0)));
+    ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+    EXPECT_EQ(threads, 1u) << "the default is at most the processors of this thread's affinity (1)";
+}
+
 // A piece is the fewest runs whose aligned bytes reach options.staging_piece_bytes (rule 2): at
 // two runs' bytes one byte short of the piece it still grows. Five 64-byte uploads, each a run
 // of its own (descending addresses never join), pieces of 2A + 1 bytes: [0, 3) and [3, 5), one
