@@ -419,6 +419,49 @@ TEST(PlanBoundByte, WithAnAlignmentOfOneByteOneByteOverTheBoundFallsBack) {
     EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "a reservation one byte over the bound";
 }
 
+namespace {
+size_t alignment_2(ggml_backend_buffer_type_t) { return 2; }
+}  // namespace
+
+// With a two-byte alignment every descriptor's laid-out bytes round up to an even count (rule 3
+// counts the aligned bytes): an odd upload and an odd download whose raw bytes are exactly the
+// bound lay out 2 bytes over it and fall back as oversized, on a run and a reservation alike;
+// even ones of the same total batch.
+TEST(PlanBoundByte, WithAnAlignmentOfTwoBytesOddDescriptorsRoundUpPastTheBound) {
+    probe::reset();
+    Rig r(Kind::CpuStaged);
+    r.seam().buft_get_alignment = alignment_2;
+    const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
+    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
+    ggml_tensor * out = r.bytes(static_cast<int64_t>(half + 1), "out");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_staging_alignment(s), 2u);
+    const std::vector<uint8_t> src = rig::pattern(half, 7);
+    std::vector<uint8_t> dst(half + 1, 0);
+
+    sam3d_upload even_up[] = {rig::up(in, src.data(), half)};
+    sam3d_download even_down[] = {rig::down(out, dst.data(), half)};
+    sam3d_call even{even_up, 1, nullptr, even_down, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &even), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "half + half, even: exactly the bound";
+    cases::expect_fallbacks(r.counters(s));
+
+    sam3d_upload odd_up[] = {rig::up(in, src.data(), half - 1)};
+    sam3d_download odd_down[] = {rig::down(out, dst.data(), half + 1)};
+    sam3d_call odd{odd_up, 1, nullptr, odd_down, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &odd), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "(half - 1) + (half + 1) lays out as half + half + 2";
+    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+
+    sam3d_slot_request fits[2] = {{half}, {half}}, odd_slots[2] = {{half - 1}, {half + 1}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, fits, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "two even slots of exactly the bound";
+    ASSERT_EQ(sam3d_session_reserve(s, odd_slots, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "two odd slots of the same raw bytes, 2 over once aligned";
+}
+
 // With a one-byte alignment a call one byte larger than the staging buffer must grow it (rule
 // 3: the staging holds what the call lays out, what the session holds is what it asked of GGML):
 // a run of n bytes, then one of n + 1 bytes, each exact, the second with a larger allocation.
