@@ -194,6 +194,30 @@ TEST_F(Failures, EveryAllocationOfEveryPathFailsCleanly) {
     }
 }
 
+// The counted allocation point counts allocations (testing.h): a call whose bookkeeping already
+// has the capacity makes none. A run of 40 descriptors grows the session's vectors once; the
+// same run again, at exactly the capacity it left, allocates nothing.
+TEST_F(Failures, ARunAtTheCapacityItLeftAllocatesNothing) {
+    Rig r(Kind::CpuStaged);
+    constexpr int n = 40;
+    std::vector<ggml_tensor *> t;
+    for (int i = 0; i < n; ++i) t.push_back(r.bytes(64, ("t" + std::to_string(i)).c_str()));
+    r.alloc();
+    sam3d_session * s = create(r, event_seam());
+    ASSERT_NE(s, nullptr);
+    const std::vector<uint8_t> src = rig::pattern(64 * n, 3);
+    std::vector<sam3d_upload> ups;
+    for (int i = 0; i < n; ++i) ups.push_back(rig::up(t[i], src.data() + 64 * i, 64));
+    const sam3d_call c{ups.data(), ups.size(), nullptr, nullptr, 0, false};
+    const uint64_t created = sam3d_testing_allocations(s);
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    const uint64_t first = sam3d_testing_allocations(s);
+    EXPECT_GT(first, created) << "40 descriptors are more than the session reserved at creation";
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_testing_allocations(s), first) << "the same run again found its capacity";
+    sam3d_session_free(s);
+}
+
 // Queued calls on a device with events: older calls wait on their events (which run the queue
 // only up to them: later calls' regions stay held), the newest on one synchronize; events are
 // recycled through the pool and freed with the session.
