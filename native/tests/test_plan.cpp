@@ -373,93 +373,94 @@ TEST(PlanOverflow, DescriptorSizesThatOverflowAreOversized) {
 
 namespace {
 size_t alignment_1(ggml_backend_buffer_type_t) { return 1; }
+size_t alignment_2(ggml_backend_buffer_type_t) { return 2; }
+
+// A batching session whose host buffer type aligns to `alignment` (through the seam), with an
+// upload tensor `in` and a download tensor `out` of the given bytes.
+struct BoundRig {
+    Rig r{Kind::CpuStaged};
+    ggml_tensor * in = nullptr;
+    ggml_tensor * out = nullptr;
+    sam3d_session * s = nullptr;
+    BoundRig(size_t (*alignment)(ggml_backend_buffer_type_t), size_t in_bytes, size_t out_bytes) {
+        probe::reset();
+        r.seam().buft_get_alignment = alignment;
+        in = r.bytes(static_cast<int64_t>(in_bytes), "in");
+        out = r.bytes(static_cast<int64_t>(out_bytes), "out");
+        r.alloc();
+        s = r.session(SAM3D_BATCHING_ON);
+    }
+    // Whether a reservation of two slots of `a` and `b` bytes is pinned staging.
+    bool reservation_pinned(size_t a, size_t b) {
+        const sam3d_slot_request req[2] = {{a}, {b}};
+        void * p[2] = {nullptr, nullptr};
+        EXPECT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+        return sam3d_session_reservation_pinned(s);
+    }
+};
 }  // namespace
 
 // A host buffer type may align to one byte (GGML asks no more of one): the bound is then exact
 // to the byte (rule 3: a call batches only if its laid-out bytes are at most the bound). Exactly
 // the bound batches, one byte more falls back as oversized, on a run and a reservation alike.
 TEST(PlanBoundByte, WithAnAlignmentOfOneByteOneByteOverTheBoundFallsBack) {
-    probe::reset();
-    Rig r(Kind::CpuStaged);
-    r.seam().buft_get_alignment = alignment_1;
     const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
-    ggml_tensor * in = r.bytes(static_cast<int64_t>(half + 1), "in");
-    ggml_tensor * out = r.bytes(static_cast<int64_t>(half), "out");
-    r.alloc();
-    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
-    ASSERT_EQ(sam3d_session_staging_alignment(s), 1u);
+    BoundRig b(alignment_1, half + 1, half);
+    ASSERT_EQ(sam3d_session_staging_alignment(b.s), 1u);
     const std::vector<uint8_t> src = rig::pattern(half + 1, 5), want = rig::pattern(half, 6);
-    ggml_backend_tensor_set(out, want.data(), 0, half);
+    ggml_backend_tensor_set(b.out, want.data(), 0, half);
     std::vector<uint8_t> dst(half, 0);
-    sam3d_download d[] = {rig::down(out, dst.data(), half)};
+    sam3d_download d[] = {rig::down(b.out, dst.data(), half)};
 
-    sam3d_upload exact[] = {rig::up(in, src.data(), half)};  // half + half: the bound
+    sam3d_upload exact[] = {rig::up(b.in, src.data(), half)};  // half + half: the bound
     sam3d_call c1{exact, 1, nullptr, d, 1, false};
-    ASSERT_EQ(sam3d_session_run(s, &c1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_run(b.s, &c1), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(dst, want);
-    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "exactly the bound batches";
-    cases::expect_fallbacks(r.counters(s));
+    EXPECT_EQ(b.r.counters(b.s).pinned_batches, 1u) << "exactly the bound batches";
+    cases::expect_fallbacks(b.r.counters(b.s));
 
     std::fill(dst.begin(), dst.end(), 0);
-    sam3d_upload over[] = {rig::up(in, src.data(), half + 1)};  // one byte over
+    sam3d_upload over[] = {rig::up(b.in, src.data(), half + 1)};  // one byte over
     sam3d_call c2{over, 1, nullptr, d, 1, false};
-    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_run(b.s, &c2), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(dst, want);
-    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "one byte over the bound batched";
-    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+    EXPECT_EQ(b.r.counters(b.s).pinned_batches, 1u) << "one byte over the bound batched";
+    cases::expect_fallbacks(b.r.counters(b.s), SAM3D_FALLBACK_OVERSIZED, 1);
     std::vector<uint8_t> back(half + 1, 0);
-    ggml_backend_tensor_get(in, back.data(), 0, half + 1);
+    ggml_backend_tensor_get(b.in, back.data(), 0, half + 1);
     EXPECT_EQ(back, src);
 
-    sam3d_slot_request fits[2] = {{half}, {half}}, too_big[2] = {{half + 1}, {half}};
-    void * p[2] = {nullptr, nullptr};
-    ASSERT_EQ(sam3d_session_reserve(s, fits, 2, p), SAM3D_OK) << sam3d_last_error();
-    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "a reservation of exactly the bound";
-    ASSERT_EQ(sam3d_session_reserve(s, too_big, 2, p), SAM3D_OK) << sam3d_last_error();
-    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "a reservation one byte over the bound";
+    EXPECT_TRUE(b.reservation_pinned(half, half)) << "a reservation of exactly the bound";
+    EXPECT_FALSE(b.reservation_pinned(half + 1, half)) << "a reservation one byte over the bound";
 }
-
-namespace {
-size_t alignment_2(ggml_backend_buffer_type_t) { return 2; }
-}  // namespace
 
 // With a two-byte alignment every descriptor's laid-out bytes round up to an even count (rule 3
 // counts the aligned bytes): an odd upload and an odd download whose raw bytes are exactly the
 // bound lay out 2 bytes over it and fall back as oversized, on a run and a reservation alike;
 // even ones of the same total batch.
 TEST(PlanBoundByte, WithAnAlignmentOfTwoBytesOddDescriptorsRoundUpPastTheBound) {
-    probe::reset();
-    Rig r(Kind::CpuStaged);
-    r.seam().buft_get_alignment = alignment_2;
     const size_t half = SAM3D_STAGING_BOUND_BYTES / 2;
-    ggml_tensor * in = r.bytes(static_cast<int64_t>(half), "in");
-    ggml_tensor * out = r.bytes(static_cast<int64_t>(half + 1), "out");
-    r.alloc();
-    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
-    ASSERT_EQ(sam3d_session_staging_alignment(s), 2u);
+    BoundRig b(alignment_2, half, half + 1);
+    ASSERT_EQ(sam3d_session_staging_alignment(b.s), 2u);
     const std::vector<uint8_t> src = rig::pattern(half, 7);
     std::vector<uint8_t> dst(half + 1, 0);
 
-    sam3d_upload even_up[] = {rig::up(in, src.data(), half)};
-    sam3d_download even_down[] = {rig::down(out, dst.data(), half)};
+    sam3d_upload even_up[] = {rig::up(b.in, src.data(), half)};
+    sam3d_download even_down[] = {rig::down(b.out, dst.data(), half)};
     sam3d_call even{even_up, 1, nullptr, even_down, 1, false};
-    ASSERT_EQ(sam3d_session_run(s, &even), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "half + half, even: exactly the bound";
-    cases::expect_fallbacks(r.counters(s));
+    ASSERT_EQ(sam3d_session_run(b.s, &even), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(b.r.counters(b.s).pinned_batches, 1u) << "half + half, even: exactly the bound";
+    cases::expect_fallbacks(b.r.counters(b.s));
 
-    sam3d_upload odd_up[] = {rig::up(in, src.data(), half - 1)};
-    sam3d_download odd_down[] = {rig::down(out, dst.data(), half + 1)};
+    sam3d_upload odd_up[] = {rig::up(b.in, src.data(), half - 1)};
+    sam3d_download odd_down[] = {rig::down(b.out, dst.data(), half + 1)};
     sam3d_call odd{odd_up, 1, nullptr, odd_down, 1, false};
-    ASSERT_EQ(sam3d_session_run(s, &odd), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "(half - 1) + (half + 1) lays out as half + half + 2";
-    cases::expect_fallbacks(r.counters(s), SAM3D_FALLBACK_OVERSIZED, 1);
+    ASSERT_EQ(sam3d_session_run(b.s, &odd), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(b.r.counters(b.s).pinned_batches, 1u) << "(half - 1) + (half + 1) lays out as half + half + 2";
+    cases::expect_fallbacks(b.r.counters(b.s), SAM3D_FALLBACK_OVERSIZED, 1);
 
-    sam3d_slot_request fits[2] = {{half}, {half}}, odd_slots[2] = {{half - 1}, {half + 1}};
-    void * p[2] = {nullptr, nullptr};
-    ASSERT_EQ(sam3d_session_reserve(s, fits, 2, p), SAM3D_OK) << sam3d_last_error();
-    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "two even slots of exactly the bound";
-    ASSERT_EQ(sam3d_session_reserve(s, odd_slots, 2, p), SAM3D_OK) << sam3d_last_error();
-    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "two odd slots of the same raw bytes, 2 over once aligned";
+    EXPECT_TRUE(b.reservation_pinned(half, half)) << "two even slots of exactly the bound";
+    EXPECT_FALSE(b.reservation_pinned(half - 1, half + 1)) << "two odd slots of the same raw bytes, 2 over once aligned";
 }
 
 // With a one-byte alignment a call one byte larger than the staging buffer must grow it (rule
