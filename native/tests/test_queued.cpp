@@ -530,6 +530,46 @@ TEST_P(Queued, KeptSlotsFeedALaterUploadWithoutACopy) {
         << "released and reported calls give their regions back at the next reservation";
 }
 
+// An upload reads a kept slot only from inside it (rule 1's slots, A4): one byte from a kept
+// output slot's last byte is accepted and arrives; two bytes starting one byte before the slot
+// lie outside every slot and are refused, nothing enqueued (the generated campaign's boundaries
+// of kept_slot_owner).
+TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 64;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    ggml_tensor * one = r.bytes(2, "one");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    cases::Slots kept = cases::reserve_scale_add(s, w);
+    std::memcpy(kept.a, a.data(), n * 4);
+    std::memcpy(kept.b, b.data(), n * 4);
+    sam3d_ticket k = 0;
+    ASSERT_EQ(cases::submit_scale_add(s, w, kept, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k), SAM3D_OK)
+        << sam3d_last_error();
+    const auto * out = reinterpret_cast<const uint8_t *>(kept.out);
+    const uint8_t zero[2] = {0, 0};
+    ggml_backend_tensor_set(one, zero, 0, 2);
+
+    sam3d_upload last[] = {rig::up(one, out + n * 4 - 1, 1)};
+    sam3d_call c1{last, 1, nullptr, nullptr, 0, false};
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    uint8_t got[2] = {0xFF, 0xFF};
+    ggml_backend_tensor_get(one, got, 0, 2);
+    EXPECT_EQ(got[0], out[n * 4 - 1]) << "the kept slot's last byte";
+    EXPECT_EQ(got[1], 0) << "one byte only";
+
+    sam3d_upload before[] = {rig::up(one, out - 1, 2)};
+    sam3d_call c2{before, 1, nullptr, nullptr, 0, false};
+    const sam3d_counters k0 = r.counters(s);
+    EXPECT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].src is not a slot of the current reservation nor inside a kept slot");
+    EXPECT_EQ(r.counters(s).calls, k0.calls) << "a refused call counts as no call";
+    ASSERT_EQ(sam3d_session_release(s, k), SAM3D_OK) << sam3d_last_error();
+}
+
 // Kept slots are checked (flags, unreported calls, downloads into them) and a released kept
 // region is not reused while a call that reads from it is still in flight.
 TEST_P(Queued, KeptRegionOutlivesItsReadersAfterRelease) {
