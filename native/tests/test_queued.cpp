@@ -531,9 +531,9 @@ TEST_P(Queued, KeptSlotsFeedALaterUploadWithoutACopy) {
 }
 
 // An upload reads a kept slot only from inside it (rule 1's slots, A4): one byte from a kept
-// output slot's last byte is accepted and arrives; two bytes starting one byte before the slot
-// lie outside every slot and are refused, nothing enqueued (the generated campaign's boundaries
-// of kept_slot_owner).
+// output slot's last byte is accepted and arrives; two bytes starting one byte before the slot,
+// or at its last byte, lie outside every slot and are refused, nothing enqueued (the generated
+// campaign's boundaries of kept_slot_owner).
 TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
@@ -561,11 +561,14 @@ TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
     EXPECT_EQ(got[0], out[n * 4 - 1]) << "the kept slot's last byte";
     EXPECT_EQ(got[1], 0) << "one byte only";
 
-    sam3d_upload before[] = {rig::up(one, out - 1, 2)};
-    sam3d_call c2{before, 1, nullptr, nullptr, 0, false};
     const sam3d_counters k0 = r.counters(s);
-    EXPECT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
-    EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].src is not a slot of the current reservation nor inside a kept slot");
+    for (const uint8_t * outside : {out - 1, out + n * 4 - 1}) {  // from a byte before it, to a byte past it
+        sam3d_upload straddling[] = {rig::up(one, outside, 2)};
+        sam3d_call c2{straddling, 1, nullptr, nullptr, 0, false};
+        EXPECT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+        EXPECT_CONTAINS(sam3d_last_error(),
+                        "uploads[0].src is not a slot of the current reservation nor inside a kept slot");
+    }
     EXPECT_EQ(r.counters(s).calls, k0.calls) << "a refused call counts as no call";
     ASSERT_EQ(sam3d_session_release(s, k), SAM3D_OK) << sam3d_last_error();
 }

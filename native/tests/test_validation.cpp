@@ -149,6 +149,20 @@ TEST_P(Validation, ExtentPastTheEndIsRejected) {
     expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[1].offset");
 }
 
+// The message names the bad field: an offset at the tensor's end is not past it, so a byte
+// from there names the offset and the size together (the generated campaign's `offset >
+// nbytes` boundary); an offset one byte further names the offset alone.
+TEST_P(Validation, AnOffsetAtTheEndNamesTheOffsetAndTheSize) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().ups[0].offset = Request::kN * 4;
+    req().ups[0].size = 1;
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT,
+                    "uploads[0].offset + uploads[0].size: [256, 256+1) is not inside the 256 bytes");
+    req().ups[0].offset = Request::kN * 4 + 1;
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].offset: [257, 257+1) is not inside");
+}
+
 TEST_P(Validation, DownloadExtentPastTheEndIsRejected) {
     RIG_REQUIRE(r());
     req().alloc(r());
