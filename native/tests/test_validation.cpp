@@ -151,7 +151,8 @@ TEST_P(Validation, ExtentPastTheEndIsRejected) {
 
 // The message names the bad field: an offset at the tensor's end is not past it, so a byte
 // from there names the offset and the size together (the generated campaign's `offset >
-// nbytes` boundary); an offset one byte further names the offset alone.
+// nbytes` boundaries); an offset one byte further names the offset alone, a size one byte over
+// the tensor's bytes the size alone.
 TEST_P(Validation, AnOffsetAtTheEndNamesTheOffsetAndTheSize) {
     RIG_REQUIRE(r());
     req().alloc(r());
@@ -161,6 +162,10 @@ TEST_P(Validation, AnOffsetAtTheEndNamesTheOffsetAndTheSize) {
                     "uploads[0].offset + uploads[0].size: [256, 256+1) is not inside the 256 bytes");
     req().ups[0].offset = Request::kN * 4 + 1;
     expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].offset: [257, 257+1) is not inside");
+    req().ups[0].offset = 0;
+    req().ups[0].size = Request::kN * 4 + 1;  // the size alone one byte past the end
+    expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "uploads[0].size: [0, 0+257) is not inside");
+    EXPECT_EQ(std::string(sam3d_last_error()).find("uploads[0].offset"), std::string::npos) << sam3d_last_error();
 }
 
 TEST_P(Validation, DownloadExtentPastTheEndIsRejected) {
