@@ -207,6 +207,23 @@ TEST_P(Validation, HostRangeWrappingTheAddressSpaceIsRejected) {
     expect_rejected(r(), req().call(), SAM3D_ERR_EXTENT, "downloads[0].size: [downloads[0].dst, +256) wraps around");
 }
 
+// A host range that ends exactly at the top of the address space does not wrap: rule 1's
+// extent check passes it (the generated campaign's boundary), so a zero-copy submit refuses it
+// only as not a slot. Nothing is read: the pointer is never memory.
+TEST_P(Validation, AHostRangeEndingAtTheTopOfTheAddressSpaceDoesNotWrap) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    const size_t size = Request::kN * 4;
+    sam3d_upload top[] = {rig::up(req().w.a, reinterpret_cast<const void *>(UINTPTR_MAX - size), size)};
+    sam3d_call c{top, 1, nullptr, nullptr, 0, false};
+    EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].src is not a slot of the current reservation");
+    top[0].src = reinterpret_cast<const void *>(UINTPTR_MAX - size + 1);  // its last byte at UINTPTR_MAX: wraps
+    EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_EXTENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].size: [uploads[0].src, +256) wraps around");
+}
+
 // A view made before its source was allocated, whose source is then allocated on its own
 // (ggml_backend_tensor_alloc; the context allocators would initialize the view too), has its
 // source's buffer but no data: GGML's blocking set/get assert on it ("tensor not allocated").
