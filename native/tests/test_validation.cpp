@@ -278,6 +278,37 @@ TEST_P(Validation, OverlappingOutputsAreRejected) {
     expect_rejected(r(), req().call(), SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads[0].dst and downloads[1].dst");
 }
 
+// Host destinations are compared to the byte (the generated campaign's boundaries of the overlap
+// check and of its sort): one shared byte is an overlap; destinations one byte apart, given
+// in descending order, are adjacent and exact.
+TEST_P(Validation, OutputsSharingOneByteOverlapAndAdjacentOnesDoNot) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    req().downs[1].dst = reinterpret_cast<uint8_t *>(req().out0.data()) + Request::kN * 4 - 1;  // downloads[0]'s last byte
+    expect_rejected(r(), req().call(), SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads[0].dst and downloads[1].dst");
+
+    std::vector<uint8_t> dst(17, 0xEE);
+    sam3d_download adjacent[] = {rig::down(req().w.out, dst.data() + 1, 16, 0), rig::down(req().w.out, dst.data(), 1, 64)};
+    sam3d_call c{req().ups, 2, req().w.graph, adjacent, 2, false};
+    sam3d_session * s = r().session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    std::vector<uint8_t> out(Request::kN * 4);
+    ggml_backend_tensor_get(req().w.out, out.data(), 0, out.size());
+    EXPECT_EQ(dst[0], out[64]);
+    EXPECT_EQ(0, std::memcmp(dst.data() + 1, out.data(), 16));
+}
+
+// Many uploads of the same bytes (more than std::sort sorts by insertion): refused as
+// overlapping, naming a pair of them; the check's sort orders ranges strictly (the generated
+// campaign's `<=` in its comparator, which std::sort may follow past the array's start).
+TEST_P(Validation, FortyUploadsOfTheSameBytesAreRejectedAsOverlapping) {
+    RIG_REQUIRE(r());
+    req().alloc(r());
+    std::vector<sam3d_upload> ups(40, rig::up(req().w.a, req().a.data(), 16, 32));
+    sam3d_call c{ups.data(), ups.size(), nullptr, nullptr, 0, false};
+    expect_rejected(r(), c, SAM3D_ERR_OVERLAPPING_UPLOADS, "] and uploads[");
+}
+
 TEST_P(Validation, OverlappingUploadsToOneTensorAreRejected) {
     RIG_REQUIRE(r());
     req().alloc(r());
@@ -324,6 +355,19 @@ TEST_P(Validation, NullArraysWithCountsAreInvalidArguments) {
     c = req().call();
     c.downloads = nullptr;
     expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.downloads");
+    // One descriptor is a count (the generated campaign's `> 0` boundaries), and the message
+    // names the array that is NULL with a count.
+    c = req().call();
+    c.uploads = nullptr;
+    c.n_uploads = 1;
+    expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.uploads is NULL with n_uploads > 0");
+    c = req().call();
+    c.downloads = nullptr;
+    c.n_downloads = 1;
+    expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.downloads is NULL with n_downloads > 0");
+    c.uploads = nullptr;
+    c.n_uploads = 0;
+    expect_rejected(r(), c, SAM3D_ERR_INVALID_ARGUMENT, "call.downloads is NULL with n_downloads > 0");
     sam3d_session * s = r().session(SAM3D_BATCHING_ON);
     EXPECT_EQ(sam3d_session_run(s, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
     EXPECT_CONTAINS(sam3d_last_error(), "call is NULL");
