@@ -139,6 +139,12 @@ TEST_P(Queued, ZeroCopyRejectsADescriptorLargerThanItsSlot) {
     EXPECT_EQ(k.rejected_calls, 1u);
     EXPECT_EQ(k.calls, 0u);
     EXPECT_EQ(std::vector<float>(sl.out, sl.out + n), std::vector<float>(n, -1.0f));
+    // One byte over its slot is over it (the generated campaign's boundary): a slot of 255 bytes.
+    sam3d_slot_request short_by_one[3] = {{bytes}, {bytes - 1}, {bytes}};
+    ASSERT_EQ(sam3d_session_reserve(s, short_by_one, 3, p), SAM3D_OK) << sam3d_last_error();
+    const Slots sl2{static_cast<float *>(p[0]), static_cast<float *>(p[1]), static_cast<float *>(p[2])};
+    EXPECT_EQ(submit_scale_add(s, w, sl2, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[1].size 256 exceeds the 255 bytes of slot 1");
 }
 
 // Output slots stay valid across other calls until the next reservation, which releases them.
@@ -666,6 +672,11 @@ TEST_P(Queued, ReserveRejectsAZeroSize) {
     EXPECT_EQ(q[0], nullptr);
     EXPECT_EQ(q[1], nullptr);
     EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+    // No slots, and NULL arrays, each named (the generated campaign's message choice).
+    EXPECT_EQ(sam3d_session_reserve(s, req, 0, q), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "n is 0");
+    EXPECT_EQ(sam3d_session_reserve(s, nullptr, 1, q), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "requests or slots is NULL");
 }
 
 // A zero-copy call that names no slot of the current reservation (uploads from kept slots
