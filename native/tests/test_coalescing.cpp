@@ -285,6 +285,27 @@ TEST_P(Coalescing, AreaDeclarationsAreChecked) {
     EXPECT_EQ(k.rejected_calls, 0u) << "declarations are not calls";
 }
 
+// Areas that meet are not overlapping, to the byte: a one-byte area, then one starting at the
+// next byte, then one ending right before it, all declared (the generated campaign's area
+// order boundary); one sharing its last byte is refused.
+TEST_P(Coalescing, AreasThatMeetAreDeclaredAndOneSharedByteOverlaps) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    ggml_tensor * whole = r.bytes(256, "whole");
+    ggml_tensor * one = ggml_view_1d(r.ctx(), whole, 1, 100);
+    ggml_tensor * after = ggml_view_1d(r.ctx(), whole, 16, 101);
+    ggml_tensor * before = ggml_view_1d(r.ctx(), whole, 16, 84);
+    ggml_tensor * shares = ggml_view_1d(r.ctx(), whole, 2, 116);  // after's last byte, 116
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_add_area(s, one), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_add_area(s, after), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_add_area(s, before), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_areas(s), 3u);
+    EXPECT_EQ(sam3d_session_add_area(s, shares), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "overlaps an area already declared");
+}
+
 TEST_P(Coalescing, ZeroCopyJoinsOnlySlotsThatMirrorTheDevice) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
