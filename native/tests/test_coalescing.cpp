@@ -287,7 +287,8 @@ TEST_P(Coalescing, AreaDeclarationsAreChecked) {
 
 // Areas that meet are not overlapping, to the byte: a one-byte area, then one starting at the
 // next byte, then one ending right before it, all declared (the generated campaign's area
-// order boundary); one sharing its last byte is refused.
+// order and overlap boundaries); one sharing one byte with the area before or after it is
+// refused.
 TEST_P(Coalescing, AreasThatMeetAreDeclaredAndOneSharedByteOverlaps) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
@@ -296,6 +297,8 @@ TEST_P(Coalescing, AreasThatMeetAreDeclaredAndOneSharedByteOverlaps) {
     ggml_tensor * after = ggml_view_1d(r.ctx(), whole, 16, 101);
     ggml_tensor * before = ggml_view_1d(r.ctx(), whole, 16, 84);
     ggml_tensor * shares = ggml_view_1d(r.ctx(), whole, 2, 116);  // after's last byte, 116
+    ggml_tensor * high = ggml_view_1d(r.ctx(), whole, 16, 200);
+    ggml_tensor * reaches = ggml_view_1d(r.ctx(), whole, 11, 190);  // high's first byte, 200
     r.alloc();
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     ASSERT_EQ(sam3d_session_add_area(s, one), SAM3D_OK) << sam3d_last_error();
@@ -304,6 +307,9 @@ TEST_P(Coalescing, AreasThatMeetAreDeclaredAndOneSharedByteOverlaps) {
     EXPECT_EQ(sam3d_session_areas(s), 3u);
     EXPECT_EQ(sam3d_session_add_area(s, shares), SAM3D_ERR_INVALID_ARGUMENT);
     EXPECT_CONTAINS(sam3d_last_error(), "overlaps an area already declared");
+    ASSERT_EQ(sam3d_session_add_area(s, high), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_add_area(s, reaches), SAM3D_ERR_INVALID_ARGUMENT) << "its last byte is the next area's first";
+    EXPECT_EQ(sam3d_session_areas(s), 4u);
 }
 
 TEST_P(Coalescing, ZeroCopyJoinsOnlySlotsThatMirrorTheDevice) {

@@ -577,6 +577,22 @@ TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
     }
     EXPECT_EQ(r.counters(s).calls, k0.calls) << "a refused call counts as no call";
     ASSERT_EQ(sam3d_session_release(s, k), SAM3D_OK) << sam3d_last_error();
+
+    // A queued call that is not kept: after the next reservation its output slot is no slot to
+    // read, even while the call is in flight (only kept calls' slots are, A4).
+    cases::Slots queued = cases::reserve_scale_add(s, w);
+    std::memcpy(queued.a, a.data(), n * 4);
+    std::memcpy(queued.b, b.data(), n * 4);
+    sam3d_ticket q = 0;
+    ASSERT_EQ(cases::submit_scale_add(s, w, queued, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &q), SAM3D_OK)
+        << sam3d_last_error();
+    cases::Slots next = cases::reserve_scale_add(s, w);
+    (void)next;
+    sam3d_upload from_queued[] = {rig::up(one, queued.out, 1)};
+    sam3d_call c3{from_queued, 1, nullptr, nullptr, 0, false};
+    EXPECT_EQ(sam3d_session_submit(s, &c3, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_ERR_INVALID_ARGUMENT);
+    EXPECT_CONTAINS(sam3d_last_error(), "uploads[0].src is not a slot of the current reservation nor inside a kept slot");
+    ASSERT_EQ(sam3d_session_wait(s, q), SAM3D_OK) << sam3d_last_error();
 }
 
 // Kept slots are checked (flags, unreported calls, downloads into them) and a released kept
