@@ -284,7 +284,9 @@ TEST_P(Validation, OverlappingOutputsAreRejected) {
 TEST_P(Validation, OutputsSharingOneByteOverlapAndAdjacentOnesDoNot) {
     RIG_REQUIRE(r());
     req().alloc(r());
-    req().downs[1].dst = reinterpret_cast<uint8_t *>(req().out0.data()) + Request::kN * 4 - 1;  // downloads[0]'s last byte
+    std::vector<uint8_t> host(2 * Request::kN * 4, 0);
+    req().downs[0].dst = host.data();
+    req().downs[1].dst = host.data() + Request::kN * 4 - 1;  // downloads[0]'s last byte
     expect_rejected(r(), req().call(), SAM3D_ERR_OVERLAPPING_OUTPUTS, "downloads[0].dst and downloads[1].dst");
 
     std::vector<uint8_t> dst(17, 0xEE);
