@@ -549,12 +549,17 @@ TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
     r.alloc();
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
-    cases::Slots kept = cases::reserve_scale_add(s, w);
-    std::memcpy(kept.a, a.data(), n * 4);
-    std::memcpy(kept.b, b.data(), n * 4);
+    // Reserves the workload's slots, fills its inputs and submits it with `flags`.
+    const auto submitted = [&](unsigned flags, sam3d_ticket * t) {
+        cases::Slots sl = cases::reserve_scale_add(s, w);
+        std::memcpy(sl.a, a.data(), n * 4);
+        std::memcpy(sl.b, b.data(), n * 4);
+        EXPECT_EQ(cases::submit_scale_add(s, w, sl, SAM3D_SUBMIT_ZERO_COPY | flags, t), SAM3D_OK) << sam3d_last_error();
+        return sl;
+    };
     sam3d_ticket k = 0;
-    ASSERT_EQ(cases::submit_scale_add(s, w, kept, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k), SAM3D_OK)
-        << sam3d_last_error();
+    const cases::Slots kept = submitted(SAM3D_SUBMIT_KEEP_SLOTS, &k);
+    ASSERT_NE(k, 0u);
     const auto * out = reinterpret_cast<const uint8_t *>(kept.out);
     const uint8_t zero[2] = {0, 0};
     ggml_backend_tensor_set(one, zero, 0, 2);
@@ -580,12 +585,9 @@ TEST_P(Queued, AnUploadFromAKeptSlotLiesWhollyInsideIt) {
 
     // A queued call that is not kept: after the next reservation its output slot is no slot to
     // read, even while the call is in flight (only kept calls' slots are, A4).
-    cases::Slots queued = cases::reserve_scale_add(s, w);
-    std::memcpy(queued.a, a.data(), n * 4);
-    std::memcpy(queued.b, b.data(), n * 4);
     sam3d_ticket q = 0;
-    ASSERT_EQ(cases::submit_scale_add(s, w, queued, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &q), SAM3D_OK)
-        << sam3d_last_error();
+    const cases::Slots queued = submitted(SAM3D_SUBMIT_QUEUED, &q);
+    ASSERT_NE(q, 0u);
     cases::Slots next = cases::reserve_scale_add(s, w);
     (void)next;
     sam3d_upload from_queued[] = {rig::up(one, queued.out, 1)};
