@@ -130,5 +130,4 @@ std::vector<size_t> level_order(const Profile & p) {
     return order;
 }
 
-
 }  // namespace sam3d_bench

@@ -41,7 +41,8 @@ run, and do not count in the score: killed / (generated - equivalent - did not b
 A killed mutant stays killed while the test that killed it does not change: beside each result
 the cache keeps a kill record keyed without the test sources, valid while the killer's own file
 (the one .cpp under native/tests defining its ``TEST``/``TEST_F``/``TEST_P``; native/fuzz for
-``Fuzz.*``) and the tests' shared files (headers, native/testing, the CMakeLists) are unchanged.
+``Fuzz.*``) and the tests' shared files (headers, native/testing, native/sanitizers, the
+CMakeLists) are unchanged.
 So after a new test only the survivors, and the mutants killed in the files that changed, run
 again. A killer that names no such file (a sanitizer canary, no report) keeps no kill record.
 """
@@ -504,6 +505,7 @@ class Killers:
         self.shared = _digest_paths(root, [f.relative_to(root) for f in shared])
         self.fuzz = _digest_paths(root, [FUZZ])
         self.memo: dict[str, str | None] = {}
+        self.files: dict[Path, str] = {}  # a case file's digest, read once however many killers it defines
 
     def digest(self, killer: str) -> str | None:
         if killer not in self.memo:
@@ -521,8 +523,13 @@ class Killers:
             return None
         else:
             own_files = sorted(set(files) | set(self.instantiated.get(m.group(1), [])))
-            own = _digest_paths(self.root, [f.relative_to(self.root) for f in own_files])
+            own = "\0".join(self._file(f) for f in own_files)
         return hashlib.sha256(f"{killer}\0{own}\0{self.shared}".encode()).hexdigest()
+
+    def _file(self, f: Path) -> str:
+        if f not in self.files:
+            self.files[f] = _digest_paths(self.root, [f.relative_to(self.root)])
+        return self.files[f]
 
 
 def _kept_kill(cache: "Cache", key: str, killers: Killers) -> dict | None:
