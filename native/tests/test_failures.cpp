@@ -215,6 +215,10 @@ TEST_F(Failures, ARunAtTheCapacityItLeftAllocatesNothing) {
     EXPECT_GT(first, created) << "40 descriptors are more than the session reserved at creation";
     ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(sam3d_testing_allocations(s), first) << "the same run again found its capacity";
+    sam3d_ticket ticket = 7;
+    ASSERT_EQ(sam3d_session_submit(s, &c, 0, &ticket), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(ticket, 0u);
+    EXPECT_EQ(sam3d_testing_allocations(s), first) << "a submit without flags is that run: it allocated";
     sam3d_session_free(s);
 }
 
@@ -292,6 +296,83 @@ TEST_F(Failures, CallWithoutAnEventIsWaitedWithASynchronize) {
     EXPECT_EQ(o2, cases::expected(a, b));
     EXPECT_EQ(deferred::g_events_new, 0);
     sam3d_session_free(s);
+}
+
+// cpu_staged over the deferred queue with events (the graph's compute_async replaced when
+// given), one scale_add of n floats, its inputs and a session batching on.
+struct EventCase {
+    static constexpr int64_t n = 256;
+    Rig r{Kind::CpuStaged};
+    cases::ScaleAdd w;
+    sam3d_session * s = nullptr;
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    explicit EventCase(ggml_status (*compute_async)(ggml_backend_t, ggml_cgraph *) = nullptr) {
+        deferred::install_with_events(r.seam());
+        if (compute_async != nullptr) {
+            r.seam().graph_compute_async = compute_async;
+        }
+        w = cases::scale_add(r, n);
+        r.alloc();
+        s = create(r, r.seam());
+    }
+    ~EventCase() { sam3d_session_free(s); }
+    EventCase(const EventCase &) = delete;
+    EventCase & operator=(const EventCase &) = delete;
+    // A queued call of the workload into `out`: its status, its ticket in *t.
+    sam3d_status submit(std::vector<float> & out, sam3d_ticket * t) {
+        cases::Call c(w, a.data(), b.data(), out.data());
+        return sam3d_session_submit(s, &c.call, SAM3D_SUBMIT_QUEUED, t);
+    }
+};
+
+// Of two queued calls in flight, the older is waited on its own event (A5: each call's
+// completion is tracked by its event; only the newest gets the full synchronize): its wait
+// leaves the newer call's work pending, and the newer one's wait synchronizes.
+TEST_F(Failures, TheOlderOfTwoQueuedCallsWaitsOnItsOwnEvent) {
+    EventCase e;
+    std::vector<float> o1(e.n, -1.0f), o2(e.n, -1.0f);
+    sam3d_ticket t1 = 0, t2 = 0;
+    ASSERT_EQ(e.submit(o1, &t1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(e.submit(o2, &t2), SAM3D_OK) << sam3d_last_error();
+    const sam3d_counters k0 = e.r.counters(e.s);
+    ASSERT_EQ(sam3d_session_wait(e.s, t1), SAM3D_OK) << sam3d_last_error();
+    const sam3d_counters k1 = e.r.counters(e.s);
+    EXPECT_EQ(o1, cases::expected(e.a, e.b));
+    EXPECT_EQ(k1.synchronizes - k0.synchronizes, 0u) << "the older call's wait synchronized the backend";
+    EXPECT_GE(k1.event_synchronizes - k0.event_synchronizes, 1u);
+    EXPECT_GT(deferred::pending(), 0u) << "waiting the older call completed the newer one too";
+    ASSERT_EQ(sam3d_session_wait(e.s, t2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(e.r.counters(e.s).synchronizes - k1.synchronizes, 1u) << "the newest call is waited with a synchronize";
+    EXPECT_EQ(o2, cases::expected(e.a, e.b));
+}
+
+// A queued submit that throws after submission while its event could not be created gives no
+// event back (it had none): the next queued call gets an event of its own, recorded after its
+// work, and is waited on it.
+TEST_F(Failures, AQueuedCallThatThrewWithoutAnEventLeavesNoneBehind) {
+    {
+        EventCase e(throwing_compute_async);
+        std::vector<float> o1(e.n, -1.0f), o2(e.n, -1.0f), o3(e.n, -1.0f);
+        sam3d_ticket t1 = 0, t2 = 0, t3 = 0;
+        deferred::g_fail_event_new = true;
+        g_throw_kind = 2;
+        g_throw_compute = true;
+        EXPECT_EQ(e.submit(o1, &t1), SAM3D_ERR_INTERNAL);
+        g_throw_compute = false;
+        deferred::g_fail_event_new = false;
+        ASSERT_EQ(e.submit(o2, &t2), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(e.submit(o3, &t3), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(deferred::g_events_new, 2) << "a queued call took an event slot without an event";
+        EXPECT_EQ(e.r.counters(e.s).event_records, 2u);
+        const sam3d_counters k0 = e.r.counters(e.s);
+        ASSERT_EQ(sam3d_session_wait(e.s, t2), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(e.r.counters(e.s).synchronizes, k0.synchronizes) << "the older call had no event to wait on";
+        ASSERT_EQ(sam3d_session_wait(e.s, t3), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(o2, cases::expected(e.a, e.b));
+        EXPECT_EQ(o3, cases::expected(e.a, e.b));
+        EXPECT_EQ(o1, std::vector<float>(e.n, -1.0f)) << "the failed call wrote its dst";
+    }
+    EXPECT_EQ(deferred::g_events_free, deferred::g_events_new);
 }
 
 // An allocation failure while a queued call is in flight: the message says the session's

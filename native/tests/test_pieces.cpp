@@ -136,6 +136,22 @@ std::vector<float> scale_add_once(sam3d_session * s, const cases::ScaleAdd & w, 
     return st == SAM3D_OK ? out : std::vector<float>{};
 }
 
+// cpu_staged over the deferred queue with events (`seam` changes it further when given), the
+// roundtrip's tensors, and a session of one-descriptor pieces.
+struct EventPieces {
+    Rig r{Kind::CpuStaged};
+    Roundtrip w{r};
+    sam3d_session * s = nullptr;
+    explicit EventPieces(void (*seam)(sam3d_ggml_seam &) = nullptr) {
+        deferred::install_with_events(r.seam());
+        if (seam != nullptr) {
+            seam(r.seam());
+        }
+        r.alloc();
+        s = r.session(pieces_of(kBytes));
+    }
+};
+
 class Pieces : public testing::TestWithParam<Kind> {
    protected:
     void SetUp() override {
@@ -200,6 +216,111 @@ TEST_F(PiecesOrder, EachPieceTransfersWhileTheNextIsCopied) {
     EXPECT_EQ(k.event_records, 2u * 2u * (kTensors - 1)) << "per call, after every piece but the last, both ways";
     EXPECT_EQ(k.event_synchronizes, static_cast<uint64_t>(deferred::g_event_syncs));
     EXPECT_EQ(k.event_waits, 0u);
+}
+
+// Rule 2 counts pieces, not the session's events: a call of four pieces each way makes six
+// piece events, one per piece but the last of each direction, and synchronizes none before its
+// first record; after it, a call of two pieces each way records one event per direction, none
+// after either direction's last piece, though spare events are there.
+TEST_F(PiecesOrder, TheLastPieceHasNoEventEvenWithSpareEvents) {
+    EventPieces e;
+    Rig & r = e.r;
+    Roundtrip & w = e.w;
+    sam3d_session * s = e.s;
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(w.run(s, 1.0f), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(deferred::g_events_new, 2 * (kTensors - 1));
+    const sam3d_counters k0 = r.counters(s);
+    // Six events, each recorded once, none before its first record: only the three download
+    // pieces' events are waited before their outputs are copied out.
+    EXPECT_EQ(k0.event_records, 2u * (kTensors - 1));
+    EXPECT_EQ(k0.event_synchronizes, uint64_t{kTensors - 1}) << "an event was synchronized before its first record, "
+                                                                  "or two pieces took one event";
+    std::vector<float> in0 = rig::ramp(kFloats, 7.0f), in1 = rig::ramp(kFloats, 70.0f);
+    std::vector<float> out2(kFloats, -1.0f), out3(kFloats, -1.0f);
+    // Uploads into tensors 0 and 1, downloads of tensors 2 and 3 (the first call's inputs).
+    sam3d_upload u[] = {rig::up(w.t[0], in0.data(), kBytes), rig::up(w.t[1], in1.data(), kBytes)};
+    sam3d_download d[] = {rig::down(w.t[2], out2.data(), kBytes), rig::down(w.t[3], out3.data(), kBytes)};
+    const sam3d_call c{u, 2, nullptr, d, 2, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    const sam3d_counters k1 = r.counters(s);
+    EXPECT_EQ(k1.event_records - k0.event_records, 2u) << "one event per direction: after the first of two pieces";
+    // Each of the two events was recorded before: synchronized before its record, and the
+    // download piece's once more before its output is copied out.
+    EXPECT_EQ(k1.event_synchronizes - k0.event_synchronizes, 3u);
+    EXPECT_EQ(deferred::g_events_new, 2 * (kTensors - 1)) << "the spare events are reused, none made";
+    EXPECT_EQ(out2, w.in[2]);
+    EXPECT_EQ(out3, w.in[3]);
+}
+
+// Pieces and their events belong to batching calls (rule 2): a run and a queued copying call
+// whose staging allocation failed take the synchronous path (rule 4) and make no piece event,
+// on a session with events; the queued one is complete when submit returns.
+TEST_F(PiecesOrder, ACallThatFellBackMakesNoPieceEvent) {
+    probe::get().alloc_mode = 1;  // every staging allocation fails: pinned_unavailable
+    EventPieces e([](sam3d_ggml_seam & seam) { seam.buft_alloc_buffer = probe::alloc_buffer; });
+    Rig & r = e.r;
+    Roundtrip & w = e.w;
+    sam3d_session * s = e.s;
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(w.run(s, 3.0f), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(w.out, w.in);
+    const std::vector<float> in = rig::ramp(kFloats, 5.0f);
+    std::vector<float> out(kFloats, -1.0f);
+    sam3d_upload u[] = {rig::up(w.t[0], in.data(), kBytes), rig::up(w.t[1], in.data(), kBytes)};
+    sam3d_download d[] = {rig::down(w.t[0], out.data(), kBytes)};
+    const sam3d_call c{u, 2, nullptr, d, 1, false};
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    const uint64_t synchronizes = r.counters(s).synchronizes;
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out, in);
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.synchronizes, synchronizes) << "the queued call took the synchronous path: its wait has nothing to wait for";
+    EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_PINNED_UNAVAILABLE], 2u);
+    EXPECT_EQ(deferred::g_events_new, 0) << "the synchronous path made piece events";
+    EXPECT_EQ(k.event_records, 0u);
+}
+
+// Zero-copy calls go in one piece (rule 2): queued or not, with four slots each way of one
+// piece's bytes each, they make and record no piece event (a queued one records its completion
+// event only).
+TEST_F(PiecesOrder, AZeroCopyCallMakesNoPieceEvent) {
+    EventPieces e;
+    Rig & r = e.r;
+    Roundtrip & w = e.w;
+    sam3d_session * s = e.s;
+    ASSERT_NE(s, nullptr);
+    for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
+        SCOPED_TRACE(flags ? "queued" : "not queued");
+        sam3d_slot_request req[2 * kTensors];
+        void * p[2 * kTensors] = {};
+        for (auto & q : req) {
+            q.size = kBytes;
+        }
+        ASSERT_EQ(sam3d_session_reserve(s, req, 2 * kTensors, p), SAM3D_OK) << sam3d_last_error();
+        sam3d_upload u[kTensors];
+        sam3d_download d[kTensors];
+        for (int i = 0; i < kTensors; ++i) {
+            w.in[i] = rig::ramp(kFloats, 3.0f * static_cast<float>(i + 1) + static_cast<float>(flags));
+            std::memcpy(p[i], w.in[i].data(), kBytes);
+            u[i] = rig::up(w.t[i], p[i], kBytes);
+            d[i] = rig::down(w.t[i], p[kTensors + i], kBytes);
+        }
+        const sam3d_call c{u, kTensors, nullptr, d, kTensors, false};
+        sam3d_ticket t = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | flags, &t), SAM3D_OK) << sam3d_last_error();
+        if (flags != 0) {
+            ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        }
+        for (int i = 0; i < kTensors; ++i) {
+            const float * o = static_cast<const float *>(p[kTensors + i]);
+            EXPECT_EQ(std::vector<float>(o, o + kFloats), w.in[i]) << "tensor " << i;
+        }
+    }
+    EXPECT_EQ(r.counters(s).pinned_batches, 2u);
+    EXPECT_EQ(deferred::g_events_new, 1) << "a zero-copy call made piece events (the queued call's own event is one)";
+    EXPECT_EQ(r.counters(s).event_records, 1u);
 }
 
 // One piece (SIZE_MAX): every input is staged before the first upload, no piece event is made,

@@ -123,6 +123,20 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
         std::vector<float> back(part / 4);
         ggml_backend_tensor_get(w.b, back.data(), 0, part);
         EXPECT_EQ(back, std::vector<float>(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(part / 4)));
+        // The same call kept: it holds heap slots only, no ring region (A5), so a later small
+        // run still stages through a staging buffer of its own and batches.
+        sam3d_ticket k2 = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k2), SAM3D_OK)
+            << sam3d_last_error();
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 0u);
+        std::vector<float> small(64, -1.0f);
+        sam3d_upload u3[] = {rig::up(w.a, a.data(), 256)};
+        sam3d_download d3[] = {rig::down(w.a, small.data(), 256)};
+        const sam3d_call c3{u3, 1, nullptr, d3, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &c3), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(small, std::vector<float>(a.begin(), a.begin() + 64));
+        EXPECT_EQ(r.counters(s).pinned_batches, 1u) << "the run fell back while a kept call held only heap slots";
+        ASSERT_EQ(sam3d_session_release(s, k2), SAM3D_OK) << sam3d_last_error();
         ASSERT_EQ(sam3d_session_release(s, k1), SAM3D_OK) << sam3d_last_error();
     }
 }

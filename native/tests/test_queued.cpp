@@ -258,7 +258,8 @@ TEST_P(Queued, QueuedCallsAreByteIdenticalToSynchronousOnes) {
 }
 
 // A graph that fails after submission is reported at its wait; the session's outstanding work
-// is complete when submit returns; no output is written; earlier calls are exact.
+// is complete when submit returns (so neither wait synchronizes); no output is written; earlier
+// calls are exact.
 TEST_P(Queued, ErrorIsReportedAtTheWaitWithOutstandingWorkCompleted) {
     Rig r(GetParam());
     RIG_REQUIRE(r);
@@ -286,12 +287,14 @@ TEST_P(Queued, ErrorIsReportedAtTheWaitWithOutstandingWorkCompleted) {
         ASSERT_FALSE(names.empty());
         EXPECT_EQ(names.back(), "synchronize") << "outstanding work must be completed after a failed submission";
     }
+    const uint64_t synchronizes = r.counters(s).synchronizes;
     EXPECT_EQ(sam3d_session_wait(s, t2), SAM3D_ERR_COMPUTE);
     EXPECT_CONTAINS(sam3d_last_error(), "graph compute returned");
     EXPECT_EQ(g.all(), untouched) << "a failed call wrote its outputs";
     ASSERT_EQ(sam3d_session_wait(s, t1), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(out1, cases::expected(a, b));
     const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.synchronizes, synchronizes) << "both calls were complete when submit returned: their waits synchronized";
     EXPECT_EQ(k.calls, 2u);
     EXPECT_EQ(k.failed_calls, 1u);
     EXPECT_EQ(k.pinned_batches, staged(s) ? 2u : 0u) << "a call failing after submission keeps its pinned batch (rule 8)";
@@ -740,6 +743,41 @@ TEST_P(Queued, KeptOnlyCallsLeaveTheCurrentReservation) {
     EXPECT_EQ(sam3d_session_release(s, k1), SAM3D_OK) << sam3d_last_error();
 }
 
+// A kept zero-copy call whose uploads come only from earlier kept slots names no slot of its
+// own, and its ticket is still a kept call's (A4): release accepts it once, then refuses it.
+TEST_P(Queued, AKeptCallOfOnlyKeptSlotsIsReleasedByItsTicket) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 129;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 4.0f);
+    sam3d_slot_request req[2] = {{n * 4}, {n * 4}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+    std::memcpy(p[0], a.data(), n * 4);
+    std::memcpy(p[1], b.data(), n * 4);
+    sam3d_upload u[] = {rig::up(w.a, p[0], n * 4), rig::up(w.b, p[1], n * 4)};
+    sam3d_call c1{u, 2, nullptr, nullptr, 0, false};
+    sam3d_ticket k1 = 0, k2 = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c1, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k1), SAM3D_OK)
+        << sam3d_last_error();
+    sam3d_call c2{u, 2, w.graph, nullptr, 0, false};  // the same kept slots, no slot of its own
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &k2), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_NE(k2, 0u) << "a kept call that succeeded has a ticket";
+    EXPECT_NE(k2, k1);
+    EXPECT_EQ(sam3d_session_release(s, k2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_release(s, k2), SAM3D_ERR_INVALID_ARGUMENT) << "a kept ticket is released once";
+    EXPECT_EQ(sam3d_session_release(s, k1), SAM3D_OK) << sam3d_last_error();
+    std::vector<float> got(n, -1.0f);
+    sam3d_download d[] = {rig::down(w.out, got.data(), n * 4)};
+    sam3d_call c3{nullptr, 0, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c3), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(got, cases::expected(a, b));
+}
+
 // A queued call with only a graph is enqueued like the others: uploads, graph and download
 // submitted as three queued calls complete at one synchronization, exactly.
 TEST_P(Queued, QueuedGraphOnlyCallIsEnqueued) {
@@ -1056,6 +1094,23 @@ TEST(QueuedTransferQueue, TheEventWaitBeforeUploadsCountsAsEnqueueTime) {
     EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2));
 }
 
+namespace {
+
+// One queued copying call of a single upload of `src` into `t`, on the deferred queue: its
+// ticket, the upload still pending (0 if the submit failed).
+sam3d_ticket submit_one_upload(sam3d_session * s, ggml_tensor * t, const std::vector<uint8_t> & src) {
+    sam3d_upload u = rig::up(t, src.data(), src.size());
+    sam3d_call c{};
+    c.uploads = &u;
+    c.n_uploads = 1;
+    sam3d_ticket ticket = 0;
+    EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &ticket), SAM3D_OK) << sam3d_last_error();
+    EXPECT_GT(deferred::pending(), 0u) << "the queued upload has not run yet";
+    return ticket;
+}
+
+}  // namespace
+
 // A7: sam3d_session_free completes the outstanding work before it frees anything. A queued
 // call's uploads wait in the deferred queue (nothing runs before a synchronize); after the free
 // none is pending and the tensor holds the uploaded bytes, read from staging still alive.
@@ -1072,17 +1127,35 @@ TEST(QueuedFree, FreeCompletesAQueuedCallFirst) {
     sam3d_session * s = nullptr;
     ASSERT_EQ(sam3d_testing_session_create(r.backend(), &o, &r.seam(), &s), SAM3D_OK) << sam3d_last_error();
     const auto in = rig::pattern(4096, 3);
-    sam3d_upload u = rig::up(t, in.data(), in.size());
-    sam3d_call c{};
-    c.uploads = &u;
-    c.n_uploads = 1;
-    sam3d_ticket ticket = 0;
-    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &ticket), SAM3D_OK) << sam3d_last_error();
-    ASSERT_GT(deferred::pending(), 0u) << "the queued upload has not run yet";
+    ASSERT_NE(submit_one_upload(s, t, in), 0u);
     sam3d_session_free(s);
     EXPECT_EQ(deferred::pending(), 0u) << "the free left the queued upload pending";
     deferred::reset();
     std::vector<uint8_t> got(4096);
     ggml_backend_tensor_get(t, got.data(), 0, got.size());
     EXPECT_EQ(got, in);
+}
+
+// A3: a copying queued call's inputs are copied at submission, so its sources may be reused
+// when submit returns; with one upload and nothing else too (the deferred queue reads the
+// upload's memory only at the wait's synchronize).
+TEST(QueuedDeferred, AOneUploadCopyingCallMayReuseItsSourceAtOnce) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::reset();
+    deferred::install(r.seam());
+    ggml_tensor * t = r.bytes(4096, "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const auto in = rig::pattern(4096, 5);
+    std::vector<uint8_t> src = in;
+    const sam3d_ticket ticket = submit_one_upload(s, t, src);
+    ASSERT_NE(ticket, 0u);
+    std::fill(src.begin(), src.end(), uint8_t{0});
+    ASSERT_EQ(sam3d_session_wait(s, ticket), SAM3D_OK) << sam3d_last_error();
+    std::vector<uint8_t> got(4096);
+    ggml_backend_tensor_get(t, got.data(), 0, got.size());
+    EXPECT_EQ(got, in) << "the upload read its source after submit returned";
+    EXPECT_EQ(r.counters(s).pinned_batches, 1u);
+    deferred::reset();
 }
