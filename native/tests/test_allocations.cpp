@@ -1,15 +1,16 @@
 // No allocation after a call's first GGML call (docs/contract.md, "Where the core decides":
-// every bookkeeping allocation of a call is made before it reaches GGML, so an allocation
-// failure never leaves work half submitted, and a wait or release never fails for memory).
+// every bookkeeping allocation of a run or submit is made before it reaches GGML, so an
+// allocation failure never leaves work half submitted, and a wait never fails for memory; a
+// reserve is no call: it may wait on released calls' events before it allocates its slots).
 // The counted allocation point (sam3d_testing_allocations) sees only what the core routes
 // through it; this file replaces the global operator new of the test program, so a container
 // that grows on its own (a push_back past a capacity nobody reserved) is seen too. Counted:
 // allocations on the calling thread after the first GGML transfer, compute, wait or record of
 // one entry point, outside GGML itself (every seam entry is wrapped, GGML's own functions where
 // the seam has none; the staging buffer and events are the call's allocations, made before).
-// The same allocator counts the program's live blocks, so a call that should leave nothing of
-// itself behind is seen to.
-#include <atomic>
+// The same allocator counts each thread's live blocks, so a call that should leave nothing of
+// itself behind on the calling thread is seen to. The replacement is this program's alone
+// (native/tests/CMakeLists.txt: sam3d_allocation_tests).
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -29,7 +30,7 @@ thread_local bool t_counting = false;  // inside the entry point under test
 thread_local bool t_reached = false;   // it reached a GGML entry
 thread_local int t_in_ggml = 0;        // inside a GGML entry now
 thread_local size_t t_late = 0;        // allocations after the first GGML entry, outside GGML
-std::atomic<long> g_live{0};           // blocks allocated and not yet freed, by any thread
+thread_local long t_live = 0;          // blocks this thread allocated minus those it freed
 
 // `work`: a transfer, compute, wait or record; GGML's allocations (the staging buffer, an event)
 // are the call's allocations and may come before them.
@@ -48,7 +49,7 @@ void * allocate(std::size_t n) {
         t_late += 1;
     }
     if (void * p = std::malloc(n > 0 ? n : 1)) {
-        g_live.fetch_add(1, std::memory_order_relaxed);
+        t_live += 1;
         return p;
     }
     throw std::bad_alloc();
@@ -56,7 +57,7 @@ void * allocate(std::size_t n) {
 
 void release(void * p) {
     if (p != nullptr) {
-        g_live.fetch_sub(1, std::memory_order_relaxed);
+        t_live -= 1;
         std::free(p);
     }
 }
@@ -230,9 +231,9 @@ TEST(Allocations, ACallCompleteOnReturnRetainsNothing) {
         }
     };
     calls(5);
-    const long live = late::g_live.load();
+    const long live = late::t_live;
     calls(50);
-    EXPECT_EQ(late::g_live.load() - live, 0) << "calls complete on return left allocations behind";
+    EXPECT_EQ(late::t_live - live, 0) << "calls complete on return left allocations behind";
     std::vector<float> out(n, -1.0f);
     sam3d_download d[] = {rig::down(w.out, out.data(), n * 4)};
     const sam3d_call back{nullptr, 0, nullptr, d, 1, false};

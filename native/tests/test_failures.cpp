@@ -29,6 +29,15 @@ ggml_status throwing_compute_async(ggml_backend_t b, ggml_cgraph * g) {
     return deferred::compute_async(b, g);
 }
 
+std::atomic<bool> g_throw_event_wait{false};
+
+void throwing_event_wait(ggml_backend_t b, ggml_backend_event_t e) {
+    if (g_throw_event_wait.load()) {
+        throw std::runtime_error("event_wait failed (test)");
+    }
+    deferred::event_wait(b, e);
+}
+
 void throwing_props(ggml_backend_dev_t, ggml_backend_dev_props *) { throw 42; }
 
 // A cpu_staged seam with the deferred queue and events.
@@ -65,6 +74,7 @@ class Failures : public testing::Test {
         deferred::reset();
         g_throw_compute = false;
         g_throw_kind = 0;
+        g_throw_event_wait = false;
     }
 };
 
@@ -223,8 +233,9 @@ TEST_F(Failures, ARunAtTheCapacityItLeftAllocatesNothing) {
 }
 
 // Queued calls on a device with events: older calls wait on their events (which run the queue
-// only up to them: later calls' regions stay held), the newest on one synchronize; events are
-// recycled through the pool and freed with the session.
+// only up to them: later calls' regions stay held), a call whose completion a later call's event
+// covered waits on nothing, the newest on one synchronize; events are recycled through the pool
+// and freed with the session.
 TEST_F(Failures, QueuedCallsWaitOnTheirEventsAndRecycleThem) {
     Rig r(Kind::CpuStaged);
     probe::record_all(r.seam());
@@ -247,16 +258,26 @@ TEST_F(Failures, QueuedCallsWaitOnTheirEventsAndRecycleThem) {
         }
         const size_t region = 3 * bytes;  // 3 descriptors, 32-byte aligned sizes
         EXPECT_EQ(sam3d_session_staging_in_flight(s), 3 * region);
+        // Round 0 waits call 0 first, round 1 call 1 (whose event covers call 0 too, A6).
+        const int first = round;
         probe::reset();
-        ASSERT_EQ(sam3d_session_wait(s, t[0]), SAM3D_OK) << sam3d_last_error();
-        EXPECT_EQ(outs[0], cases::expected(as[0], bs[0]));
+        ASSERT_EQ(sam3d_session_wait(s, t[first]), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(outs[first], cases::expected(as[first], bs[first]));
         // The wait, then the free of the copying call's region (which lets GGML recycle the event).
         const std::vector<std::string> event_waits = {"event_synchronize", "event_synchronize"};
         EXPECT_EQ(probe::names(), event_waits) << "an older call waits on its event";
-        EXPECT_GT(deferred::pending(), 0u) << "the event ran the queue only up to call 0";
-        EXPECT_EQ(sam3d_session_staging_in_flight(s), 2 * region) << "regions of calls still in flight stay held";
+        EXPECT_GT(deferred::pending(), 0u) << "the event ran the queue only up to call " << first;
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 2 * region) << "regions of calls not waited yet stay held";
+        if (round == 1) {
+            probe::reset();
+            ASSERT_EQ(sam3d_session_wait(s, t[0]), SAM3D_OK) << sam3d_last_error();
+            EXPECT_EQ(probe::names(), std::vector<std::string>{"event_synchronize"})
+                << "call 0 was complete when call 1's event was: its wait only gives its event back";
+        }
         ASSERT_EQ(sam3d_session_wait(s, t[2]), SAM3D_OK) << sam3d_last_error();
-        ASSERT_EQ(sam3d_session_wait(s, t[1]), SAM3D_OK) << sam3d_last_error();
+        if (round == 0) {
+            ASSERT_EQ(sam3d_session_wait(s, t[1]), SAM3D_OK) << sam3d_last_error();
+        }
         for (int i = 0; i < 3; ++i) {
             EXPECT_EQ(outs[i], cases::expected(as[i], bs[i])) << "call " << i;
         }
@@ -405,13 +426,15 @@ TEST_F(Failures, AllocationFailureWithAQueuedCallInFlightCompletesItFirst) {
     sam3d_session_free(s);
 }
 
-// An exception from a GGML entry point after submission (event_record, graph compute; a
-// std::exception or not) becomes SAM3D_ERR_INTERNAL after the session's work is completed; no
-// dst is written, no region stays held, nothing leaks, and the session goes on exactly.
+// An exception from a GGML entry point after submission (event_record, graph compute, the event
+// wait before a queued call's uploads; a std::exception or not) becomes SAM3D_ERR_INTERNAL after
+// the session's work is completed; no dst is written, no region stays held, nothing leaks, and
+// the session goes on exactly.
 TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
     Rig r(Kind::CpuStaged);
     deferred::install_with_events(r.seam());
     r.seam().graph_compute_async = throwing_compute_async;
+    r.seam().event_wait = throwing_event_wait;
     const int64_t n = 333;
     cases::ScaleAdd w = cases::scale_add(r, n);
     r.alloc();
@@ -420,14 +443,15 @@ TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
     sam3d_upload u[] = {rig::up(w.a, a.data(), n * 4), rig::up(w.b, b.data(), n * 4)};
     struct Case {
         const char * name;
-        int kind;          // g_throw_kind (0: event_record throws)
+        int kind;          // g_throw_kind (0: event_record throws, 3: the event wait before the uploads, A6)
         bool queued;
         const char * message;
     };
     for (const Case & k : {Case{"event_record", 0, true, "event_record failed (test)"},
                            Case{"compute, not a std::exception, queued", 1, true, "not a std::exception"},
                            Case{"compute, not a std::exception, run", 1, false, "not a std::exception"},
-                           Case{"compute, std::runtime_error, run", 2, false, "compute_async failed (test)"}}) {
+                           Case{"compute, std::runtime_error, run", 2, false, "compute_async failed (test)"},
+                           Case{"event_wait before the uploads, queued", 3, true, "event_wait failed (test)"}}) {
         SCOPED_TRACE(k.name);
         cases::Guarded g({n * 4});
         const std::vector<uint8_t> untouched = g.all();
@@ -442,11 +466,13 @@ TEST_F(Failures, ExceptionsFromGgmlAfterSubmissionCompleteTheWork) {
         const sam3d_counters k0 = r.counters(s);
         deferred::g_throw_event_record = k.kind == 0;
         g_throw_kind = k.kind;
-        g_throw_compute = k.kind != 0;
+        g_throw_compute = k.kind == 1 || k.kind == 2;
+        g_throw_event_wait = k.kind == 3;
         sam3d_status st = SAM3D_OK;
         EXPECT_NO_THROW(st = k.queued ? sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &t) : sam3d_session_run(s, &c));
         deferred::g_throw_event_record = false;
         g_throw_compute = false;
+        g_throw_event_wait = false;
         // Rule 8: a call that fails after submission counts calls and failed_calls, no transfer.
         const sam3d_counters k1 = r.counters(s);
         EXPECT_EQ(k1.calls - k0.calls, 1u);

@@ -323,6 +323,29 @@ TEST_F(PiecesOrder, AZeroCopyCallMakesNoPieceEvent) {
     EXPECT_EQ(r.counters(s).event_records, 1u);
 }
 
+// A queued copying call in pieces (rule 2) makes its input pieces' events before submission,
+// on a fresh session as after runs: one after each input piece but the last, and its completion
+// event (a queued call's downloads complete at its wait, in no piece).
+TEST_F(PiecesOrder, AQueuedCallsInputPiecesHaveTheirEvents) {
+    EventPieces e;
+    ASSERT_NE(e.s, nullptr);
+    sam3d_upload u[kTensors];
+    sam3d_download d[kTensors];
+    for (int i = 0; i < kTensors; ++i) {
+        e.w.in[i] = rig::ramp(kFloats, 7.0f * static_cast<float>(i + 1));
+        e.w.out[i].assign(kFloats, -1.0f);
+        u[i] = rig::up(e.w.t[i], e.w.in[i].data(), kBytes);
+        d[i] = rig::down(e.w.t[i], e.w.out[i].data(), kBytes);
+    }
+    const sam3d_call c{u, kTensors, nullptr, d, kTensors, false};
+    sam3d_ticket t = 0;
+    ASSERT_EQ(sam3d_session_submit(e.s, &c, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(deferred::g_events_new, kTensors) << "three input pieces' events and the completion event";
+    EXPECT_EQ(e.r.counters(e.s).event_records, uint64_t{kTensors});
+    ASSERT_EQ(sam3d_session_wait(e.s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(e.w.out, e.w.in);
+}
+
 // One piece (SIZE_MAX): every input is staged before the first upload, no piece event is made,
 // and every output is copied out after the one synchronize.
 TEST_F(PiecesOrder, OnePieceStagesEverythingFirstAndMakesNoEvent) {

@@ -141,6 +141,97 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
     }
 }
 
+// A5's placement, ring order: a region goes where the region taken last ended when it fits
+// there. Three kept 8 MiB reservations A, B, C with A released before C was reserved: C goes
+// after B, not into A's free place at the front, and so a 16 MiB reservation then finds no
+// room (8 MiB free at the front, 8 MiB after C) and falls back to heap slots. With no ring
+// region held (a kept call of heap slots holds none), a region starts at the front.
+TEST_P(PlanBound, RegionsAreTakenInRingOrder) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t mib8 = size_t(8) << 20;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(mib8), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(mib8, 4);
+    // A kept zero-copy call uploading one 8 MiB slot: its slot.
+    const auto keep = [&](sam3d_ticket * k) -> uint8_t * {
+        const sam3d_slot_request req = {mib8};
+        void * p = nullptr;
+        EXPECT_EQ(sam3d_session_reserve(s, &req, 1, &p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+        std::memcpy(p, src.data(), mib8);
+        sam3d_upload u = rig::up(t, p, mib8);
+        const sam3d_call c{&u, 1, nullptr, nullptr, 0, false};
+        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, k), SAM3D_OK)
+            << sam3d_last_error();
+        return static_cast<uint8_t *>(p);
+    };
+    sam3d_ticket ka = 0, kb = 0, kc = 0;
+    uint8_t * a = keep(&ka);
+    uint8_t * b = keep(&kb);
+    EXPECT_EQ(b, a + mib8);
+    ASSERT_EQ(sam3d_session_release(s, ka), SAM3D_OK) << sam3d_last_error();
+    uint8_t * c = keep(&kc);
+    EXPECT_EQ(c, b + mib8) << "the region did not follow the one taken last";
+    const sam3d_slot_request big = {2 * mib8};
+    void * p = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &big, 1, &p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "16 MiB found room between 8 MiB free places";
+    EXPECT_EQ(sam3d_session_staging_in_flight(s), 2 * mib8) << "only B and C are held";
+    // Kept, those heap slots hold no ring region: with B and C released, nothing of the ring is
+    // held, and the next region starts at the front again.
+    std::memcpy(p, src.data(), mib8);
+    sam3d_upload u = rig::up(t, p, mib8);
+    const sam3d_call c_heap{&u, 1, nullptr, nullptr, 0, false};
+    sam3d_ticket kh = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c_heap, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kh), SAM3D_OK)
+        << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_release(s, kb), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_release(s, kc), SAM3D_OK) << sam3d_last_error();
+    sam3d_ticket kd = 0;
+    EXPECT_EQ(keep(&kd), a) << "with no ring region held, a region starts at the front";
+    EXPECT_EQ(sam3d_session_release(s, kd), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_release(s, kh), SAM3D_OK) << sam3d_last_error();
+}
+
+// Ring order counts every region taken, not only reservations: while a kept 8 MiB region A
+// holds the front, a run of 4 MiB stages through the region after it and a queued copying call
+// of 4 MiB takes the next, each ending where the next region starts; so a reservation made after
+// them starts 16 MiB in, though both of theirs are free again by then.
+TEST_P(PlanBound, RunsAndQueuedCallsTakeTheirRegionsInRingOrderToo) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t mib4 = size_t(4) << 20, mib8 = size_t(8) << 20;
+    ggml_tensor * t = r.bytes(static_cast<int64_t>(mib8), "t");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> src = rig::pattern(mib8, 6);
+    const sam3d_slot_request req = {mib8};
+    void * a = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &req, 1, &a), SAM3D_OK) << sam3d_last_error();
+    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memcpy(a, src.data(), mib8);
+    sam3d_upload ua = rig::up(t, a, mib8);
+    const sam3d_call ca{&ua, 1, nullptr, nullptr, 0, false};
+    sam3d_ticket ka = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &ca, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &ka), SAM3D_OK)
+        << sam3d_last_error();
+    sam3d_upload u = rig::up(t, src.data(), mib4);
+    const sam3d_call c{&u, 1, nullptr, nullptr, 0, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    sam3d_ticket q = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &q), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, q), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(r.counters(s).pinned_batches, 3u);
+    void * b = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &req, 1, &b), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+    EXPECT_EQ(static_cast<uint8_t *>(b) - static_cast<uint8_t *>(a), static_cast<std::ptrdiff_t>(2 * mib8))
+        << "the reservation did not start where the queued call's region ended";
+    EXPECT_EQ(sam3d_session_release(s, ka), SAM3D_OK) << sam3d_last_error();
+}
+
 // A staging buffer that grew to exactly the bound is the ring (A5: the ring is the staging buffer
 // at the bound; rule 3: it is reused): a queued call and a reservation after a run of the bound
 // take regions of it, with no second allocation.

@@ -1,11 +1,13 @@
 // The staged path's layout and ordering, observed through recording seam entries: staging
 // offsets aligned for odd sizes and reused across calls (rule 2), capabilities read once
 // (rule 6), the drain before compute with the perf logger (rule 7), the time counters as
-// disjoint intervals (rule 8), serialized calls (rule 9).
+// disjoint intervals and each phase in its counter (rule 8), serialized calls (rule 9).
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "cases.h"
+#include "deferred.h"
 #include "probe.h"
 #include "rig.h"
 
@@ -324,6 +326,144 @@ TEST_P(Staging, TimeCountersAreDisjointIntervalsOfEachCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Staging, testing::ValuesIn(rig::staged_kinds()), rig::param_name);
+
+namespace {
+
+// cpu_staged's async transfers (GGML's own: a copy at once), each taking kSlowMs first: a slow
+// driver call, so that each enqueue is seen in enqueue_ns.
+constexpr int kSlowMs = 10;
+void slow_set_async(ggml_backend_t b, ggml_tensor * t, const void * d, size_t o, size_t n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSlowMs));
+    ggml_backend_tensor_set_async(b, t, d, o, n);
+}
+void slow_get_async(ggml_backend_t b, const ggml_tensor * t, void * d, size_t o, size_t n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSlowMs));
+    ggml_backend_tensor_get_async(b, t, d, o, n);
+}
+// The deferred queue's event wait (deferred.h), taking kSlowMs first.
+void slow_event_synchronize(ggml_backend_event_t e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSlowMs));
+    deferred::event_synchronize(e);
+}
+
+}  // namespace
+
+// Rule 8's time counters hold each phase of a staged call: every upload's and download's
+// enqueue in enqueue_ns (a run of two uploads and one download, each enqueue 10 ms: at least
+// 30 ms), and each copy in copy_ns: the inputs' into staging (a call of uploads only) and the
+// outputs' out of it (a call of downloads only).
+TEST(StagingTimes, EveryEnqueueAndEveryCopyAreCounted) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    r.seam().tensor_set_async = slow_set_async;
+    r.seam().tensor_get_async = slow_get_async;
+    const int64_t n = int64_t(1) << 18;  // 1 MiB of F32 per tensor
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(static_cast<size_t>(n), 1.0f), b = rig::ramp(static_cast<size_t>(n), 2.0f);
+    std::vector<float> out(static_cast<size_t>(n), -1.0f);
+    ASSERT_EQ(cases::run(s, w, a.data(), b.data(), out.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out, cases::expected(a, b));
+    sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.pinned_batches, 1u);
+    EXPECT_GE(k.enqueue_ns, uint64_t{3} * kSlowMs * 1000 * 1000) << "an upload's or the download's enqueue was not counted";
+    sam3d_session_reset_counters(s);
+    sam3d_upload u[] = {rig::up(w.a, a.data(), static_cast<size_t>(n) * 4)};
+    const sam3d_call c{u, 1, nullptr, nullptr, 0, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    k = r.counters(s);
+    EXPECT_EQ(k.pinned_batches, 1u);
+    EXPECT_GT(k.copy_ns, 0u) << "the copy of 1 MiB of inputs into staging took no time";
+    EXPECT_GE(k.enqueue_ns, uint64_t{kSlowMs} * 1000 * 1000);
+    sam3d_session_reset_counters(s);
+    std::vector<float> back(static_cast<size_t>(n), -1.0f);
+    sam3d_download d[] = {rig::down(w.a, back.data(), static_cast<size_t>(n) * 4)};
+    const sam3d_call c2{nullptr, 0, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_run(s, &c2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(back, a);
+    EXPECT_GT(r.counters(s).copy_ns, 0u) << "the copy of 1 MiB of outputs out of staging took no time";
+    // Queued: the uploads' enqueue, then the graph's and the download's with the completion
+    // event, all in enqueue_ns.
+    sam3d_session_reset_counters(s);
+    std::fill(out.begin(), out.end(), -1.0f);
+    sam3d_ticket t = 0;
+    ASSERT_EQ(cases::submit(s, w, a.data(), b.data(), out.data(), SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out, cases::expected(a, b));
+    EXPECT_GE(r.counters(s).enqueue_ns, uint64_t{3} * kSlowMs * 1000 * 1000)
+        << "a queued call's upload or download enqueue was not counted";
+    // Queued, downloads only: the output copy at the wait is in copy_ns.
+    sam3d_session_reset_counters(s);
+    std::fill(back.begin(), back.end(), -1.0f);
+    ASSERT_EQ(sam3d_session_submit(s, &c2, SAM3D_SUBMIT_QUEUED, &t), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(back, a);
+    EXPECT_GT(r.counters(s).copy_ns, 0u) << "the copy of a queued call's 1 MiB of outputs at its wait took no time";
+}
+
+namespace {
+
+ggml_status slow_failing_compute(ggml_backend_t, ggml_cgraph *) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(kSlowMs));
+    return GGML_STATUS_FAILED;
+}
+
+}  // namespace
+
+// A graph that fails after 10 ms in its enqueue (graph_compute_async returns
+// GGML_STATUS_FAILED): the failed call keeps that enqueue time in enqueue_ns (rule 8).
+TEST(StagingTimes, AFailedGraphsEnqueueIsCounted) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    r.seam().graph_compute_async = slow_failing_compute;
+    const int64_t n = 64;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 2.0f);
+    std::vector<float> out(n, -1.0f);
+    ASSERT_EQ(cases::run(s, w, a.data(), b.data(), out.data()), SAM3D_ERR_COMPUTE);
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.failed_calls, 1u);
+    EXPECT_GE(k.enqueue_ns, uint64_t{kSlowMs} * 1000 * 1000) << "the failed graph's enqueue was not counted";
+}
+
+// The same for a run's output pieces (rule 2): the wait for a piece's event is in
+// synchronize_ns (one wait of 10 ms) and the copy-out of that piece in copy_ns. Downloads only,
+// a first piece of 1 MiB and a last of 64 bytes: the first piece's copy (tens of microseconds)
+// is most of copy_ns, the rest is the 64 bytes after the synchronize.
+TEST(StagingTimes, APiecesWaitAndCopyOutAreCounted) {
+    deferred::reset();
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());
+    r.seam().event_synchronize = slow_event_synchronize;
+    const size_t big = size_t(1) << 20, small = 64;
+    ggml_tensor * tb = r.bytes(static_cast<int64_t>(big), "big");
+    r.bytes(64, "apart");
+    ggml_tensor * ts = r.bytes(static_cast<int64_t>(small), "small");
+    r.alloc();
+    const std::vector<uint8_t> want_b = rig::pattern(big, 1), want_s = rig::pattern(small, 2);
+    ggml_backend_tensor_set(tb, want_b.data(), 0, big);
+    ggml_backend_tensor_set(ts, want_s.data(), 0, small);
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.staging_piece_bytes = big;
+    sam3d_session * s = r.session(o);
+    std::vector<uint8_t> got_b(big), got_s(small);
+    sam3d_download d[] = {rig::down(tb, got_b.data(), big), rig::down(ts, got_s.data(), small)};
+    const sam3d_call c{nullptr, 0, nullptr, d, 2, false};
+    ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(got_b, want_b);
+    EXPECT_EQ(got_s, want_s);
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.event_synchronizes, 1u) << "one event, after the first of two pieces";
+    EXPECT_GE(k.synchronize_ns, uint64_t{kSlowMs} * 1000 * 1000) << "the piece's event wait was not counted";
+    EXPECT_GE(k.copy_ns, 5000u) << "the copy-out of the 1 MiB piece was not counted";
+    deferred::reset();
+}
 
 // Rule 6: device props and the host buffer type are read once per session, not per call.
 TEST(Capabilities, AreReadOncePerSessionNotPerCall) {
