@@ -141,6 +141,25 @@ TEST_P(PlanBound, KeptSlotsThatFellBackDoNotMakeAPinnedBatch) {
     }
 }
 
+namespace {
+
+// A kept zero-copy call (A4) uploading all of `src` into `t` from one slot of its size, reserved
+// for it in the ring: the slot (its ticket in *k).
+uint8_t * keep_one_slot(sam3d_session * s, ggml_tensor * t, const std::vector<uint8_t> & src, sam3d_ticket * k) {
+    const sam3d_slot_request req = {src.size()};
+    void * p = nullptr;
+    EXPECT_EQ(sam3d_session_reserve(s, &req, 1, &p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memcpy(p, src.data(), src.size());
+    sam3d_upload u = rig::up(t, p, src.size());
+    const sam3d_call c{&u, 1, nullptr, nullptr, 0, false};
+    EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, k), SAM3D_OK)
+        << sam3d_last_error();
+    return static_cast<uint8_t *>(p);
+}
+
+}  // namespace
+
 // A5's placement, ring order: a region goes where the region taken last ended when it fits
 // there. Three kept 8 MiB reservations A, B, C with A released before C was reserved: C goes
 // after B, not into A's free place at the front, and so a 16 MiB reservation then finds no
@@ -154,19 +173,7 @@ TEST_P(PlanBound, RegionsAreTakenInRingOrder) {
     r.alloc();
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     const std::vector<uint8_t> src = rig::pattern(mib8, 4);
-    // A kept zero-copy call uploading one 8 MiB slot: its slot.
-    const auto keep = [&](sam3d_ticket * k) -> uint8_t * {
-        const sam3d_slot_request req = {mib8};
-        void * p = nullptr;
-        EXPECT_EQ(sam3d_session_reserve(s, &req, 1, &p), SAM3D_OK) << sam3d_last_error();
-        EXPECT_TRUE(sam3d_session_reservation_pinned(s));
-        std::memcpy(p, src.data(), mib8);
-        sam3d_upload u = rig::up(t, p, mib8);
-        const sam3d_call c{&u, 1, nullptr, nullptr, 0, false};
-        EXPECT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, k), SAM3D_OK)
-            << sam3d_last_error();
-        return static_cast<uint8_t *>(p);
-    };
+    const auto keep = [&](sam3d_ticket * k) { return keep_one_slot(s, t, src, k); };
     sam3d_ticket ka = 0, kb = 0, kc = 0;
     uint8_t * a = keep(&ka);
     uint8_t * b = keep(&kb);
@@ -207,16 +214,9 @@ TEST_P(PlanBound, RunsAndQueuedCallsTakeTheirRegionsInRingOrderToo) {
     r.alloc();
     sam3d_session * s = r.session(SAM3D_BATCHING_ON);
     const std::vector<uint8_t> src = rig::pattern(mib8, 6);
-    const sam3d_slot_request req = {mib8};
-    void * a = nullptr;
-    ASSERT_EQ(sam3d_session_reserve(s, &req, 1, &a), SAM3D_OK) << sam3d_last_error();
-    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
-    std::memcpy(a, src.data(), mib8);
-    sam3d_upload ua = rig::up(t, a, mib8);
-    const sam3d_call ca{&ua, 1, nullptr, nullptr, 0, false};
     sam3d_ticket ka = 0;
-    ASSERT_EQ(sam3d_session_submit(s, &ca, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &ka), SAM3D_OK)
-        << sam3d_last_error();
+    uint8_t * a = keep_one_slot(s, t, src, &ka);
+    ASSERT_NE(ka, 0u);
     sam3d_upload u = rig::up(t, src.data(), mib4);
     const sam3d_call c{&u, 1, nullptr, nullptr, 0, false};
     ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
@@ -224,11 +224,11 @@ TEST_P(PlanBound, RunsAndQueuedCallsTakeTheirRegionsInRingOrderToo) {
     ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_QUEUED, &q), SAM3D_OK) << sam3d_last_error();
     ASSERT_EQ(sam3d_session_wait(s, q), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(r.counters(s).pinned_batches, 3u);
-    void * b = nullptr;
-    ASSERT_EQ(sam3d_session_reserve(s, &req, 1, &b), SAM3D_OK) << sam3d_last_error();
-    EXPECT_TRUE(sam3d_session_reservation_pinned(s));
-    EXPECT_EQ(static_cast<uint8_t *>(b) - static_cast<uint8_t *>(a), static_cast<std::ptrdiff_t>(2 * mib8))
+    sam3d_ticket kb = 0;
+    uint8_t * b = keep_one_slot(s, t, src, &kb);
+    EXPECT_EQ(b - a, static_cast<std::ptrdiff_t>(2 * mib8))
         << "the reservation did not start where the queued call's region ended";
+    EXPECT_EQ(sam3d_session_release(s, kb), SAM3D_OK) << sam3d_last_error();
     EXPECT_EQ(sam3d_session_release(s, ka), SAM3D_OK) << sam3d_last_error();
 }
 
