@@ -285,6 +285,12 @@ FINDINGS = {
     "late-view-no-room": encode(reserve(SBOUND), run(call(ups=[desc(LATE_VIEW, arena(0))]))),
     # transfer.h lists a NULL tensor under sam3d_session_remove_area's invalid_argument; the core
     # returns null_tensor (as add does). The model takes either until the two agree.
+    # A zero-copy upload mirrored 296 bytes past its predecessor 4 bytes into a slot started past
+    # the slot's first kShadow bytes; the harness's fill of the caller's input ran from there to
+    # "kShadow - at" (wrapped) bytes, past the heap slot's end (ASan: heap-buffer-overflow in
+    # fuzz::fill). The harness was at fault, not the core.
+    "mirrored-slot-past-shadow": encode(reserve(SBOUND),
+                                        submit(ZC, call(ups=[desc(A, slot(0, inside=True)), desc(LATE_VIEW, MIRROR)]))),
     "remove-area-null": encode(add_area(NULL_TENSOR), remove_area(NULL_TENSOR), add_area(UNALLOCATED),
                                remove_area(UNALLOCATED), add_area(LATE_VIEW), remove_area(LATE_VIEW)),
 }

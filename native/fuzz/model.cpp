@@ -20,6 +20,13 @@ uint8_t * resolve(const HostRef & r, int w) {
 }
 
 NO_COVERAGE void write_all(const HostRef & ref, size_t n, bool canary) {
+    // The harness is a caller: it writes only memory the contract gives it, the arena and, of a
+    // reservation, each slot's own sizes[i] bytes (rule A1).
+    const size_t room = ref.kind == HostRef::Arena ? kArena
+                        : ref.kind == HostRef::Slot ? g_model.sets[ref.set].sizes[ref.slot]
+                                                    : 0;
+    CHECK(ref.at <= room && n <= room - ref.at, "the fuzz target writes only caller memory (the arena, a slot's own bytes)",
+          "write of " + str(n) + " bytes at " + str(ref.at) + " of a block of " + str(room));
     const uint32_t seed = ++g_model.fills;
     for (int w = 0; w < kWorlds; ++w) {
         uint8_t * p = resolve(ref, w);

@@ -180,10 +180,14 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
     if (reads_its_own_gaps(c, submit && zero_copy, verdicts)) {
         return;
     }
-    // The caller writes the inputs of a zero-copy call into its slots.
+    // The caller writes the inputs of a zero-copy call into its slots: from the upload's start to
+    // the end of the slot's compared bytes or of the upload, whichever is further, inside the slot
+    // (a mirrored descriptor can start past the compared bytes of a slot larger than kShadow).
     for (const Desc & d : c.ups) {
         if (d.host.kind == HostRef::Slot && d.host.set == g_model.pending) {
-            write_all(d.host, shadow_of(g_model.sets[d.host.set], d.host.slot) - d.host.at, false);
+            const SlotSet & s = g_model.sets[d.host.set];
+            const size_t end = std::min(s.sizes[d.host.slot], std::max(shadow_of(s, d.host.slot), d.host.at + d.size));
+            write_all(d.host, end > d.host.at ? end - d.host.at : 0, false);
         }
     }
     const char * op = submit ? "submit" : "run";
