@@ -19,7 +19,8 @@ def test_vulkan_variants_need_the_vulkan_packages():
 
 def test_clang_runtime_package_follows_the_installed_clang(monkeypatch):
     monkeypatch.setattr(system, "clang_major", lambda: "19")
-    assert "libclang-rt-19-dev" in system.required_packages([variants.get("vulkan-ubsan")])
+    pkgs = system.required_packages([variants.get("vulkan-ubsan")])
+    assert "libclang-rt-19-dev" in pkgs and "llvm-19" in pkgs  # llvm-19: the symbolizer
     monkeypatch.setattr(system, "clang_major", lambda: None)
     pkgs = system.required_packages([variants.get("vulkan-ubsan")])
     assert "clang" in pkgs and not any(p.startswith("libclang-rt") for p in pkgs)
@@ -57,3 +58,24 @@ def test_hash_mismatch_shows_both_hashes(tmp_path):
     with pytest.raises(system.HashMismatch) as e:
         system.check_sha256(f, system.VULKAN_DEV_SHA256)
     assert system.VULKAN_DEV_SHA256 in str(e.value) and actual in str(e.value)
+
+
+def test_clang_variants_name_the_installed_clang_s_symbolizer(monkeypatch, tmp_path):
+    """A Clang variant's runs point each of its sanitizers at clang's llvm-symbolizer; a GCC
+    variant's (its runtimes symbolize themselves) and a machine without one set nothing."""
+    from sam3d.tools import ctest
+
+    fake = tmp_path / "llvm-symbolizer"
+    fake.write_text("")
+    monkeypatch.setattr(system, "clang_symbolizer", lambda: fake)
+    env = ctest.test_env(variants.get("cpu-asan"), base={})
+    assert env["ASAN_SYMBOLIZER_PATH"] == env["UBSAN_SYMBOLIZER_PATH"] == str(fake)
+    assert "TSAN_SYMBOLIZER_PATH" not in env
+    assert not any(k.endswith("_SYMBOLIZER_PATH") for k in ctest.test_env(variants.get("cpu-tsan"), base={}))
+    monkeypatch.setattr(system, "clang_symbolizer", lambda: None)
+    assert not any(k.endswith("_SYMBOLIZER_PATH") for k in ctest.test_env(variants.get("cpu-asan"), base={}))
+
+
+def test_the_clang_symbolizer_is_the_one_of_clang_s_version(monkeypatch):
+    monkeypatch.setattr(system, "clang_major", lambda: "0")
+    assert system.clang_symbolizer() is None  # no llvm-0 here

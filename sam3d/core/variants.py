@@ -49,7 +49,10 @@ class Sanitizer:
         the CMake target of that name (native/sanitizers/, built in every such variant), packed in
         the bundle's lib/ of the variant.
     canary: (name, report pattern): native/tests/canaries/<name>.cpp, a CTest pair that passes
-        only when the sanitizer stops it with that report.
+        only when the sanitizer stops it with that report; the pattern ends in the canary's own
+        function, so it matches only a symbolized report.
+    symbolizer_env: the variable naming the runtime's external symbolizer (compiler-rt's
+        ``<TOOL>_SYMBOLIZER_PATH``); Clang variants' runs set it (tools/ctest.py test_env).
     suppressions: its suppression file in native/sanitizers/.
     may_suppress: what an entry of that file may name (a regular expression over the entry's
         frame or library), and in words; each entry follows a comment giving its upstream cause.
@@ -62,6 +65,7 @@ class Sanitizer:
     ggml_switch: str
     runtime: tuple[tuple[str, str], ...]
     canary: tuple[str, str]
+    symbolizer_env: str
     suppressions: str
     may_suppress: tuple[str, str]
     cuda_runtime: tuple[tuple[str, str], ...] = ()
@@ -82,7 +86,8 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         # leaving the driver's allocations in frames of no module, which no suppression can name
         # (docs/gpu.md, "vulkan-asan on NVIDIA"): a dlclose that keeps them mapped.
         vulkan_preload="sam3d_keep_loaded",
-        canary=("leak", "LeakSanitizer: detected memory leaks"),
+        canary=("leak", "LeakSanitizer: detected memory leaks.* in leak_on_purpose"),
+        symbolizer_env="ASAN_SYMBOLIZER_PATH",
         suppressions="lsan.supp",
         may_suppress=(r"libcuda\b|libcudart|libcublas|libnvidia-|libvulkan_lvp|libVkLayer_khronos_validation|"
                       r"^ggml_backend_vk_reg_get_device$",
@@ -96,7 +101,8 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         ggml_switch="GGML_SANITIZE_UNDEFINED",
         # Compiled recoverable (so suppressions work), made fatal here.
         runtime=(("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1:suppressions={suppressions}"),),
-        canary=("ub", "runtime error: signed integer overflow"),
+        canary=("ub", "runtime error: signed integer overflow.* in overflow_on_purpose"),
+        symbolizer_env="UBSAN_SYMBOLIZER_PATH",
         suppressions="ubsan.supp",
         may_suppress=(r"ggml", "GGML's frames or libraries"),
     ),
@@ -105,7 +111,8 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         ggml_switch="GGML_SANITIZE_THREAD",
         # Exits on the first report; shows where both mutexes of a lock-order inversion were taken.
         runtime=(("TSAN_OPTIONS", "halt_on_error=1:second_deadlock_stack=1:suppressions={suppressions}"),),
-        canary=("race", "WARNING: ThreadSanitizer: data race"),
+        canary=("race", "WARNING: ThreadSanitizer: data race.* in store_racing"),
+        symbolizer_env="TSAN_SYMBOLIZER_PATH",
         suppressions="tsan.supp",
         may_suppress=(r"ggml", "GGML's frames"),
     ),

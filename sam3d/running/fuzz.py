@@ -2,8 +2,9 @@
 
 The target runs in the one variant that declares the fuzz role (core/variants.py). It
 runs over the seed corpus and the findings in native/fuzz/ (read only); the inputs libFuzzer
-adds go to build/fuzz/corpus/, a failing input to build/fuzz/artifacts/. The normal suite runs
-the same target for a fixed number of inputs (CTest Fuzz.capi_2000_runs).
+adds go to build/fuzz/corpus/, a failing input to build/fuzz/artifacts/. The normal suite
+replays every kept input (CTest Fuzz.capi_kept_inputs), then runs the same target for a fixed
+number of inputs (Fuzz.capi_2000_runs).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import host, paths
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import write_if_changed
-from ..core.variants import Variant
+from ..core.variants import Variant, sanitizers_of
 from . import system
 
 SUPPRESSIONS = Path("native") / "sanitizers"
@@ -29,9 +29,14 @@ def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     (SAM3D_REQUIRE_CUDA_DEVICE=1). The inherited flags of host.RUNNER_REMOVED_ENV
     (SAM3D_BATCHED_TRANSFERS, GGML's transfer-changing Vulkan and CUDA flags) are removed:
     tests choose. The variant's preloads (preload_libs) are in LD_PRELOAD, as run.py sets them.
+    A Clang variant's sanitizers name the installed clang's llvm-symbolizer (system.py), so every
+    report names its functions.
     """
     env = host.runner_env(dict(os.environ if base is None else base))
     env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
+    symbolizer = system.clang_symbolizer() if v.compiler == "clang" else None
+    for s in sanitizers_of(v.sanitizer) if symbolizer else ():
+        env[s.symbolizer_env] = str(symbolizer)
     try:
         host.with_preload(env, list(preload_libs(v).values()))
     except FileNotFoundError as e:

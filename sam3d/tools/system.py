@@ -46,7 +46,9 @@ class HashMismatch(Sam3dError):
 
 
 # Clang variants: the distribution's clang; its UBSan/ASan runtimes are in
-# libclang-rt-<major>-dev (only recommended by clang on Debian), added once clang is there.
+# libclang-rt-<major>-dev and its llvm-symbolizer in llvm-<major> (both only recommended by
+# clang on Debian), added once clang is there. Without the symbolizer compiler-rt's reports name
+# no function ("WARNING: invalid path to external symbolizer!", Debian 13).
 CLANG_PACKAGES = ("clang",)
 
 
@@ -67,8 +69,15 @@ def required_packages(variants: list[Variant]) -> list[str]:
         pkgs += CLANG_PACKAGES
         major = clang_major()
         if major:
-            pkgs.append(f"libclang-rt-{major}-dev")
+            pkgs += [f"libclang-rt-{major}-dev", f"llvm-{major}"]
     return pkgs
+
+
+def clang_symbolizer() -> Path | None:
+    """The llvm-symbolizer of the installed clang (Debian's llvm-<major>), or None."""
+    major = clang_major()
+    path = Path(f"/usr/lib/llvm-{major}/bin/llvm-symbolizer") if major else None
+    return path if path is not None and path.is_file() else None
 
 
 def missing_packages(packages: list[str]) -> list[str]:

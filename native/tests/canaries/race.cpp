@@ -1,6 +1,6 @@
 // Sanitizer canary: a data race on purpose (two threads write one int, nothing orders them).
 // Registered WILL_FAIL: ThreadSanitizer must report "data race" and, with
-// TSAN_OPTIONS=halt_on_error=1, exit non-zero.
+// TSAN_OPTIONS=halt_on_error=1, exit non-zero; the symbolized report names store_racing.
 // Both threads are alive when they store: a barrier (an atomic counter, which orders nothing
 // after it) lets them start together, and each stores many times, so the race is there on
 // every run whichever thread the scheduler runs first (with one store each, a run once
@@ -12,7 +12,7 @@
 static int g_shared;
 static std::atomic<int> g_arrived{0};
 
-static void store_racing(int value) {
+__attribute__((noinline)) static void store_racing(int value) {
     g_arrived.fetch_add(1, std::memory_order_relaxed);
     while (g_arrived.load(std::memory_order_relaxed) < 2) {
         std::this_thread::yield();
