@@ -285,10 +285,16 @@ def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
 
     from sam3d.cli import bench
     from sam3d.core import paths
+    from sam3d.core.errors import NotBuilt
     from sam3d.results import table as report
+    from sam3d.running import bench as bench_runner
 
     name = f"pytest-merge-{os.getpid()}"
     vs = [variants.get("cpu-asan"), variants.get("release")]
+    try:
+        bench_runner.require_built(vs)
+    except NotBuilt as e:
+        pytest.skip(str(e))
     try:
         rc = bench.bench(vs, name=name, images=2, warmups=0, build=False)
         run_dir = paths.diagnostics_dir() / name

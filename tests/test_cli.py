@@ -187,7 +187,7 @@ def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, caps
     asked for. release's build folder holds, written here, a CTest suite of one test (`true`,
     label normal) and the three binaries a bundle packs (copies of `true`), but no GGML record:
     ctest runs the suite to the end, the bundle gets as far as the record and says how to build,
-    and so does the benchmark (no driver)."""
+    and the benchmark refuses before running (no compile_commands.json)."""
     import shutil
     from sam3d.cli.main import main
     from sam3d.core import paths
@@ -217,6 +217,22 @@ def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, caps
     assert rc != 0 and "nox -s build -- release" in out.out + out.err
     if argv[0] == "bundle":
         assert f"{build / 'ggml-package.json'} is missing" in out.err
+
+
+def test_bench_no_build_of_an_unbuilt_variant_refuses_at_once(monkeypatch, tmp_path, capsys):
+    """Like ctest and fuzz: exit 2, one line naming the variant, what is missing and the build
+    command; no run folder is made."""
+    import shutil
+    from sam3d.cli.main import main
+    from sam3d.core import paths
+
+    profiles = Path("native") / "bench" / "profiles"
+    shutil.copytree(paths.root() / profiles, tmp_path / profiles)
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
+    assert main(["bench", "--no-build", "--name", "unbuilt", "release"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("sam3d bench: release is not built (") and "nox -s build -- release" in line
+    assert not (tmp_path / "generated" / "diagnostics" / "unbuilt").exists()
 
 
 def test_checked_replays_are_listed_per_layout(tmp_path):

@@ -60,6 +60,8 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     (schema sam3d-bench-result/3), logs/ (driver output and stderr, build logs), the table and
     the evidence folder. A variant that fails to build or run keeps a result file with status
     "failed" and the reason; a run with any failure is kept, marked as not accepted evidence."""
+    if not build:
+        runner.require_built(vs)
     t_start = time.monotonic()
     f = runner.facts()
     run_name = name or runner.default_run_name()

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core import paths, profile
-from ..core.errors import Sam3dError
+from ..core.errors import NotBuilt, Sam3dError
 from ..core.variants import Variant
 from ..tools import build as building
 from ..tools import provenance, system
@@ -105,6 +105,18 @@ def default_run_name() -> str:
 def run_dir_for(name: str, force: bool = False) -> Path:
     """generated/diagnostics/<name>/ (paths.new_folder: a safe name, new unless ``force``)."""
     return paths.new_folder(name, "--name", paths.diagnostics_dir(), force, BenchError)
+
+
+def require_built(vs: list[Variant]) -> None:
+    """NotBuilt naming the first variant whose driver, floor probe or compile_commands.json (the
+    build facts every result records) is missing, and the command that builds it: a run with
+    --no-build refuses before it makes its run folder, as ctest and fuzz do."""
+    for v in vs:
+        need = (driver.path(v), driver.path(v, driver.PROBE), paths.build_dir(v.name, v.build_type) / "compile_commands.json")
+        missing = next((p for p in need if not p.is_file()), None)
+        if missing is not None:
+            raise NotBuilt(f"{v.name} is not built ({missing} is missing): build it first (nox -s build -- {v.name}), "
+                           "or leave --no-build out")
 
 
 def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
