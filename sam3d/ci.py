@@ -12,7 +12,7 @@ accepted result file before the merged table counts as complete.
     python -m sam3d.ci evidence-dirs FOLDER            # folders holding result files
     python -m sam3d.ci check FOLDER [--job NAME=RESULT ...] [--gpu true|false]
     python -m sam3d.ci junit FOLDER...                 # Markdown table of the JUnit reports' counts
-    python -m sam3d.ci gate FOLDER                     # fail when a row is slower than off (one run)
+    python -m sam3d.ci gate FOLDER                     # fail when a row is slower than off or failed (one run)
     python -m sam3d.ci baseline-run                    # run_id=<newest successful run of main>
 """
 
@@ -212,11 +212,14 @@ def gate(folder: Path) -> list[str]:
     """What one run proves wrong about speed: every batched row of each ok result against the
     off row of the same result (stats.change: Mann-Whitney U and the minimum effect), a row
     significantly slower than off is a problem. Outputs and counters are checked by the
-    benchmark itself (results/checks.py)."""
-    problems = []
-    for f in result_files(folder):
+    benchmark itself (results/checks.py). It fails closed: a failed result, or a folder with
+    none, is a problem too."""
+    files = result_files(folder)
+    problems = [] if files else [f"{folder}: no result files: nothing shows the run was not slower"]
+    for f in files:
         r = load(f)
         if r["status"] != "ok":
+            problems.append(f"{f.name}: {r['backend']} failed: {r['reason']}")
             continue
         by_mode = {row["batching"]: [s["wall_ms"] for s in row["samples"]] for row in r["rows"]}
         for mode, wall in by_mode.items():
@@ -276,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("junit", help="print a Markdown table of the JUnit reports' counts")
     s.add_argument("folders", nargs="+", type=Path)
 
-    s = sub.add_parser("gate", help="fail when a batched row of a run is slower than its off row")
+    s = sub.add_parser("gate", help="fail when a batched row of a run is slower than its off row, or a result failed")
     s.add_argument("folder", type=Path)
 
     sub.add_parser("baseline-run", help="print run_id=<the newest successful run of main> (empty when none)")
@@ -324,7 +327,7 @@ def _command(args: argparse.Namespace) -> int:
         for line in problems:
             print(f"  FAIL {line}")
         print(f"sam3d.ci gate: {args.folder}: " + ("no batched row slower than off" if not problems
-                                                   else f"{len(problems)} row(s) slower than off"))
+                                                   else f"{len(problems)} problem(s)"))
         return 1 if problems else 0
     if args.command == "baseline-run":
         run_id, note = baseline_run(os.environ)

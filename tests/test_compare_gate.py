@@ -96,3 +96,55 @@ def test_one_run_gate_on_not_slower_than_off(tmp_path, run1):
         s["wall_ms"] *= 1.10
     problems = ci.gate(Path(_folder(tmp_path, "slow", slow)))
     assert len(problems) == 1 and "CPU batching on is slower than off" in problems[0]
+
+
+def _failed(result):
+    r = copy.deepcopy(result)
+    r.update(status="failed", reason="the driver exited 1", rows=[])
+    return r
+
+
+def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepted_folder(tmp_path, run1, capsys):
+    """--fail-on any exits 1 naming each: B's run failed; B lacks a row A has; B's folder is
+    marked NOT-ACCEPTED. --accept lets each kind pass, and only that kind."""
+    a = _folder(tmp_path, "a", run1)
+    failed = _folder(tmp_path, "failed", _failed(run1))
+    assert cli.main(["compare", "--fail-on", "any", a, failed]) == 1
+    err = capsys.readouterr().err
+    assert "the gate cannot pass" in err and "not comparable (failed)" in err
+    assert cli.main(["compare", "--fail-on", "any", "--accept", "failed", a, failed]) == 0
+
+    one_row = copy.deepcopy(run1)
+    one_row["rows"] = [r for r in one_row["rows"] if r["batching"] == "off"]
+    b = _folder(tmp_path, "one-row", one_row)
+    assert cli.main(["compare", "--fail-on", "any", a, b]) == 1
+    assert "cpu-asan CPU" in (err := capsys.readouterr().err) and ": only in A" in err
+    assert cli.main(["compare", "--fail-on", "any", "--accept", "missing", a, b]) == 0
+    capsys.readouterr()
+
+    marked = Path(_folder(tmp_path, "marked", run1))
+    (marked / "NOT-ACCEPTED").write_text("a variant failed to build\n")
+    assert cli.main(["compare", "--fail-on", "any", a, str(marked)]) == 1
+    out, err = capsys.readouterr()
+    assert "WARNING: not accepted evidence: B (" in out and "NOT-ACCEPTED is there" in err
+    assert cli.main(["compare", "--fail-on", "any", "--accept", "missing,failed", a, str(marked)]) == 1
+    assert cli.main(["compare", "--fail-on", "any", "--accept", "not-accepted", a, str(marked)]) == 0
+    # without --fail-on it stays a report
+    assert cli.main(["compare", a, failed]) == 0
+
+
+@pytest.mark.parametrize("argv", [["--alpha", "0"], ["--alpha", "1"], ["--alpha", "-0.1"], ["--accept", "slower"],
+                                  ["--accept", ""]])
+def test_the_gate_s_settings_outside_their_range_are_refused(tmp_path, run1, capsys, argv):
+    a = _folder(tmp_path, "a", run1)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["compare", "--fail-on", "any", *argv, a, a])
+    assert e.value.code == 2 and argv[0] in capsys.readouterr().err
+
+
+def test_the_one_run_gate_fails_on_a_failed_result_and_on_an_empty_folder(tmp_path, run1):
+    from sam3d import ci
+    problems = ci.gate(Path(_folder(tmp_path, "failed", _failed(run1))))
+    assert len(problems) == 1 and "CPU failed: the driver exited 1" in problems[0]
+    (tmp_path / "empty").mkdir()
+    assert ci.gate(tmp_path / "empty") == [f"{tmp_path / 'empty'}: no result files: nothing shows the run was not slower"]

@@ -147,13 +147,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Prints run B against run A; exit 1 when a row changed the way --fail-on names."""
     c = compare.compare(args.a, args.b, min_effect=args.min_effect, alpha=args.alpha, force=args.force)
     print(c.json() if args.format == "json" else c.markdown(), end="")
-    if args.fail_on and c.changed(args.fail_on):
-        rows = c.changed(args.fail_on)
+    if not args.fail_on:
+        return 0
+    rows, unmet = c.changed(args.fail_on), c.unmet(args.accept)
+    if rows:
         print(f"sam3d compare: {len(rows)} row(s) {args.fail_on if args.fail_on != 'any' else 'changed'}: "
               + "; ".join(f"{r['variant']} {r['backend']} {r['batching']} B/A {r['B/A']} (p {r['p']})" for r in rows),
               file=sys.stderr)
-        return 1
-    return 0
+    if unmet:
+        print(f"sam3d compare: the gate cannot pass: {'; '.join(unmet)} (--accept "
+              f"{','.join(compare.UNMET)} names what to let pass)", file=sys.stderr)
+    return 1 if rows or unmet else 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -342,6 +346,26 @@ def _at_least(minimum: int):
     return parse
 
 
+def _probability(text: str) -> float:
+    """An argparse type: a significance level, in (0, 1) (0 would make every row "no change")."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: not a number") from None
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be > 0 and < 1 (e.g. 0.05)")
+    return x
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    """An argparse type: a comma-separated list of compare.UNMET's kinds."""
+    kinds = tuple(k for k in text.split(",") if k)
+    wrong = [k for k in kinds if k not in compare.UNMET]
+    if wrong or not kinds:
+        raise argparse.ArgumentTypeError(f"{text}: expected one or more of {', '.join(compare.UNMET)}, comma-separated")
+    return kinds
+
+
 def _share(text: str) -> float:
     """An argparse type: a number in [0, 1)."""
     try:
@@ -406,10 +430,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("a", metavar="A", help="folder (or file) of the baseline run")
     s.add_argument("b", metavar="B", help="folder (or file) of the run compared with it")
     s.add_argument("--fail-on", choices=sorted(compare.FAIL_ON), help="exit 1 when a row is slower, faster, "
-                   "or either (any)")
+                   "or either (any); and, unless --accept names it, when a row is on one side only, a result "
+                   "failed or a side is not accepted evidence")
+    s.add_argument("--accept", type=_kinds, default=(), metavar="KIND[,KIND...]",
+                   help=f"with --fail-on, what lets the gate pass anyway: {', '.join(compare.UNMET)}")
     s.add_argument("--min-effect", type=_share, default=compare.MIN_EFFECT,
                    help=f"smallest change of B/A that counts, as a share (default {compare.MIN_EFFECT:g} = 5%%)")
-    s.add_argument("--alpha", type=_share, default=compare.ALPHA,
+    s.add_argument("--alpha", type=_probability, default=compare.ALPHA,
                    help=f"significance level of the test (default {compare.ALPHA:g})")
     s.add_argument("--force", action="store_true", help="compare runs of different profiles or machines anyway")
     s.add_argument("--format", choices=("markdown", "json"), default="markdown")

@@ -9,10 +9,12 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import limits
+from . import checks, limits
 from . import schema as res
 from . import stats
+from .evidence import NOT_ACCEPTED_FILE
 from .rows import MODE_ORDER, ReportError, Row, ms, rows, variant_rank
 from .table import Column, floor_ratio, layout, limit_ratio, tabulate_rows
 
@@ -27,6 +29,10 @@ class MachineMismatch(ReportError):
 
 # --fail-on: which verdicts make `compare` exit 1.
 FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "any": ("slower", "faster")}
+# What else a gate (--fail-on) fails on unless --accept names it: a row on one side only, a failed
+# result on either side, a side that is not accepted evidence (its folder's NOT-ACCEPTED marker,
+# or results outside their own output checks: results/checks.py).
+UNMET = {"missing": ("only in A", "only in B"), "failed": ("not comparable (failed)",), "not-accepted": ()}
 MIN_EFFECT = 0.05
 ALPHA = 0.05
 COLUMNS = [Column("variant"), Column("backend"), Column("device"), Column("batching"),
@@ -47,16 +53,25 @@ class Comparison:
     min_effect: float = MIN_EFFECT
     alpha: float = ALPHA
     forced: list[str] = field(default_factory=list)
+    not_accepted: list[str] = field(default_factory=list)  # "A (where): why", per side not accepted
 
     def changed(self, fail_on: str = "any") -> list[dict]:
         """The rows whose verdict --fail-on ``fail_on`` fails on."""
         return [r for r in self.rows if r["verdict"] in FAIL_ON[fail_on]]
+
+    def unmet(self, accept: Sequence[str] = ()) -> list[str]:
+        """What a gate fails on besides changed rows, each named (UNMET's kinds), less the kinds
+        in ``accept``."""
+        out = [f"{r['variant']} {r['backend']} {r['device']} {r['batching']}: {r['verdict']}"
+               for r in self.rows for kind, verdicts in UNMET.items() if kind not in accept and r["verdict"] in verdicts]
+        return out + ([f"not accepted evidence: {x}" for x in self.not_accepted] if "not-accepted" not in accept else [])
 
     def markdown(self) -> str:
         table = [{k: v for k, v in r.items() if k != "verdict"} for r in self.rows]
         shown, caption = layout(COLUMNS, table)
         lines = [f"A: {self.where_a}", f"B: {self.where_b}", ""]
         lines += [f"WARNING: forced: {text}" for text in self.forced] + ([""] if self.forced else [])
+        lines += [f"WARNING: not accepted evidence: {x}" for x in self.not_accepted] + ([""] if self.not_accepted else [])
         if caption:
             lines += ["all rows: " + ", ".join(caption), ""]
         lines += [tabulate_rows(shown, table), "",
@@ -70,7 +85,8 @@ class Comparison:
 
     def json(self) -> str:
         return json.dumps({"a": self.where_a, "b": self.where_b, "min_effect": self.min_effect,
-                           "alpha": self.alpha, "forced": self.forced, "rows": self.rows,
+                           "alpha": self.alpha, "forced": self.forced, "not_accepted": self.not_accepted,
+                           "rows": self.rows,
                            "changed": len(self.changed())}, indent=1) + "\n"
 
 
@@ -188,4 +204,17 @@ def compare(folder_a: str | os.PathLike, folder_b: str | os.PathLike, **options)
     ReportError/ResultError for unusable folders. ``options``: min_effect, alpha, force."""
     a = res.load_many([folder_a])
     b = res.load_many([folder_b])
-    return compare_results(a, b, str(folder_a), str(folder_b), **options)
+    c = compare_results(a, b, str(folder_a), str(folder_b), **options)
+    for side, where, results in (("A", folder_a, a), ("B", folder_b, b)):
+        c.not_accepted += [f"{side} ({where}): {why}" for why in _not_accepted(Path(where), results)]
+    return c
+
+
+def _not_accepted(given: Path, results: Sequence[dict]) -> list[str]:
+    """Why one side is not accepted evidence: the NOT-ACCEPTED marker of the evidence folder it is
+    or lies in (the folder itself, or the folder holding the results/ named), and the output
+    checks its ok results fail (a failed result is the gate's "failed")."""
+    folder = given if given.is_dir() else given.parent
+    markers = [d / NOT_ACCEPTED_FILE for d in (folder, folder.parent) if (d / NOT_ACCEPTED_FILE).is_file()]
+    out = [f"{markers[0]} is there" if markers else None]
+    return [x for x in out if x] + checks.problems([r for r in results if r["status"] == "ok"])
