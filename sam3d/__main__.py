@@ -1,5 +1,18 @@
+"""`python -m sam3d` and the `sam3d` console script: the command line (sam3d/cli/), imported
+inside run() so that a Ctrl-C while its modules load is one line and exit 130, as a Ctrl-C
+while a command runs is (cli/main.py)."""
+
 import sys
 
-from .cli import main
 
-sys.exit(main())
+def run() -> int:
+    try:
+        from .cli import main
+    except KeyboardInterrupt:
+        print("sam3d: interrupted", file=sys.stderr)
+        return 130
+    return main()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -555,7 +555,7 @@ def test_a_named_cuda_variant_runs_its_cuda_backend_only_with_an_nvidia_gpu(monk
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     v = variants.get("cuda-release")
     f = bench.Facts(prof={}, machine={}, commit="c", dirty=False)
-    ran = [(r.variant.name, r.backend) for r in bench.runs([v], tmp_path / "run", f, images=1, warmups=0,
+    ran = [(r.variant.name, r.backend) for r in bench.runs([v], tmp_path / "run", f, run_name="run", images=1, warmups=0,
                                                            build=False)]
     skipped = [ln for ln in capsys.readouterr().out.splitlines() if "skipped, no NVIDIA GPU here" in ln]
     assert ran == ([("cuda-release", "cpu"), ("cuda-release", "cuda")] if gpu else [("cuda-release", "cpu")])

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..core import paths, profile, variants
-from ..core.files import inside
+from ..core.files import inside, staged_folder
 from ..core.variants import Variant
 from ..results import checks, evidence, schema, table
 from ..running import bench as runner
@@ -34,11 +34,12 @@ def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **
         return make(None, f"{reason + '; ' if reason else ''}driver output does not fit the result schema: {e}")
 
 
-def report_evidence(written: list[dict], rd: Path, accepted: bool, reason: str | None) -> None:
-    """Prints the table and writes the evidence folder."""
+def report_evidence(written: list[dict], staged: Path, final: Path, accepted: bool, reason: str | None) -> None:
+    """Writes the evidence folder into ``staged`` (core/files.py staged_folder of ``final``) and
+    prints the table."""
+    evidence.write_evidence(written, staged, accepted, reason, title=final.name)
     if written:
-        print(table.render_terminal(written, full=rd / "table.md"), flush=True)
-    evidence.write_evidence(written, rd, accepted, reason)
+        print(table.render_terminal(written, full=final / evidence.TABLE_FILE), flush=True)
 
 
 def _print_rows(doc: dict) -> None:
@@ -69,24 +70,37 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     print(f"sam3d bench: run {run_name} -> {rd}", flush=True)
     print(f"sam3d bench: profile {f.prof['path']} v{f.prof['version']} sha256 {f.prof['sha256']}", flush=True)
     written: list[dict] = []
-    for run in runner.runs(vs, rd, f, images=images, warmups=warmups, driver_args=driver_args, build=build):
-        r = result_of(run.variant, run.backend, run.doc, run.reason, prof=f.prof, machine_info=f.machine,
-                      commit=f.commit, build=run.build, extra=run.extra)
-        schema.write(rd / f"{run.variant.name}-{run.backend}.json", r)
-        written.append(r)
-        if run.ran:
-            print(f"{run.tag}: {r['status']} in {run.seconds:.1f} s"
-                  f"{': ' + r['reason'] if r['reason'] else ''}", flush=True)
-        if run.doc is not None:
-            _print_rows(run.doc)
-    _keep_reports(vs, rd)
-    failed = [f"{r['variant']} {r['backend']}: {r['reason']}" for r in written if r["status"] != "ok"]
-    accepted = not failed
-    reason = None if accepted else f"{len(failed)} of {len(written)} runs failed: " + " / ".join(failed)
-    report_evidence(written, rd, accepted, reason)
+    with staged_folder(rd, on_abort=lambda staged: _keep_logs(staged, run_name)) as out:
+        for run in runner.runs(vs, out, f, run_name=run_name, images=images, warmups=warmups,
+                               driver_args=driver_args, build=build):
+            r = result_of(run.variant, run.backend, run.doc, run.reason, prof=f.prof, machine_info=f.machine,
+                          commit=f.commit, build=run.build, extra=run.extra)
+            schema.write(out / f"{run.variant.name}-{run.backend}.json", r)
+            written.append(r)
+            if run.ran:
+                print(f"{run.tag}: {r['status']} in {run.seconds:.1f} s"
+                      f"{': ' + r['reason'] if r['reason'] else ''}", flush=True)
+            if run.doc is not None:
+                _print_rows(run.doc)
+        _keep_reports(vs, out)
+        failed = [f"{r['variant']} {r['backend']}: {r['reason']}" for r in written if r["status"] != "ok"]
+        accepted = not failed
+        reason = None if accepted else f"{len(failed)} of {len(written)} runs failed: " + " / ".join(failed)
+        report_evidence(written, out, rd, accepted, reason)
     print(f"sam3d bench: {len(written) - len(failed)}/{len(written)} runs ok in {time.monotonic() - t_start:.1f} s; "
           f"evidence: {rd}{'' if accepted else ' (NOT ACCEPTED)'}", flush=True)
     return 0 if accepted else 1
+
+
+def _keep_logs(staged: Path, run_name: str) -> None:
+    """What an interrupted or failed run keeps of its staged folder: the driver and build logs,
+    moved to build/logs/bench-<run-name>/ (the evidence folder is left as it was)."""
+    if (staged / "logs").is_dir():
+        kept = paths.logs_dir() / f"bench-{run_name}"
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(staged / "logs", kept)
+        print(f"sam3d bench: the run's logs are kept in {kept}", flush=True)
 
 
 def _keep_reports(vs: list[Variant], rd: Path) -> None:
@@ -123,59 +137,60 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
     manifest = summary["manifest"]
     prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
     rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}", force)
-    written, reasons, tests = [], [], []
-    for vname, vrun in summary["variants"].items():
-        v = variants.get(vname)
-        vm = manifest["variants"][vname]
-        extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
-                 "build_machine": manifest["build_machine"]}
-        if vrun.get("error"):
-            reasons.append(f"{vname}: {vrun['error']}")
-        for n, entry in enumerate(vrun.get("bench", [])):
-            backend = entry.get("backend", "vulkan")  # bundles before CUDA ran Vulkan only
-            doc, why = bundle.driver_output(raw_dir, entry)
-            r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
-                          commit=manifest["git_commit"], build=vm["build"],
-                          extra={**extra, **bundle.probe_output(raw_dir, entry),
-                                 **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
-            if r["status"] != "ok":
-                reasons.append(f"{vname}: {r['reason']}")
-            schema.write(rd / f"{vname}-{backend}-{n}.json", r)
-            written.append(r)
-        for kind, t in (vrun.get("device_tests") or {}).items():
-            tests.append((vname, kind, t))
-            if t.get("not_applicable"):
-                continue
-            if t.get("report"):  # the GoogleTest XML report, kept with the evidence
-                src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
-                if src.is_file():
-                    (rd / "reports").mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(src, rd / "reports" / src.name)
-            if t["failed"] or t["exit_code"] or not t["passed"]:
-                reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
-                               f"{t['skipped']} skipped, exit {t['exit_code']}")
-            if checker_findings(t):
-                reasons.append(f"{vname}: device tests ({kind}): {checker_findings(t)}")
-        for ctag, c in (vrun.get("canaries") or {}).items():
-            tests.append((vname, f"canary ({ctag})", {"exit_code": c["exit_code"], "passed": int(c["caught"]),
-                                                      "failed": int(not c["caught"]), "skipped": 0,
-                                                      **{k: c[k] for k in CHECKER_COUNTS if k in c}}))
-            if not c["caught"]:
-                reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
-        for b in vrun.get("checked_replays") or []:
-            ok = b["exit_code"] == 0
-            layout = "" if b.get("layout", "scattered") == "scattered" else f", {b['layout']} layout"
-            tests.append((vname, f"{b['backend']} replay, 1 image{layout} ({b['checker']})",
-                          {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
-                           **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
-            if not ok or checker_findings(b):
-                reasons.append(f"{vname}: the checked replay{layout} ({b['checker']}): exit {b['exit_code']}"
-                               + (f", {checker_findings(b)}" if checker_findings(b) else ""))
-    accepted = not reasons
-    report_evidence(written, rd, accepted, "; ".join(reasons) or None)
-    text = table.device_tests(summary["machine"], tests)
-    (rd / "device-tests.md").write_text(text)
-    print(text, flush=True)
+    with staged_folder(rd) as out:
+        written, reasons, tests = [], [], []
+        for vname, vrun in summary["variants"].items():
+            v = variants.get(vname)
+            vm = manifest["variants"][vname]
+            extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
+                     "build_machine": manifest["build_machine"]}
+            if vrun.get("error"):
+                reasons.append(f"{vname}: {vrun['error']}")
+            for n, entry in enumerate(vrun.get("bench", [])):
+                backend = entry.get("backend", "vulkan")  # bundles before CUDA ran Vulkan only
+                doc, why = bundle.driver_output(raw_dir, entry)
+                r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
+                              commit=manifest["git_commit"], build=vm["build"],
+                              extra={**extra, **bundle.probe_output(raw_dir, entry),
+                                     **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
+                if r["status"] != "ok":
+                    reasons.append(f"{vname}: {r['reason']}")
+                schema.write(out / f"{vname}-{backend}-{n}.json", r)
+                written.append(r)
+            for kind, t in (vrun.get("device_tests") or {}).items():
+                tests.append((vname, kind, t))
+                if t.get("not_applicable"):
+                    continue
+                if t.get("report"):  # the GoogleTest XML report, kept with the evidence
+                    src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
+                    if src.is_file():
+                        (out / "reports").mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(src, out / "reports" / src.name)
+                if t["failed"] or t["exit_code"] or not t["passed"]:
+                    reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
+                                   f"{t['skipped']} skipped, exit {t['exit_code']}")
+                if checker_findings(t):
+                    reasons.append(f"{vname}: device tests ({kind}): {checker_findings(t)}")
+            for ctag, c in (vrun.get("canaries") or {}).items():
+                tests.append((vname, f"canary ({ctag})", {"exit_code": c["exit_code"], "passed": int(c["caught"]),
+                                                          "failed": int(not c["caught"]), "skipped": 0,
+                                                          **{k: c[k] for k in CHECKER_COUNTS if k in c}}))
+                if not c["caught"]:
+                    reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
+            for b in vrun.get("checked_replays") or []:
+                ok = b["exit_code"] == 0
+                layout = "" if b.get("layout", "scattered") == "scattered" else f", {b['layout']} layout"
+                tests.append((vname, f"{b['backend']} replay, 1 image{layout} ({b['checker']})",
+                              {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
+                               **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
+                if not ok or checker_findings(b):
+                    reasons.append(f"{vname}: the checked replay{layout} ({b['checker']}): exit {b['exit_code']}"
+                                   + (f", {checker_findings(b)}" if checker_findings(b) else ""))
+        accepted = not reasons
+        report_evidence(written, out, rd, accepted, "; ".join(reasons) or None)
+        text = table.device_tests(summary["machine"], tests)
+        (out / "device-tests.md").write_text(text)
+        print(text, flush=True)
     return rd, written, accepted
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import __version__
 from ..core import paths, variants
 from ..core.errors import Sam3dError
+from ..core.files import staged_folder
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
 from ..running import bench as bench_runner
@@ -130,12 +131,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Renders result files/folders into the one table (stdout) and an evidence folder."""
     out = Path(args.out) if args.out else paths.diagnostics_dir()
     folder = paths.new_folder(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out, args.force)
-    rs = schema.load_many(args.paths)
+    rs = schema.load_many(args.paths)  # before anything is written: a bad input replaces nothing
+    with staged_folder(folder) as staged:
+        evidence.write_evidence(rs, staged, title=folder.name)
     if args.format == "json":
         print(json.dumps(table.records(rs), indent=1))
     else:
         print(table.render_terminal(rs, full=folder / "table.md"), end="")
-    evidence.write_evidence(rs, folder)
     problems = checks.problems(rs)
     print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
           + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"

@@ -1,16 +1,17 @@
-"""Writing and reading the files a run leaves: one atomic writer, one JSON Schema check, and
-the one rule for file names that a file from another machine names."""
+"""Writing and reading the files a run leaves: one atomic writer for files and one for folders,
+one JSON Schema check, and the one rule for file names that a file from another machine names."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-import jsonschema
 
 from .errors import Sam3dError
 
@@ -20,6 +21,8 @@ def check_schema(doc: Any, schema: Mapping, source: str, error: type[Sam3dError]
     """``doc`` unchanged when it follows the JSON Schema ``schema``; otherwise ``error`` naming
     ``source`` and the field (a dotted path such as rows[0].samples[3].wall_ms) of the most
     relevant problem jsonschema finds, then ``hint``."""
+    import jsonschema  # off the start-up path of every command
+
     problem = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
     if problem is None:
         return doc
@@ -81,3 +84,78 @@ def write_if_changed(path: Path, text: str) -> None:
     """write_atomic, skipped when the file already holds exactly ``text`` (keeps its mtime)."""
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         write_atomic(path, text)
+
+
+# A folder being written (staged_folder) and an old one being replaced, beside the final folder.
+_STAGED, _OLD = ".{}.new-{}", ".{}.old-{}"
+# Errors that mean the disk, not the input: "could not be written; nothing was replaced".
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_folder(final: Path) -> None:
+    """Undoes what a crashed staged_folder left beside ``final`` (a kill, a power cut; an
+    exception or Ctrl-C cleans up itself): a staged folder of a process no longer running is
+    removed; an old folder moved aside is moved back when ``final`` is missing (the crash came
+    between the two renames: the old evidence is restored) and removed when ``final`` is there
+    (the crash came after them)."""
+    parent = final.parent
+    if not parent.is_dir():
+        return
+    for p in parent.glob(_STAGED.format(final.name, "*")):
+        if not _pid_alive(p.name.rsplit("-", 1)[1]):
+            shutil.rmtree(p, ignore_errors=True)
+    for p in sorted(parent.glob(_OLD.format(final.name, "*"))):
+        if _pid_alive(p.name.rsplit("-", 1)[1]) and p.name.rsplit("-", 1)[1] != str(os.getpid()):
+            continue
+        if not final.exists():
+            os.rename(p, final)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_folder(final: Path, error: type[Sam3dError] = Sam3dError,
+                  on_abort: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Yields an empty folder beside ``final`` (``.<name>.new-<pid>``) to write the whole output
+    into; when the block ends normally it becomes ``final``: a folder already there is renamed
+    to ``.<name>.old-<pid>``, the new one renamed into place, then the old one removed (an
+    exception between the two renames moves the old one back; a kill there is undone by
+    recover_folder, which the next command runs). When the
+    block raises (an error, Ctrl-C, a full disk), ``on_abort`` may keep what it wants of the
+    staged folder elsewhere, the staged folder is removed and ``final`` is left as it was; a
+    full or read-only disk is reported as ``error`` naming ``final``. The caller checks first
+    whether ``final`` may be replaced (paths.new_folder)."""
+    staged = final.parent / _STAGED.format(final.name, os.getpid())
+    shutil.rmtree(staged, ignore_errors=True)
+    try:
+        staged.mkdir(parents=True)
+        yield staged
+    except BaseException as e:
+        if on_abort is not None:
+            with contextlib.suppress(Exception):
+                on_abort(staged)
+        shutil.rmtree(staged, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in _NO_ROOM:
+            raise error(f"{final} could not be written ({e.strerror}: {e.filename}); nothing was replaced") from None
+        raise
+    old = final.parent / _OLD.format(final.name, os.getpid())
+    try:
+        if final.exists():
+            os.rename(final, old)
+        os.rename(staged, final)
+    except BaseException:  # interrupted between the two renames: the old folder back in place
+        if old.exists() and not final.exists():
+            os.rename(old, final)
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import Sam3dError
+from .files import recover_folder
 
 # Run and evidence-folder names: they become folder names under generated/diagnostics/.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -65,12 +66,14 @@ def new_folder(name: str, what: str, parent: Path, force: bool = False,
                error: type[Sam3dError] = Sam3dError) -> Path:
     """parent/name for a command's output folder (every command that names one: bench, report,
     device-import): ``name`` must be a safe folder name (folder_name) and the folder new or
-    empty; an existing one is refused naming --force, and with ``force`` it is removed first."""
+    empty, or ``force`` given; an existing one is refused naming --force. Nothing is removed
+    here: the command writes the folder through files.staged_folder, which replaces the old one
+    only once the new one is complete. A crash of an earlier replacement is recovered first
+    (files.recover_folder)."""
     d = parent / folder_name(name, what, parent, error)
-    if d.exists() and any(d.iterdir()):
-        if not force:
-            raise error(f"{d} already exists: choose another {what} or pass --force to replace it")
-        shutil.rmtree(d)
+    recover_folder(d)
+    if d.exists() and any(d.iterdir()) and not force:
+        raise error(f"{d} already exists: choose another {what} or pass --force to replace it")
     return d
 
 

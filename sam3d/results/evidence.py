@@ -111,10 +111,11 @@ def _result_filename(i: int, r: dict) -> str:
 
 
 def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted: bool = True,
-                   reason: str | None = None) -> Path:
+                   reason: str | None = None, title: str | None = None) -> Path:
     """Writes the evidence folder and returns it.
 
-    run_dir is the folder itself, normally paths.diagnostics_dir() / <run-name>. Written:
+    run_dir is the folder itself, normally the staged folder (core/files.py staged_folder) of
+    paths.diagnostics_dir() / <run-name>; ``title`` is the run name (default: run_dir's). Written:
     table.md (the render() table under the run name), timings.png (plot()), results/*.json
     (a copy of every result, written atomically; stale copies in results/ are removed). Other
     files in run_dir (logs, per-sample JSON written by the runner) are left alone.
@@ -138,9 +139,10 @@ def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted
     for i, r in enumerate(results, 1):
         res.write(rd / _result_filename(i, r), r)
 
+    title = title or d.name
     if results:
-        plot(results, d / PLOT_FILE, title=d.name)
-    head = [f"# {d.name}", ""]
+        plot(results, d / PLOT_FILE, title=title)
+    head = [f"# {title}", ""]
     if reasons:
         head += ["**NOT ACCEPTED** as evidence:", ""] + [f"- {cell(x)}" for x in reasons] + [""]
     body = render(results) if results else "no results\n"

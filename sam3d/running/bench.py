@@ -119,10 +119,11 @@ def require_built(vs: list[Variant]) -> None:
                            "or leave --no-build out")
 
 
-def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
+def runs(vs: list[Variant], rd: Path, f: Facts, *, run_name: str, images: int, warmups: int,
          driver_args: tuple[str, ...] = (), build: bool = True) -> Iterator[DriverRun]:
     """Builds (unless ``build`` is false), then runs the driver per variant and backend, with its
-    raw output and log in rd/logs/; yields each DriverRun as it finishes."""
+    raw output and log in rd/logs/ (rd: the staged folder of the run ``run_name``; what the
+    results say of the logs is relative to it); yields each DriverRun as it finishes."""
     logs = rd / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     build_failed: dict[str, str] = {}
@@ -140,7 +141,7 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
     jobs = [(v, b) for v, b in jobs if not (b == "cuda" and v in no_cuda)]
     for i, (v, b) in enumerate(jobs, 1):
         run = DriverRun(v, b, f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",
-                        extra={"git_dirty": f.dirty, "run_name": rd.name})
+                        extra={"git_dirty": f.dirty, "run_name": run_name})
         if v.name in build_failed:
             run.reason = f"build failed: {build_failed[v.name]}"
         else:
@@ -151,7 +152,7 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, images: int, warmups: int,
             except Sam3dError as e:
                 run.reason = str(e)
             if run.reason is None and not driver.path(v).is_file():
-                run.reason = f"{driver.path(v)} is missing after the build: see {logs / building.log_path(v).name}"
+                run.reason = f"{driver.path(v)} is missing after the build: see logs/{building.log_path(v).name}"
         if run.reason is not None:
             print(f"{run.tag}: FAILED before running: {run.reason}", flush=True)
             yield run
