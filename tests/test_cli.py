@@ -135,6 +135,54 @@ def test_device_import_on_json_that_does_not_parse(tmp_path):
     assert "summary.json: not valid JSON (line 1" in r.stderr
 
 
+_BUILT = {"manifest__variants__release__build": {"compile_flags": ["-O2"], "build_type": "Release",
+                                                  "ggml_version": "0.20.2"}}
+
+
+@pytest.mark.parametrize("what", ["driver_output", "floor_probe", "report", "summary.json"])
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "oversized"])
+def test_device_import_reads_the_folder_s_own_regular_files_only(tmp_path, what, kind):
+    """A file summary.json names (or summary.json itself) that is a symbolic link (here to a
+    file outside the folder), not a regular file, or over 16 MiB: refused in one line naming it,
+    exit 2, nothing imported; the outside file is never read into the evidence."""
+    secret = tmp_path / "outside.json"
+    secret.write_text('{"secret": "outside the folder"}')
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    tests = {"plain": {"exit_code": 0, "passed": 1, "failed": 0, "skipped": 0, "report": "report.xml"}}
+    _summary(raw, variants__release__bench=[{"exit_code": 0, "driver_output": "driver_output",
+                                             "floor_probe": "floor_probe"}],
+             variants__release__device_tests=tests, **_BUILT)
+    target = raw / ("report.xml" if what == "report" else what)
+    if what == "summary.json":
+        target.rename(tmp_path / "summary-real.json")
+        secret = tmp_path / "summary-real.json"
+    if kind == "symlink":
+        target.symlink_to(secret)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        with open(target, "wb") as f:
+            f.truncate(16 * 2**20 + 1)
+    r = _run("device-import", str(raw), "--name", "untrusted", root=tmp_path / "root")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    want = {"symlink": "is a symbolic link: refused", "fifo": "not a regular file: refused",
+            "oversized": "larger than 16 MiB, more than a run writes: refused"}[kind]
+    assert line == f"sam3d device-import: {target}: {want}" or line.startswith(f"sam3d device-import: {target}: {want}")
+    assert not (tmp_path / "root" / "generated" / "diagnostics" / "untrusted").exists()
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_a_result_file_that_is_not_utf8_is_one_line(tmp_path, command):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"schema": "sam3d-bench-result/3", "host": "\xff"}')
+    args = ("report", "--out", str(tmp_path / "out"), str(bad)) if command == "report" else ("compare", str(bad), str(bad))
+    r = _run(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == f"sam3d {command}: {bad}: not UTF-8 text (byte 44: b'\\xff'); a result or run file is UTF-8 JSON"
+
+
 def test_ci_matrix_of_no_variants_is_one_line(tmp_path):
     (tmp_path / "v.json").write_text("[]")
     for arg in (str(tmp_path / "v.json"), str(tmp_path / "missing.json")):

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..core import paths, profile, variants
-from ..core.files import inside, staged_folder
+from ..core.files import inside, read_untrusted, staged_folder
 from ..core.variants import Variant
 from ..results import checks, evidence, schema, table
 from ..running import bench as runner
@@ -163,9 +163,9 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
                     continue
                 if t.get("report"):  # the GoogleTest XML report, kept with the evidence
                     src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
-                    if src.is_file():
+                    if src.exists() or src.is_symlink():
                         (out / "reports").mkdir(parents=True, exist_ok=True)
-                        shutil.copyfile(src, out / "reports" / src.name)
+                        (out / "reports" / src.name).write_bytes(read_untrusted(src, bundle.BundleError))
                 if t["failed"] or t["exit_code"] or not t["passed"]:
                     reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
                                    f"{t['skipped']} skipped, exit {t['exit_code']}")

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -37,18 +38,57 @@ def check_schema(doc: Any, schema: Mapping, source: str, error: type[Sam3dError]
     raise error(f"{source}: field {field or '(top level)'!r}: {text}{hint}")
 
 
-def read_json(path: Path, error: type[Sam3dError] = Sam3dError) -> Any:
+def read_json(path: Path, error: type[Sam3dError] = Sam3dError, untrusted: bool = False) -> Any:
     """The JSON document in ``path``; ``error`` naming the file (and line) when it cannot be
-    read or parsed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise error(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    read, decoded or parsed. ``untrusted``: a file of another machine's folder (read_untrusted)."""
+    if untrusted:
+        text = decode(read_untrusted(path, error), str(path), error)
+    else:
+        try:
+            text = decode(path.read_bytes(), str(path), error)
+        except OSError as e:
+            raise error(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
                     "a truncated file means the run that wrote it did not finish") from None
+
+
+# The most a file that another machine's run leaves may hold: the bundle's run.py writes files
+# well under it (summary.json, driver and probe outputs, GoogleTest reports).
+MAX_UNTRUSTED_BYTES = 16 * 2**20
+
+
+def read_untrusted(path: Path, error: type[Sam3dError] = Sam3dError, limit: int = MAX_UNTRUSTED_BYTES) -> bytes:
+    """The bytes of a file that a folder from another machine holds (inside() gives its path):
+    opened without following a symbolic link, and only when it is a regular file of at most
+    ``limit`` bytes; ``error`` naming the file and what it is otherwise. A path the user typed
+    is not read this way: it is taken as typed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise error(f"{path}: is a symbolic link: refused (a run's folder holds its own files; copy the "
+                        "file itself there)") from None
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: not a regular file: refused")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit // 2**20} MiB, more than a run writes: refused")
+    return data
+
+
+def decode(data: bytes, source: str, error: type[Sam3dError] = Sam3dError) -> str:
+    """``data`` as UTF-8 text; ``error`` naming ``source`` and the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{source}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
+                    "a result or run file is UTF-8 JSON") from None
 
 
 def inside(folder: Path, name: Any, field: str, error: type[Sam3dError] = Sam3dError) -> Path:

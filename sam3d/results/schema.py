@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import Sam3dError
-from ..core.files import check_schema, write_atomic
+from ..core.files import check_schema, read_json, write_atomic
 from ..core.variants import Variant
 from .limits import floor_check
 
@@ -162,15 +162,7 @@ def validate(result: Any, source: str = "<result>") -> dict:
 
 
 def _parse(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ResultError(f"{path}: cannot read: {e.strerror or e}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ResultError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                          "a truncated file means the run that wrote it did not finish") from None
+    return read_json(path, ResultError)
 
 
 def load(path: str | os.PathLike) -> dict:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..core import gpu_checks, host, paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
-from ..core.files import check_schema, inside, read_json
+from ..core.files import check_schema, inside, read_json, read_untrusted
 from ..tools import checkers, ctest, cuda, ggml_package, provenance, system
 from . import driver
 from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
@@ -352,9 +352,9 @@ def read_summary(raw_dir: Path) -> dict:
     (BundleError naming the file and the field) and with every variant it names a variant of
     this checkout and of its manifest."""
     summary_path = raw_dir / "summary.json"
-    if not summary_path.is_file():
+    if not summary_path.exists() and not summary_path.is_symlink():
         raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.py wrote (--out)")
-    summary = check_schema(read_json(summary_path, BundleError), SUMMARY_SCHEMA, str(summary_path), BundleError,
+    summary = check_schema(read_json(summary_path, BundleError, untrusted=True), SUMMARY_SCHEMA, str(summary_path), BundleError,
                            "; it is the file the bundle's run.py writes")
     for name in summary["variants"]:
         if name not in summary["manifest"]["variants"]:
@@ -367,12 +367,16 @@ def read_summary(raw_dir: Path) -> dict:
     return summary
 
 
-def _entry_file(raw_dir: Path, entry: dict, key: str) -> Path | None:
-    """The file a benchmark entry of summary.json names under ``key``, read only from raw_dir (a
-    name with '/' or '..' is refused); None when it names none or the file is missing."""
+def _entry_file(raw_dir: Path, entry: dict, key: str) -> tuple[Path, str] | None:
+    """(path, text) of the file a benchmark entry of summary.json names under ``key``, read only
+    from raw_dir (a name with '/' or '..' is refused) as files.read_untrusted reads (a link, a
+    non-regular file or one over the bound is refused); None when it names none or the file is
+    missing."""
     name = entry.get(key)
     raw = inside(raw_dir, name, f"summary.json's {key}", BundleError) if name is not None else None
-    return raw if raw is not None and raw.is_file() else None
+    if raw is None or (not raw.exists() and not raw.is_symlink()):
+        return None
+    return raw, read_untrusted(raw, BundleError).decode("utf-8", errors="replace")
 
 
 # The facts of a bench run that run.py records in its summary entry (bundle_run.run_bench), which
@@ -387,7 +391,7 @@ def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:
     if raw is None:
         return None, entry.get("error") or "the driver wrote no output"
     try:
-        return driver.read_output(raw), None
+        return driver.read_output(*raw), None
     except driver.DriverError as e:
         return None, str(e)
 
@@ -400,6 +404,6 @@ def probe_output(raw_dir: Path, entry: dict) -> dict:
         return {"floor_probe": None,
                 "floor_probe_error": entry.get("floor_probe_error") or "the bundle ran no floor probe"}
     try:
-        return {"floor_probe": driver.read_probe(raw)}
+        return {"floor_probe": driver.read_probe(*raw)}
     except driver.DriverError as e:
         return {"floor_probe": None, "floor_probe_error": str(e)}

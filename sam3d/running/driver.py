@@ -94,9 +94,10 @@ def _document(text: str, where: str, schema: str) -> dict:
     return doc
 
 
-def read_output(p: Path) -> dict:
-    """The driver's output document (schema sam3d-bench-driver/3); DriverError otherwise."""
-    return _document(p.read_text(errors="replace"), f"driver output {p}", OUTPUT_SCHEMA)
+def read_output(p: Path, text: str | None = None) -> dict:
+    """The driver's output document (schema sam3d-bench-driver/3) in ``p`` (or ``text``, read from
+    it already); DriverError otherwise."""
+    return _document(p.read_text(errors="replace") if text is None else text, f"driver output {p}", OUTPUT_SCHEMA)
 
 
 def run_probe(v: Variant, backend: str, log: Path, *, upload_bytes: int, download_bytes: int,
@@ -124,9 +125,10 @@ def run_probe(v: Variant, backend: str, log: Path, *, upload_bytes: int, downloa
         return None, str(e)
 
 
-def read_probe(p: Path) -> dict:
-    """The floor probe's document (schema sam3d-floor-probe/1) in ``p``; DriverError otherwise."""
-    return _document(p.read_text(errors="replace"), f"floor probe output {p}", PROBE_SCHEMA)
+def read_probe(p: Path, text: str | None = None) -> dict:
+    """The floor probe's document (schema sam3d-floor-probe/1) in ``p`` (or ``text``, read from it
+    already); DriverError otherwise."""
+    return _document(p.read_text(errors="replace") if text is None else text, f"floor probe output {p}", PROBE_SCHEMA)
 
 
 def error_line(log: Path) -> str:
