@@ -9,7 +9,8 @@ def run() -> int:
     try:
         from .cli import main
     except KeyboardInterrupt:
-        print("sam3d: interrupted", file=sys.stderr)
+        command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        print(f"sam3d{' ' + command if command else ''}: interrupted", file=sys.stderr)
         return 130
     return main()
 

@@ -7,6 +7,7 @@ two such runs of one build started at the same moment (`--images 100 --warmups 3
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,8 @@ def _failed(result):
     return r
 
 
-def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepted_folder(tmp_path, run1, capsys):
+def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepted_folder(tmp_path, run1, capsys,
+                                                                                         monkeypatch):
     """--fail-on any exits 1 naming each: B's run failed; B lacks a row A has; B's folder is
     marked NOT-ACCEPTED. --accept lets each kind pass, and only that kind."""
     a = _folder(tmp_path, "a", run1)
@@ -129,8 +131,18 @@ def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepte
     assert "WARNING: not accepted evidence: B (" in out and "NOT-ACCEPTED is there" in err
     assert cli.main(["compare", "--fail-on", "any", "--accept", "missing,failed", a, str(marked)]) == 1
     assert cli.main(["compare", "--fail-on", "any", "--accept", "not-accepted", a, str(marked)]) == 0
-    # without --fail-on it stays a report
+    # the marker of an evidence folder below the one named, or named through its results/ from inside it
+    parent = tmp_path / "parent"
+    shutil.copytree(marked, parent / "marked")
+    assert cli.main(["compare", "--fail-on", "any", a, str(parent)]) == 1
+    monkeypatch.chdir(marked)
+    assert cli.main(["compare", "--fail-on", "any", a, "."]) == 1
+    assert cli.main(["compare", "--fail-on", "any", a, "result.json"]) == 1
+    capsys.readouterr()
+    # without --fail-on it stays a report, and --accept without it is refused
     assert cli.main(["compare", a, failed]) == 0
+    assert cli.main(["compare", "--accept", "failed", a, failed]) == 2
+    assert "--accept says what a gate lets pass: it needs --fail-on" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--alpha", "0"], ["--alpha", "1"], ["--alpha", "-0.1"], ["--accept", "slower"],
@@ -148,3 +160,14 @@ def test_the_one_run_gate_fails_on_a_failed_result_and_on_an_empty_folder(tmp_pa
     assert len(problems) == 1 and "CPU failed: the driver exited 1" in problems[0]
     (tmp_path / "empty").mkdir()
     assert ci.gate(tmp_path / "empty") == [f"{tmp_path / 'empty'}: no result files: nothing shows the run was not slower"]
+
+
+def test_the_one_run_gate_counts_a_failed_result_that_is_not_utf8(tmp_path, run1):
+    """A result file that mentions the schema but does not decode is an error, not skipped."""
+    from sam3d import ci
+    from sam3d.results.schema import ResultError
+    folder = Path(_folder(tmp_path, "ok", run1))
+    failed = json.dumps(_failed(run1)).replace("the driver exited 1", "the driver exited \\u00ff")
+    (folder / "failed.json").write_bytes(failed.replace("\\u00ff", "\udcff").encode("utf-8", "surrogateescape"))
+    with pytest.raises(ResultError, match="failed.json: not UTF-8 text"):
+        ci.gate(folder)

@@ -38,7 +38,7 @@ def _intact(folder: Path) -> bool:
 # ---------------------------------------------------------------- the protocol, step by step
 def test_a_complete_block_replaces_the_old_folder_and_leaves_nothing_beside_it(tmp_path):
     final = _old(tmp_path / "out" / "keep")
-    with files.staged_folder(final) as staged:
+    with files.staged_folder(final, force=True) as staged:
         assert staged.parent == final.parent and staged.name.startswith(".keep.new-")
         (staged / "table.md").write_text("new\n")
         assert (final / "table.md").read_text() == "the old table\n"  # untouched until the end
@@ -78,7 +78,7 @@ def test_an_interrupt_between_the_two_renames_puts_the_old_folder_back(tmp_path,
         real(src, dst)
     monkeypatch.setattr(files.os, "rename", rename)
     with pytest.raises(KeyboardInterrupt):
-        with files.staged_folder(final) as staged:
+        with files.staged_folder(final, force=True) as staged:
             (staged / "table.md").write_text("new\n")
     assert _intact(final)
 
@@ -99,7 +99,7 @@ def test_a_kill_between_the_two_renames_is_undone_by_the_next_command(tmp_path):
     with pytest.raises(Sam3dError, match="already exists"):
         paths.new_folder("keep", "--name", final.parent)
     assert _intact(final)
-    with files.staged_folder(paths.new_folder("keep", "--name", final.parent, force=True)) as staged:
+    with files.staged_folder(paths.new_folder("keep", "--name", final.parent, force=True), force=True) as staged:
         (staged / "table.md").write_text("rerun\n")
     assert (final / "table.md").read_text() == "rerun\n"
 
@@ -112,7 +112,7 @@ def test_an_interrupt_after_the_renames_leaves_the_new_folder_and_the_next_comma
             raise KeyboardInterrupt
     monkeypatch.setattr(files.shutil, "rmtree", rmtree)
     with pytest.raises(KeyboardInterrupt):
-        with files.staged_folder(final) as staged:
+        with files.staged_folder(final, force=True) as staged:
             (staged / "table.md").write_text("new\n")
     monkeypatch.undo()
     assert (final / "table.md").read_text() == "new\n" and len(list(final.parent.iterdir())) == 2
@@ -125,6 +125,43 @@ def test_a_killed_writer_s_staged_folder_is_removed_by_the_next_command(tmp_path
     (final.parent / f".keep.new-{_dead_pid()}").mkdir()
     files.recover_folder(final)
     assert _intact(final)
+
+
+def test_without_force_a_folder_another_command_wrote_meanwhile_is_not_replaced(tmp_path):
+    """Two commands of the same name at once: the second to finish finds the folder taken and
+    refuses, naming it; the first one's folder stays."""
+    final = tmp_path / "out" / "keep"
+    with pytest.raises(Sam3dError) as e:
+        with files.staged_folder(final) as staged:
+            (staged / "table.md").write_text("second\n")
+            _old(final)  # the first command finished meanwhile
+    assert str(e.value) == f"{final} could not be written (another command wrote it meanwhile); nothing was replaced"
+    assert _intact(final)
+
+
+def test_a_symbolic_link_or_a_file_at_the_name_is_refused_before_any_work(tmp_path):
+    target = _old(tmp_path / "elsewhere")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "link").symlink_to(target)
+    (tmp_path / "out" / "file").write_text("x")
+    for name in ("link", "file"):
+        with pytest.raises(Sam3dError, match="exists and is not a folder"):
+            paths.new_folder(name, "--name", tmp_path / "out", force=True)
+    assert (target / "table.md").read_text() == "the old table\n"
+
+
+def test_a_name_longer_than_a_folder_name_can_be_is_refused(tmp_path):
+    paths.new_folder("n" * paths.MAX_NAME, "--name", tmp_path)
+    with pytest.raises(Sam3dError, match=f"--name is {paths.MAX_NAME + 1} characters long: use at most"):
+        paths.new_folder("n" * (paths.MAX_NAME + 1), "--name", tmp_path)
+
+
+def test_recovery_touches_only_its_own_name_s_siblings(tmp_path):
+    """.x.old-5.old-<pid> is what a replacement of the folder "x.old-5" leaves, not one of x's."""
+    pid = _dead_pid()
+    other = _old(tmp_path / f".x.old-5.old-{pid}")
+    files.recover_folder(tmp_path / "x")
+    assert not (tmp_path / "x").exists() and (other / "table.md").is_file()
 
 
 # ---------------------------------------------------------------- the commands
@@ -166,6 +203,29 @@ def test_report_on_a_full_disk_says_so_in_one_line_and_replaces_nothing(tmp_path
     assert line.startswith(f"sam3d report: {final} could not be written (No space left on device")
     assert line.endswith("nothing was replaced")
     assert _intact(final)
+
+
+def test_report_terminated_keeps_the_old_folder_and_readers_skip_nothing_half(tmp_path):
+    """SIGTERM (kill, timeout, systemd) unwinds like Ctrl-C: one line, exit 143, the old folder
+    intact; and a staged folder, while it exists, is never read as evidence."""
+    final = _old(tmp_path / "out" / "keep")
+    script = ("import os, signal, sys\n"
+              "from sam3d.results import evidence\n"
+              "real = evidence.write_evidence\n"
+              "def stop(*a, **k):\n"
+              "    real(*a, **k)\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "evidence.write_evidence = stop\n"
+              "from sam3d.cli import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", script, "report", "--out", str(tmp_path / "out"), "--name", "keep",
+                        "--force", str(RESULT)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 143 and r.stderr == "sam3d report: terminated\n", r.stderr
+    assert _intact(final)
+    half = tmp_path / "out" / f".keep.new-{os.getpid()}"
+    shutil.copytree(DATA, half / "results")
+    from sam3d.results import schema
+    assert schema.result_files(tmp_path / "out") == []
 
 
 def test_device_import_interrupted_keeps_the_old_folder(tmp_path, capsys, monkeypatch):

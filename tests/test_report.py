@@ -397,10 +397,14 @@ def test_result_files_and_loading_edges(tmp_path, make_result):
     old = dict(r, schema="sam3d-bench-result/9")
     (tmp_path / "a" / "z-old.json").write_text(json.dumps(old))
     (tmp_path / "a" / "list.json").write_text('["sam3d-bench-result/3"]')
-    (tmp_path / "a" / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")
+    (tmp_path / "a" / "binary.json").write_bytes(b"\xff\xfe no result")
     (tmp_path / "a" / "dir.json").mkdir()
     assert [p.relative_to(tmp_path).as_posix() for p in results.result_files(tmp_path)] == [
         "a/orig.json", "a/z-old.json", "b/copy.json"]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")  # a result that does not decode
+    with pytest.raises(results.ResultError, match=r"c/binary\.json: not UTF-8 text \(byte 0: "):
+        results.result_files(tmp_path / "c")
     assert results.load_many([tmp_path / "a" / "orig.json", tmp_path / "b"]) == [r]
     with pytest.raises(results.ResultError, match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
                                                   r"schema version 9; this reader needs version 3 or 2 or 1"):
@@ -432,7 +436,7 @@ def test_result_files_are_read_as_utf8_whatever_the_locale(monkeypatch, tmp_path
     monkeypatch.setattr(io, "text_encoding", lambda enc, *a: "latin-1" if enc is None else text_encoding(enc, *a))
     r = make_result(device="Radeon\u2122 Graphics", on_ms=ON, off_ms=OFF)
     (tmp_path / "r.json").write_bytes(json.dumps(r, ensure_ascii=False).encode("utf-8"))
-    (tmp_path / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe no result")
     assert results.load(tmp_path / "r.json")["device"] == "Radeon\u2122 Graphics"
     assert results.result_files(tmp_path) == [tmp_path / "r.json"]
     assert results.load_many([tmp_path]) == [r]
@@ -505,7 +509,6 @@ def test_a_machine_is_named_by_hostname_and_gpu_or_cpu(make_result):
 def test_write_evidence_accepted(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
     (tmp_path / "run1").mkdir()
-    (tmp_path / "run1" / "NOT-ACCEPTED").write_text("stale")
     (tmp_path / "run1" / "build.log").write_text("kept")
     d = evidence.write_evidence(rs, tmp_path / "run1")
     assert d == tmp_path / "run1"
@@ -540,18 +543,14 @@ def test_write_evidence_caller_reason(tmp_path, make_result):
         evidence.write_evidence(rs, tmp_path / "r", accepted=False)
     d = evidence.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
     assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
-    # an accepted rewrite clears the marker and replaces stale result copies
-    evidence.write_evidence(rs, d)
-    assert not (d / "NOT-ACCEPTED").exists()
-    assert len(list((d / "results").glob("*.json"))) == 1
 
 
 def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatch):
     """The evidence folder (sam3d/results/evidence.py): table.md opens with the run's name and,
     when not accepted, the reasons as a list (the caller's first, each one Markdown cell);
     NOT-ACCEPTED holds them one a line; each result is copied as NN-variant-backend-host.json
-    (1-based, what a file name cannot hold as "_", "unknown" without a host); only stale *.json
-    copies are removed from results/; no results give "no results"."""
+    (1-based, what a file name cannot hold as "_", "unknown" without a host); other files are
+    left alone; no results give "no results"."""
     titles = []
     monkeypatch.setattr(evidence, "plot", lambda rs, path, title=None: titles.append((path.name, title)))
     a = make_result(on_ms=ON, off_ms=OFF, host="host a")
@@ -560,7 +559,6 @@ def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatc
     b["status"], b["reason"], b["rows"] = "failed", "build | failed", []
     d = tmp_path / "run3"
     (d / "results").mkdir(parents=True)
-    (d / "results" / "00-stale.json").write_text("{}")
     (d / "results" / "notes.txt").write_text("kept")
     evidence.write_evidence([a, b], d, accepted=False, reason="  GPU lost  ")
     reasons = ["GPU lost", "cpu-asan CPU Test CPU - failed: build | failed"]

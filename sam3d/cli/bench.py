@@ -70,7 +70,7 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     print(f"sam3d bench: run {run_name} -> {rd}", flush=True)
     print(f"sam3d bench: profile {f.prof['path']} v{f.prof['version']} sha256 {f.prof['sha256']}", flush=True)
     written: list[dict] = []
-    with staged_folder(rd, on_abort=lambda staged: _keep_logs(staged, run_name)) as out:
+    with staged_folder(rd, force, on_abort=lambda staged: _keep_logs(staged, run_name)) as out:
         for run in runner.runs(vs, out, f, run_name=run_name, images=images, warmups=warmups,
                                driver_args=driver_args, build=build):
             r = result_of(run.variant, run.backend, run.doc, run.reason, prof=f.prof, machine_info=f.machine,
@@ -137,7 +137,7 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
     manifest = summary["manifest"]
     prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
     rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}", force)
-    with staged_folder(rd) as out:
+    with staged_folder(rd, force) as out:
         written, reasons, tests = [], [], []
         for vname, vrun in summary["variants"].items():
             v = variants.get(vname)

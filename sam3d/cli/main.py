@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 from .. import __version__
 from ..core import paths, variants
-from ..core.errors import Sam3dError
+from ..core.errors import Sam3dError, Terminated
 from ..core.files import staged_folder
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, schema, table
@@ -132,7 +133,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else paths.diagnostics_dir()
     folder = paths.new_folder(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out, args.force)
     rs = schema.load_many(args.paths)  # before anything is written: a bad input replaces nothing
-    with staged_folder(folder) as staged:
+    with staged_folder(folder, args.force) as staged:
         evidence.write_evidence(rs, staged, title=folder.name)
     if args.format == "json":
         print(json.dumps(table.records(rs), indent=1))
@@ -147,6 +148,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Prints run B against run A; exit 1 when a row changed the way --fail-on names."""
+    if args.accept and not args.fail_on:
+        raise Sam3dError("--accept says what a gate lets pass: it needs --fail-on")
     c = compare.compare(args.a, args.b, min_effect=args.min_effect, alpha=args.alpha, force=args.force)
     print(c.json() if args.format == "json" else c.markdown(), end="")
     if not args.fail_on:
@@ -383,7 +386,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sam3d", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"sam3d {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    force = {"action": "store_true", "help": "replace an existing evidence folder of that name"}
+    force = {"action": "store_true", "help": "replace an existing evidence folder of that name, once the new one is complete"}
 
     s = sub.add_parser("variants", help="list the variants (--json: as records; sam3d.ci builds the CI matrix "
                                         "from the same records)")
@@ -514,8 +517,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
     except Sam3dError as e:  # the one handler: every error a command reports, as one line
@@ -528,3 +536,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"sam3d {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"sam3d {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM

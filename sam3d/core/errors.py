@@ -11,3 +11,8 @@ class Sam3dError(Exception):
 class NotBuilt(Sam3dError):
     """A variant's build output (build folder, driver, compile_commands.json) is missing; the
     message names the build command."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is (cli/main.py installs the handler), so that it
+    unwinds like a Ctrl-C: what it was writing is cleaned up (core/files.py staged_folder)."""

@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -72,11 +73,13 @@ def read_untrusted(path: Path, error: type[Sam3dError] = Sam3dError, limit: int 
             raise error(f"{path}: is a symbolic link: refused (a run's folder holds its own files; copy the "
                         "file itself there)") from None
         raise error(f"{path}: cannot read: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error(f"{path}: not a regular file: refused")
-        data = f.read(limit + 1)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise error(f"{path}: larger than {limit // 2**20} MiB, more than a run writes: refused")
     return data
@@ -126,76 +129,106 @@ def write_if_changed(path: Path, text: str) -> None:
         write_atomic(path, text)
 
 
-# A folder being written (staged_folder) and an old one being replaced, beside the final folder.
-_STAGED, _OLD = ".{}.new-{}", ".{}.old-{}"
+# A folder being written (staged_folder) and an old one being replaced, beside the final folder:
+# ".<name>.new-<pid>" and ".<name>.old-<pid>". Readers of evidence skip hidden folders.
+_SIBLING = r"\.{}\.(new|old)-(\d+)"
 # Errors that mean the disk, not the input: "could not be written; nothing was replaced".
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
-def _pid_alive(pid: str) -> bool:
+def _pid_alive(pid: int) -> bool:
     try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
 
 
+def _remove(p: Path) -> None:
+    """Removes a folder, file or symbolic link (never what a link points to)."""
+    if p.is_symlink() or not p.is_dir():
+        p.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _siblings(final: Path) -> list[tuple[str, int, Path]]:
+    """(kind "new" or "old", pid, path) of every staged or old folder beside ``final``."""
+    pattern = re.compile(_SIBLING.format(re.escape(final.name)))
+    found = [(m, p) for p in final.parent.iterdir() if (m := pattern.fullmatch(p.name))]
+    return sorted((m.group(1), int(m.group(2)), p) for m, p in found)
+
+
 def recover_folder(final: Path) -> None:
-    """Undoes what a crashed staged_folder left beside ``final`` (a kill, a power cut; an
-    exception or Ctrl-C cleans up itself): a staged folder of a process no longer running is
-    removed; an old folder moved aside is moved back when ``final`` is missing (the crash came
-    between the two renames: the old evidence is restored) and removed when ``final`` is there
-    (the crash came after them)."""
-    parent = final.parent
-    if not parent.is_dir():
+    """Undoes what a killed staged_folder left beside ``final`` (SIGKILL, a power cut; an
+    exception, Ctrl-C or SIGTERM cleans up itself): a staged folder of a process no longer
+    running is removed; an old folder moved aside by such a process is moved back when ``final``
+    is missing (the kill came between the two renames: the old evidence is restored) and removed
+    when ``final`` is there (the kill came after them)."""
+    if not final.parent.is_dir():
         return
-    for p in parent.glob(_STAGED.format(final.name, "*")):
-        if not _pid_alive(p.name.rsplit("-", 1)[1]):
-            shutil.rmtree(p, ignore_errors=True)
-    for p in sorted(parent.glob(_OLD.format(final.name, "*"))):
-        if _pid_alive(p.name.rsplit("-", 1)[1]) and p.name.rsplit("-", 1)[1] != str(os.getpid()):
-            continue
-        if not final.exists():
+    for kind, pid, p in _siblings(final):
+        if pid != os.getpid() and _pid_alive(pid):
+            continue  # another command is writing this folder right now
+        if kind == "old" and not final.exists() and not final.is_symlink():
             os.rename(p, final)
         else:
-            shutil.rmtree(p, ignore_errors=True)
+            _remove(p)
 
 
-@contextlib.contextmanager
-def staged_folder(final: Path, error: type[Sam3dError] = Sam3dError,
-                  on_abort: Callable[[Path], None] | None = None) -> Iterator[Path]:
-    """Yields an empty folder beside ``final`` (``.<name>.new-<pid>``) to write the whole output
-    into; when the block ends normally it becomes ``final``: a folder already there is renamed
-    to ``.<name>.old-<pid>``, the new one renamed into place, then the old one removed (an
-    exception between the two renames moves the old one back; a kill there is undone by
-    recover_folder, which the next command runs). When the
-    block raises (an error, Ctrl-C, a full disk), ``on_abort`` may keep what it wants of the
-    staged folder elsewhere, the staged folder is removed and ``final`` is left as it was; a
-    full or read-only disk is reported as ``error`` naming ``final``. The caller checks first
-    whether ``final`` may be replaced (paths.new_folder)."""
-    staged = final.parent / _STAGED.format(final.name, os.getpid())
-    shutil.rmtree(staged, ignore_errors=True)
-    try:
-        staged.mkdir(parents=True)
-        yield staged
-    except BaseException as e:
-        if on_abort is not None:
-            with contextlib.suppress(Exception):
-                on_abort(staged)
-        shutil.rmtree(staged, ignore_errors=True)
-        if isinstance(e, OSError) and e.errno in _NO_ROOM:
-            raise error(f"{final} could not be written ({e.strerror}: {e.filename}); nothing was replaced") from None
-        raise
-    old = final.parent / _OLD.format(final.name, os.getpid())
+def _commit(staged: Path, final: Path, force: bool) -> None:
+    """Moves ``staged`` into place as ``final``. Without ``force`` only onto nothing or an empty
+    folder (rename(2) refuses a non-empty one: another command of the same name got there
+    first); with it, a folder there is renamed aside first and removed once the new one is in
+    place, and an exception between the two renames moves it back."""
+    if not force:
+        try:
+            os.rename(staged, final)
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise FileExistsError(errno.EEXIST, "another command wrote it meanwhile", str(final)) from None
+            raise
+        return
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
     try:
         if final.exists():
             os.rename(final, old)
         os.rename(staged, final)
-    except BaseException:  # interrupted between the two renames: the old folder back in place
+    except BaseException:
         if old.exists() and not final.exists():
             os.rename(old, final)
-        shutil.rmtree(staged, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    _remove(old)
+
+
+@contextlib.contextmanager
+def staged_folder(final: Path, force: bool = False, error: type[Sam3dError] = Sam3dError,
+                  on_abort: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Yields an empty folder beside ``final`` (``.<name>.new-<pid>``) to write the whole output
+    into; when the block ends normally it becomes ``final`` (_commit: with ``force`` replacing a
+    folder there, without it only nothing or an empty folder; a kill between the two renames of a
+    replacement is undone by recover_folder, which the next command runs). When the block or the
+    move raises (an error, Ctrl-C, SIGTERM through the command line's handler, a full disk),
+    ``on_abort`` may keep what it wants of the staged folder elsewhere, the staged folder is
+    removed and ``final`` is left as it was; an OSError of the move or of a full or read-only disk
+    is reported as ``error`` naming ``final``. The caller checks first whether ``final`` may be
+    replaced (paths.new_folder)."""
+    staged = final.parent / f".{final.name}.new-{os.getpid()}"
+    _remove(staged)
+    committing = False
+    try:
+        staged.mkdir(parents=True)
+        yield staged
+        committing = True
+        _commit(staged, final, force)
+    except BaseException as e:
+        if on_abort is not None and staged.is_dir():
+            with contextlib.suppress(Exception):
+                on_abort(staged)
+        _remove(staged)
+        if isinstance(e, OSError) and (committing or e.errno in _NO_ROOM):
+            where = f": {e.filename}" if e.filename and str(e.filename) != str(final) else ""
+            raise error(f"{final} could not be written ({e.strerror or e}{where}); nothing was replaced") from None
+        raise

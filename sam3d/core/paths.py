@@ -13,6 +13,9 @@ from .files import recover_folder
 
 # Run and evidence-folder names: they become folder names under generated/diagnostics/.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The longest folder name a command takes: a file name has 255 bytes, the staged sibling
+# (core/files.py staged_folder) adds ".", ".new-" and a pid.
+MAX_NAME = 200
 
 
 def root() -> Path:
@@ -59,6 +62,9 @@ def folder_name(name: str, what: str, parent: Path, error: type[Sam3dError] = Sa
     '-'; no leading '.' or '-'); ``error`` naming ``what`` (e.g. "--name") otherwise."""
     if not _NAME.fullmatch(name):
         raise error(f"{what} {name!r}: use letters, digits, '.', '_' and '-' (it names a folder under {parent})")
+    if len(name) > MAX_NAME:
+        raise error(f"{what} is {len(name)} characters long: use at most {MAX_NAME} (it names a folder, and its "
+                    "staged sibling adds a few)")
     return name
 
 
@@ -72,6 +78,8 @@ def new_folder(name: str, what: str, parent: Path, force: bool = False,
     (files.recover_folder)."""
     d = parent / folder_name(name, what, parent, error)
     recover_folder(d)
+    if d.is_symlink() or (d.exists() and not d.is_dir()):
+        raise error(f"{d} exists and is not a folder (a file or a symbolic link): choose another {what} or remove it")
     if d.exists() and any(d.iterdir()) and not force:
         raise error(f"{d} already exists: choose another {what} or pass --force to replace it")
     return d

@@ -211,10 +211,10 @@ def compare(folder_a: str | os.PathLike, folder_b: str | os.PathLike, **options)
 
 
 def _not_accepted(given: Path, results: Sequence[dict]) -> list[str]:
-    """Why one side is not accepted evidence: the NOT-ACCEPTED marker of the evidence folder it is
-    or lies in (the folder itself, or the folder holding the results/ named), and the output
-    checks its ok results fail (a failed result is the gate's "failed")."""
-    folder = given if given.is_dir() else given.parent
-    markers = [d / NOT_ACCEPTED_FILE for d in (folder, folder.parent) if (d / NOT_ACCEPTED_FILE).is_file()]
-    out = [f"{markers[0]} is there" if markers else None]
-    return [x for x in out if x] + checks.problems([r for r in results if r["status"] == "ok"])
+    """Why one side is not accepted evidence: the NOT-ACCEPTED marker of each evidence folder its
+    result files lie in (the folder holding a result file, or the one holding its results/), and
+    the output checks its ok results fail (a failed result is the gate's "failed")."""
+    found = [given] if given.is_file() else res.result_files(given)
+    folders = {f.resolve().parent for f in found}
+    markers = sorted({m for d in folders for m in (d / NOT_ACCEPTED_FILE, d.parent / NOT_ACCEPTED_FILE) if m.is_file()})
+    return [f"{m} is there" for m in markers] + checks.problems([r for r in results if r["status"] == "ok"])

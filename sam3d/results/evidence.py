@@ -117,13 +117,13 @@ def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted
     run_dir is the folder itself, normally the staged folder (core/files.py staged_folder) of
     paths.diagnostics_dir() / <run-name>; ``title`` is the run name (default: run_dir's). Written:
     table.md (the render() table under the run name), timings.png (plot()), results/*.json
-    (a copy of every result, written atomically; stale copies in results/ are removed). Other
-    files in run_dir (logs, per-sample JSON written by the runner) are left alone.
+    (a copy of every result). Other files in run_dir (logs, per-sample JSON written by the
+    runner) are left alone. run_dir is new: a command writes it whole into a staged folder.
 
     The folder is accepted evidence only when ``accepted`` is true AND problems(results) is
     empty (no failed result, no output mismatch). Otherwise a NOT-ACCEPTED file holds the
-    reasons (the caller's ``reason`` first) and table.md opens with "NOT ACCEPTED"; an accepted
-    write removes a NOT-ACCEPTED file left by an earlier one. ``accepted=False`` needs a reason.
+    reasons (the caller's ``reason`` first) and table.md opens with "NOT ACCEPTED".
+    ``accepted=False`` needs a reason.
     """
     results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
     if not accepted and not (reason and reason.strip()):
@@ -134,8 +134,6 @@ def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted
 
     rd = d / RESULTS_SUBDIR
     rd.mkdir(exist_ok=True)
-    for old in rd.glob("*.json"):
-        old.unlink()
     for i, r in enumerate(results, 1):
         res.write(rd / _result_filename(i, r), r)
 
@@ -147,9 +145,6 @@ def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted
         head += ["**NOT ACCEPTED** as evidence:", ""] + [f"- {cell(x)}" for x in reasons] + [""]
     body = render(results) if results else "no results\n"
     write_atomic(d / TABLE_FILE, "\n".join(head + [body]))
-    marker = d / NOT_ACCEPTED_FILE
     if reasons:
-        write_atomic(marker, "\n".join(reasons) + "\n")
-    else:
-        marker.unlink(missing_ok=True)
+        write_atomic(d / NOT_ACCEPTED_FILE, "\n".join(reasons) + "\n")
     return d

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import Sam3dError
-from ..core.files import check_schema, read_json, write_atomic
+from ..core.files import check_schema, decode, read_json, write_atomic
 from ..core.variants import Variant
 from .limits import floor_check
 
@@ -181,19 +181,21 @@ def result_files(folder: str | os.PathLike) -> list[Path]:
     """Every result file under ``folder`` (recursively, sorted by path): each ``*.json`` whose
     "schema" is sam3d-bench-result/N, of any version N (load() refuses a version it does not
     read, naming the one it needs). Other JSON files (e.g. compile_commands.json) are
-    skipped, but a file that mentions the schema and does not parse is an error (a truncated
-    result must not vanish silently): ResultError names it."""
+    skipped, and so is anything under a hidden folder (an evidence folder being written or
+    replaced); a file that mentions the schema and does not decode or parse is an error (a
+    truncated result must not vanish silently): ResultError names it."""
     found = []
     for f in sorted(Path(folder).rglob("*.json")):
-        if not f.is_file():
-            continue
+        if not f.is_file() or any(part.startswith(".") for part in f.relative_to(folder).parts):
+            continue  # hidden: a folder being written or replaced (core/files.py staged_folder)
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = f.read_bytes()
+        except OSError:
             continue
-        mentioned = _VERSIONED.search(text)
+        mentioned = _VERSIONED.search(data.decode("utf-8", errors="replace"))
         if mentioned is None:
             continue
+        text = decode(data, str(f), ResultError)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
