@@ -351,17 +351,6 @@ def _at_least(minimum: int):
     return parse
 
 
-def _probability(text: str) -> float:
-    """An argparse type: a significance level, in (0, 1) (0 would make every row "no change")."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: not a number") from None
-    if not 0 < x < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be > 0 and < 1 (e.g. 0.05)")
-    return x
-
-
 def _kinds(text: str) -> tuple[str, ...]:
     """An argparse type: a comma-separated list of compare.UNMET's kinds."""
     kinds = tuple(k for k in text.split(",") if k)
@@ -371,15 +360,18 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _share(text: str) -> float:
-    """An argparse type: a number in [0, 1)."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text}: not a number") from None
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 0 and < 1 (0.05 = 5%)")
-    return x
+def _fraction(zero: bool, example: str):
+    """An argparse type: a number below 1 and at least 0 (``zero``) or above 0 (a significance
+    level of 0 would make every row "no change")."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text}: not a number") from None
+        if not (0 <= x < 1 if zero else 0 < x < 1):
+            raise argparse.ArgumentTypeError(f"{text}: must be {'>=' if zero else '>'} 0 and < 1 ({example})")
+        return x
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -439,9 +431,9 @@ def parser() -> argparse.ArgumentParser:
                    "failed or a side is not accepted evidence")
     s.add_argument("--accept", type=_kinds, default=(), metavar="KIND[,KIND...]",
                    help=f"with --fail-on, what lets the gate pass anyway: {', '.join(compare.UNMET)}")
-    s.add_argument("--min-effect", type=_share, default=compare.MIN_EFFECT,
+    s.add_argument("--min-effect", type=_fraction(True, "0.05 = 5%"), default=compare.MIN_EFFECT,
                    help=f"smallest change of B/A that counts, as a share (default {compare.MIN_EFFECT:g} = 5%%)")
-    s.add_argument("--alpha", type=_probability, default=compare.ALPHA,
+    s.add_argument("--alpha", type=_fraction(False, "e.g. 0.05"), default=compare.ALPHA,
                    help=f"significance level of the test (default {compare.ALPHA:g})")
     s.add_argument("--force", action="store_true", help="compare runs of different profiles or machines anyway")
     s.add_argument("--format", choices=("markdown", "json"), default="markdown")
