@@ -30,7 +30,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
-from .results.schema import SCHEMA, base_backend, load, result_files
+from .results.record import ResultError, read, result_files
 from .results.stats import change
 from .running.bundle_run import junit_counts
 
@@ -127,7 +127,7 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
                    require_gpu: bool = False) -> list[str]:
     """Problems that make the merged table incomplete; empty when complete.
 
-    files: the result files found (results/schema.py result_files()). A result belongs to the expected job
+    files: the result files found (results/record.py result_files()), each read by the one reader. A result belongs to the expected job
     whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
     its path. Each expected job needs at least one result of its own variant, and every
     result must have status "ok" (a failed run keeps its file, marked as not accepted).
@@ -143,26 +143,22 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     for f in files:
         f = Path(f)
         try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError) as e:
-            problems.append(f"{f}: unreadable result file ({e})")
+            r = read(f)
+        except ResultError as e:
+            problems.append(str(e))
             continue
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            problems.append(f"{f}: not a {SCHEMA} result file")
-            continue
-        ok = data.get("status") == "ok"
+        ok = r.ok
         if not ok:
-            problems.append(f"{f}: variant {data.get('variant')!r} status {data.get('status')!r}"
-                            f" ({data.get('reason') or 'no reason given'})")
+            problems.append(f"{f}: variant {r.variant!r} status {r.status!r} ({r.reason})")
         if GPU_ARTIFACT in f.parts:
-            key = (str(data.get("variant")), base_backend(data))
+            key = (r.variant, r.backend or "-")
             gpu_ok[key] = gpu_ok.get(key, 0) + ok
             continue
         owner = _owner(f, expected)
         if owner is None:
             continue  # a result no matrix job stands for (e.g. a local run): merged, not required
-        if data.get("variant") != owner.variant:
-            problems.append(f"{f}: in {owner.run_name} but for variant {data.get('variant')!r}")
+        if r.variant != owner.variant:
+            problems.append(f"{f}: in {owner.run_name} but for variant {r.variant!r}")
             continue
         found[owner] += ok
     for e, n in found.items():
@@ -217,17 +213,17 @@ def gate(folder: Path) -> list[str]:
     files = result_files(folder)
     problems = [] if files else [f"{folder}: no result files: nothing shows the run was not slower"]
     for f in files:
-        r = load(f)
-        if r["status"] != "ok":
-            problems.append(f"{f.name}: {r['backend']} failed: {r['reason']}")
+        r = read(f)
+        if not r.ok:
+            problems.append(f"{f.name}: {r.backend} failed: {r.reason}")
             continue
-        by_mode = {row["batching"]: [s["wall_ms"] for s in row["samples"]] for row in r["rows"]}
+        by_mode = {row.batching: row.wall_ms for row in r.rows}
         for mode, wall in by_mode.items():
             if mode == "off" or "off" not in by_mode:
                 continue
             c = change(by_mode["off"], wall)
             if c.verdict == "slower":
-                problems.append(f"{f.name}: {r['backend']} batching {mode} is slower than off: median ratio "
+                problems.append(f"{f.name}: {r.backend} batching {mode} is slower than off: median ratio "
                                 f"{c.ratio:.3f}, Mann-Whitney p {c.p:.2g}")
     return problems
 

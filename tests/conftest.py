@@ -28,10 +28,11 @@ def pytest_collection_modifyitems(config, items):
 
 def _result(variant="release", backend="CPU", device="Test CPU", host="host-a", status="ok",
             reason=None, on_ms=None, off_ms=None, outputs=None, on_outputs=None,
-            profile_sha=PROFILE_SHA, fallbacks=None, bytes_up=33_193_136, bytes_down=32_403_596):
-    """A synthetic sam3d-bench-result/3 dict. on_ms/off_ms: per-image wall ms (None: no such
-    row); outputs: per-image outputs_sha256 of the off row (default "out<i>"); on_outputs: the
-    on row's (default: the same as off)."""
+            profile_sha=PROFILE_SHA, fallbacks=None, bytes_up=33_193_136, bytes_down=32_403_596, **configuration):
+    """A synthetic result document of the version written (sam3d-bench-result/4). on_ms/off_ms:
+    per-image wall ms (None: no such row); outputs: per-image outputs_sha256 of the off row
+    (default "out<i>"); on_outputs: the on row's (default: the same as off); ``configuration``:
+    the record's configuration fields (layout, order, transfer_only, transfer_queue)."""
     n = len(on_ms if on_ms is not None else off_ms or [])
     outputs = outputs or [f"out{i}" for i in range(n)]
     on_outputs = on_outputs or outputs
@@ -53,13 +54,13 @@ def _result(variant="release", backend="CPU", device="Test CPU", host="host-a", 
                                             "pinned_unavailable": 0}, **((fallbacks or {}) if on else {}))},
         })
     r = {
-        "schema": "sam3d-bench-result/3", "variant": variant, "status": status, "reason": reason,
+        "schema": "sam3d-bench-result/4", "variant": variant, "status": status, "reason": reason,
         "machine": {"hostname": host, "cpu": "Test CPU", "os": "Linux", "glibc": "2.36"},
         "build": {"compile_flags": ["-O2", "-DNDEBUG"], "build_type": "Release", "sanitizer": None,
                   "ggml_version": "0.20.2", "glslc": None},
         "git_commit": "0123456789abcdef0123456789abcdef01234567",
         "profile": {"path": "native/bench/profile.json", "sha256": profile_sha, "version": 1},
-        "backend": backend, "device": device,
+        "backend": backend, "device": device, **configuration,
         "caps": {"async": False, "host_buffer": False, "buffer_from_host_ptr": True, "events": False},
         "protocol": {"warmups": 5, "images": n, "interleaved": True},
         "rows": rows, "extra": {},
@@ -99,7 +100,20 @@ def limits_extra(floor=1.5, upload=0.8, download=0.75, rt_download=0.03, rt_grap
     }
 
 
+def records(*docs: dict) -> list:
+    """The records of result documents, read as a result file is (results/record.py parse())."""
+    from sam3d.results.record import parse
+
+    return [parse(copy.deepcopy(d), f"result #{i}") for i, d in enumerate(docs, 1)]
+
+
 @pytest.fixture
 def make_result():
-    """Factory for synthetic result dicts (see _result's docstring)."""
+    """Factory for synthetic result documents (see _result's docstring)."""
     return _result
+
+
+@pytest.fixture
+def make_record():
+    """Factory for synthetic result records: _result's document, parsed."""
+    return lambda **kw: records(_result(**kw))[0]

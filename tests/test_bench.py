@@ -9,7 +9,8 @@ import pytest
 
 from sam3d.core import profile, variants
 from sam3d.results import checks
-from sam3d.results import schema as results
+from sam3d.cli import bench as bench_cli
+from sam3d.results import record
 from sam3d.running import bench, driver
 from sam3d.tools import provenance
 
@@ -177,7 +178,7 @@ def test_backends_per_variant():
 
 # ---------------------------------------------------------------- result wrapping
 def _counters(async_up, async_down, sync_up, sync_down, pinned, fallbacks=None):
-    fb = {k: 0 for k in results.FALLBACK_REASONS}
+    fb = {k: 0 for k in record.FALLBACK_REASONS}
     fb.update(fallbacks or {})
     return {"async_uploads": async_up, "sync_uploads": sync_up, "async_downloads": async_down,
             "sync_downloads": sync_down, "bytes_uploaded": profile.UPLOAD_BYTES,
@@ -211,64 +212,82 @@ COMMON = dict(prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "ver
                      "ggml_version": "0.20.2", "glslc": None})
 
 
+def _wrap(backend, doc, reason=None, variant=RELEASE, **kw):
+    """cli/bench.py wrap() of a run of ``variant``; ``backend``: the driver's --backend value."""
+    name = next(b for b in variant.backends if b.lower() == backend)
+    return bench_cli.wrap(variant.name, name, doc, reason=reason, **COMMON, **kw)
+
+
 def test_wrap_fills_the_schema_and_keeps_driver_rows():
     doc = _doc()
-    r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, extra={"run_name": "x"}, **COMMON)
-    assert r["schema"] == "sam3d-bench-result/3"
-    assert (r["variant"], r["backend"], r["status"], r["reason"]) == ("release", "Vulkan", "ok", None)
-    assert r["device"] == doc["device"] and r["caps"] == doc["caps"] and r["rows"] == doc["rows"]
-    assert r["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
-    assert r["profile"] == COMMON["prof"]
-    assert r["extra"]["peak_rss_bytes"] == 1 and r["extra"]["run_name"] == "x"
-    assert set(r) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
-                      "backend", "device", "caps", "protocol", "rows", "extra"}
-    results.validate(r)
+    r = _wrap("vulkan", doc, extra={"run_name": "x"})
+    d = r.document()
+    assert d["schema"] == r.schema_ == "sam3d-bench-result/4"
+    assert (r.variant, r.backend, r.status, r.reason) == ("release", "Vulkan", "ok", None)
+    assert d["device"] == doc["device"] and d["caps"] == doc["caps"] and d["rows"] == doc["rows"]
+    assert d["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
+    assert d["profile"] == COMMON["prof"]
+    assert d["extra"]["peak_rss_bytes"] == 1 and d["extra"]["run_name"] == "x"
+    assert set(d) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
+                      "backend", "transfer_only", "transfer_queue", "device", "caps", "protocol", "rows", "extra"}
+    assert record.parse(d) == r
 
 
 def test_failed_build_keeps_a_result_with_the_reason():
-    r = results.wrap(CPU_ASAN, "cpu", None, status="failed", reason="build failed: conan exit 1", **COMMON)
-    assert r["status"] == "failed" and r["reason"] == "build failed: conan exit 1" and r["rows"] == []
-    results.validate(r)
-    with pytest.raises(ValueError):
-        results.wrap(CPU_ASAN, "cpu", None, status="failed", reason=None, **COMMON)
+    r = _wrap("cpu", None, reason="build failed: conan exit 1", variant=CPU_ASAN)
+    assert r.status == "failed" and r.reason == "build failed: conan exit 1" and r.rows == []
+    assert record.parse(r.document()) == r
+    with pytest.raises(record.ResultError):  # no reason: an ok result, which needs the driver's output
+        _wrap("cpu", None, variant=CPU_ASAN)
 
 
-def test_wrap_names_a_transfer_only_or_areas_replay_as_its_own_backend():
-    """A replay without compute is its own configuration ("Vulkan (transfer-only)"), so is one
-    in the areas layout ("Vulkan areas"), one issuing its graphs by dependency level ("Vulkan
-    levels"), and one of both "Vulkan areas (transfer-only)"; so
-    is one with GGML's Vulkan transfer queue ("Vulkan transfer queue", before the other marks);
-    base_backend() gives the backend itself back."""
-    def backend(**extra):
+def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
+    """A replay without compute is its own configuration (transfer_only), so is one in the areas
+    layout (layout "areas"), one issuing its graphs by dependency level (order "levels"), and one
+    with GGML's Vulkan transfer queue (transfer_queue): the record's fields, taken out of the
+    driver's extra; the backend stays GGML's own name."""
+    def config(**extra):
         doc = _doc()
         doc["extra"].update(extra)
-        r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
-        results.validate(r)
-        return r["backend"], results.base_backend(r)
-    assert backend() == ("Vulkan", "Vulkan")
-    assert backend(transfer_only=True) == ("Vulkan (transfer-only)", "Vulkan")
-    assert backend(transfer_only=False, layout="descriptors") == ("Vulkan", "Vulkan")
-    assert backend(layout="areas") == ("Vulkan areas", "Vulkan")
-    assert backend(layout="areas", transfer_only=True) == ("Vulkan areas (transfer-only)", "Vulkan")
-    assert backend(vulkan_transfer_queue=True) == ("Vulkan transfer queue", "Vulkan")
-    assert backend(vulkan_transfer_queue=False) == ("Vulkan", "Vulkan")
-    assert backend(vulkan_transfer_queue=True, layout="areas", transfer_only=True) == (
-        "Vulkan transfer queue areas (transfer-only)", "Vulkan")
-    assert backend(graph_order="levels") == ("Vulkan levels", "Vulkan")
-    assert backend(graph_order="profile", layout="areas") == ("Vulkan areas", "Vulkan")
-    assert backend(vulkan_transfer_queue=True, layout="areas", graph_order="levels", transfer_only=True) == (
-        "Vulkan transfer queue areas levels (transfer-only)", "Vulkan")
-    with pytest.raises(results.ResultError, match="graph_order"):
-        backend(graph_order="random")
-    failed = results.wrap(RELEASE, "vulkan", None, status="failed", reason="driver crashed", **COMMON)
-    assert failed["backend"] == "Vulkan" and "device" not in failed
-    with pytest.raises(ValueError, match="^a failed result needs a reason$"):
-        results.wrap(RELEASE, "vulkan", None, status="failed", reason="", **COMMON)
+        r = _wrap("vulkan", doc)
+        assert record.parse(r.document()) == r
+        assert not set(extra) & set(r.document()["extra"])
+        return r.backend, r.layout, r.order, r.transfer_only, r.transfer_queue
+    assert config() == ("Vulkan", "scattered", "profile", False, False)
+    assert config(transfer_only=True) == ("Vulkan", "scattered", "profile", True, False)
+    assert config(transfer_only=False, layout="scattered") == ("Vulkan", "scattered", "profile", False, False)
+    assert config(layout="areas") == ("Vulkan", "areas", "profile", False, False)
+    assert config(layout="areas", transfer_only=True) == ("Vulkan", "areas", "profile", True, False)
+    assert config(vulkan_transfer_queue=True) == ("Vulkan", "scattered", "profile", False, True)
+    assert config(vulkan_transfer_queue=False) == ("Vulkan", "scattered", "profile", False, False)
+    assert config(vulkan_transfer_queue=True, layout="areas", transfer_only=True) == (
+        "Vulkan", "areas", "profile", True, True)
+    assert config(graph_order="levels") == ("Vulkan", "scattered", "levels", False, False)
+    assert config(graph_order="profile", layout="areas") == ("Vulkan", "areas", "profile", False, False)
+    assert config(vulkan_transfer_queue=True, layout="areas", graph_order="levels", transfer_only=True) == (
+        "Vulkan", "areas", "levels", True, True)
+    with pytest.raises(record.ResultError, match="order"):
+        config(graph_order="random")
+    with pytest.raises(record.ResultError, match="layout"):
+        config(layout="descriptors")
+    failed = _wrap("vulkan", None, reason="driver crashed")
+    assert failed.backend == "Vulkan" and failed.device is None and "device" not in failed.document()
+    with pytest.raises(record.ResultError, match="a failed result needs a non-empty reason"):
+        record.parse(dict(failed.document(), reason=""))
+
+
+def test_a_driver_document_that_does_not_fit_the_record_is_a_failed_result_with_the_reason():
+    """cli/bench.py result_of(): the reason names the field; the rows are dropped."""
+    doc = _doc(True)
+    doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
+    r = bench_cli.result_of(RELEASE, "vulkan", doc, None, **COMMON)
+    assert r.status == "failed" and r.rows == [] and r.backend == "Vulkan"
+    assert r.reason.startswith("driver output does not fit the result record: ") and "rows[2].batching" in r.reason
 
 
 def test_check_accepts_batched_vulkan_and_cpu_fallback():
-    assert checks.check(results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)) == []
-    assert checks.check(results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)) == []
+    assert checks.check(_wrap("vulkan", _doc(True))) == []
+    assert checks.check(_wrap("cpu", _doc(False))) == []
 
 
 def test_check_names_wrong_counts_bytes_and_output_mismatch():
@@ -277,7 +296,7 @@ def test_check_names_wrong_counts_bytes_and_output_mismatch():
     doc["rows"][0]["counters"]["sync_uploads"] = 4
     doc["rows"][1]["counters"]["bytes_downloaded"] -= 4
     doc["rows"][0]["samples"][2]["outputs_sha256"] = "d" * 64
-    p = checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))
+    p = checks.check(_wrap("vulkan", doc))
     text = "\n".join(p)
     assert "async_uploads 198 (expected 199)" in text and "sync_uploads 4 (expected 3)" in text
     assert "batching off: 33,193,136 bytes up / 32,403,592 down" in text
@@ -287,7 +306,7 @@ def test_check_names_wrong_counts_bytes_and_output_mismatch():
 def test_check_cpu_without_fallback_count_fails():
     doc = _doc(False)
     doc["rows"][0]["counters"]["fallbacks"]["no_async_caps"] = 0
-    p = checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON))
+    p = checks.check(_wrap("cpu", doc))
     assert p == ["batching on per image: fallbacks.no_async_caps 0 (expected 82)"]
 
 
@@ -327,9 +346,10 @@ def test_run_name_is_a_safe_new_folder(tmp_path, monkeypatch):
 
 
 def test_write_result_is_readable_json(tmp_path):
-    r = results.wrap(RELEASE, "cpu", copy.deepcopy(_doc(False)), status="ok", reason=None, **COMMON)
-    p = results.write(tmp_path / "release-cpu.json", r)
-    assert json.loads(p.read_text()) == r
+    r = _wrap("cpu", copy.deepcopy(_doc(False)))
+    p = record.write(tmp_path / "release-cpu.json", r)
+    assert json.loads(p.read_text()) == r.document()
+    assert record.read(p) == r
 
 
 def _with_extra_modes(doc, vulkan=True):
@@ -346,7 +366,7 @@ def _with_extra_modes(doc, vulkan=True):
 def test_check_accepts_extra_driver_modes():
     for vulkan in (True, False):
         doc = _with_extra_modes(_doc(vulkan), vulkan)
-        r = results.wrap(RELEASE, "vulkan" if vulkan else "cpu", doc, status="ok", reason=None, **COMMON)
+        r = _wrap("vulkan" if vulkan else "cpu", doc)
         assert checks.check(r) == []
 
 
@@ -356,7 +376,7 @@ def test_check_names_extra_mode_counts_bytes_and_outputs():
     doc["rows"][2]["counters"]["fallbacks"]["oversized"] = 1
     doc["rows"][3]["counters"]["bytes_uploaded"] -= 4
     doc["rows"][3]["samples"][1]["outputs_sha256"] = "e" * 64
-    text = "\n".join(checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)))
+    text = "\n".join(checks.check(_wrap("vulkan", doc)))
     assert "batching zerocopy per image: pinned_batches 81 (expected 82), fallbacks.oversized 1 (expected 0)" in text
     assert "batching queued: 33,193,132 bytes up" in text
     assert "outputs differ between batching queued and off for images [1]" in text
@@ -366,32 +386,34 @@ def test_check_rejects_unknown_modes_and_missing_on():
     doc = _doc(True)
     doc["rows"][0]["batching"] = "zerocopy"
     assert "expected rows for batching on and off" in checks.check(
-        results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+        _wrap("vulkan", doc))[0]
     doc = _doc(True)
     doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
-    assert "got ['off', 'on', 'turbo']" in checks.check(
-        results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON))[0]
+    with pytest.raises(record.ResultError, match=r"rows\[2\]\.batching"):  # a mode the record does not know
+        _wrap("vulkan", doc)
 
 
 def test_check_names_the_optional_rows_beside_the_required_ones():
-    """The required rows (schema.REQUIRED_ROWS) and, optionally, every other row the schema knows."""
+    """The required rows (record.REQUIRED_ROWS) and, optionally, every other row the record knows."""
     doc = _doc(True)
     doc["rows"][0]["batching"] = "zerocopy"
-    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+    assert checks.check(_wrap("vulkan", doc)) == [
         "expected rows for batching on and off (and optionally zerocopy, queued), got ['off', 'zerocopy']"]
-    assert checks.check({}) == [
+    no_rows = record.parse({"schema": record.SCHEMA, "variant": "release", "status": "failed", "reason": "x"})
+    assert checks.check(no_rows) == [
         "expected rows for batching on and off (and optionally zerocopy, queued), got []"]
 
 
 def test_check_without_extra_expects_every_batched_row_batched():
-    """"extra" is optional (the schema): without it no mode has a static fallback, so every
+    """"extra" is optional (the record): without it no mode has a static fallback, so every
     row beside off must be batched, and no driver problem is reported."""
-    r = results.wrap(RELEASE, "vulkan", _doc(True), status="ok", reason=None, **COMMON)
-    del r["extra"]
-    results.validate(r)
+    def without_extra(r):
+        d = r.document()
+        del d["extra"]
+        return record.parse(d)
+    r = without_extra(_wrap("vulkan", _doc(True)))
     assert checks.check(r) == []
-    r = results.wrap(RELEASE, "cpu", _doc(False), status="ok", reason=None, **COMMON)
-    del r["extra"]
+    r = without_extra(_wrap("cpu", _doc(False)))
     assert checks.check(r) == ["batching on per image: async_uploads 0 (expected 199), async_downloads 0 "
                                "(expected 232), sync_uploads 202 (expected 3), sync_downloads 233 (expected 1), "
                                "pinned_batches 0 (expected 82), fallbacks.no_async_caps 82 (expected 0)"]
@@ -401,7 +423,7 @@ def test_check_reports_the_drivers_own_problems_first():
     doc = _doc(True)
     doc["extra"]["problems"] = ["replay: graph 7 left 4 bytes unread"]
     doc["rows"][0]["counters"]["pinned_batches"] = 81
-    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+    assert checks.check(_wrap("vulkan", doc)) == [
         "driver: replay: graph 7 left 4 bytes unread", "batching on per image: pinned_batches 81 (expected 82)"]
 
 
@@ -410,14 +432,14 @@ def test_check_counts_an_image_present_in_one_row_only_as_differing():
     only on has both differ, though their hashes match."""
     doc = _doc(True)
     doc["rows"][0]["samples"][2]["image"] = 7
-    assert checks.check(results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)) == [
+    assert checks.check(_wrap("vulkan", doc)) == [
         "outputs differ between batching on and off for images [2, 7]"]
 
 
 def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
     doc = _doc(False)
     doc["extra"]["modes"]["on"]["static_fallback"] = "no_such_reason"
-    assert checks.check(results.wrap(RELEASE, "cpu", doc, status="ok", reason=None, **COMMON)) == [
+    assert checks.check(_wrap("cpu", doc)) == [
         "batching on per image: fallbacks.no_async_caps 82 (expected 0), fallbacks.no_such_reason 0 (expected 82)"]
 
 
@@ -427,8 +449,8 @@ def test_driver_mode_table_names_the_schemas_rows():
     built driver (`nox -s build`)."""
     table = driver.mode_table(list(variants.VARIANTS))
     assert [m["name"] for m in table] == ["staged", "off", "zerocopy", "queued"]
-    assert sorted(m["row"] for m in table) == sorted(results.BATCHING)
-    assert {m["row"] for m in table if m["required"]} == set(results.REQUIRED_ROWS)
+    assert sorted(m["row"] for m in table) == sorted(record.BATCHING)
+    assert {m["row"] for m in table if m["required"]} == set(record.REQUIRED_ROWS)
     assert [m["row"] for m in driver.mode_table(list(variants.VARIANTS), "queued,off,staged")] == ["on", "off", "queued"]
     with pytest.raises(driver.DriverError, match=r"^--modes 'off': off and staged are required"):
         driver.mode_table(list(variants.VARIANTS), "off")

@@ -15,7 +15,7 @@ import yaml
 
 from sam3d import ci
 from sam3d.core import variants
-from sam3d.results import schema as results
+from sam3d.results import record
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "variants.yml"
@@ -131,21 +131,30 @@ def test_workflow_wiring():
 
 # --- completeness check --------------------------------------------------------------------
 
-def _result(variant: str, status: str = "ok", backend: str = "CPU") -> dict:
-    return {"schema": results.SCHEMA, "variant": variant, "status": status, "backend": backend,
-            "reason": None if status == "ok" else "build failed: exit 1"}
+@pytest.fixture
+def result(make_result):
+    """A result document of ``variant``: ok (two timed images), or failed as a build failure."""
+    def make(variant: str, status: str = "ok", backend: str = "CPU", **configuration) -> dict:
+        if status == "ok":
+            return make_result(variant=variant, backend=backend, on_ms=[1.0, 1.0], off_ms=[2.0, 2.0],
+                               **configuration)
+        return make_result(variant=variant, backend=backend, status="failed", reason="build failed: exit 1",
+                           **configuration)
+    return make
 
 
-def _lay_out(root: Path, expected: list[ci.Expected], skip=(), failed=()) -> None:
-    """Folders as download-artifact lays out the results-* artifacts."""
+def _lay_out(root: Path, expected: list[ci.Expected], result, skip=(), failed=()) -> None:
+    """Folders as download-artifact lays out the results-* artifacts: each job's evidence folder,
+    its result files in results/ (as bench writes them)."""
     for e in expected:
         if (e.variant, e.os) in skip:
             continue
         status = "failed" if (e.variant, e.os) in failed else "ok"
         d = root / e.artifact / e.run_name
-        d.mkdir(parents=True)
-        for backend in ("CPU", "Vulkan"):
-            (d / f"{e.variant}-{backend}.json").write_text(json.dumps(_result(e.variant, status)))
+        (d / "results").mkdir(parents=True)
+        for i, backend in enumerate(("CPU", "Vulkan"), 1):
+            (d / "results" / f"{i:02d}-{e.variant}-{backend}-host-a.json").write_text(
+                json.dumps(result(e.variant, status, backend)))
         (d / "logs").mkdir()
         (d / "logs" / "compile_commands.json").write_text("[]")  # not a result file
 
@@ -191,28 +200,28 @@ def test_expected_results_one_per_variant_and_container():
     assert ci.expected_results([{"name": "a"}], ["x"])[0].run_name == "ci-a-x"
 
 
-def test_check_complete_passes_when_every_job_delivered(tmp_path):
+def test_check_complete_passes_when_every_job_delivered(tmp_path, result):
     es = ci.expected_results()
-    _lay_out(tmp_path, es)
+    _lay_out(tmp_path, es, result)
     files = ci.result_files(tmp_path)
     assert len(files) == 2 * len(es)
     assert ci.check_complete(files, es) == []
-    assert ci.evidence_dirs(tmp_path) == sorted(tmp_path / e.artifact / e.run_name for e in es)
+    assert ci.evidence_dirs(tmp_path) == sorted(tmp_path / e.artifact / e.run_name / "results" for e in es)
 
 
-def test_check_complete_names_a_missing_variant(tmp_path):
+def test_check_complete_names_a_missing_variant(tmp_path, result):
     es = ci.expected_results()
     gone = (es[-1].variant, es[-1].os)
-    _lay_out(tmp_path, es, skip=[gone])
+    _lay_out(tmp_path, es, result, skip=[gone])
     problems = ci.check_complete(ci.result_files(tmp_path), es)
     assert problems == [f"missing result: {gone[0]} on {gone[1]} (no accepted result in artifact "
                         f"results-{gone[0]}-{gone[1]})"]
 
 
-def test_check_complete_rejects_failed_and_misplaced_results(tmp_path):
+def test_check_complete_rejects_failed_and_misplaced_results(tmp_path, result):
     es = ci.expected_results()
     bad = (es[0].variant, es[0].os)
-    _lay_out(tmp_path, es, failed=[bad])
+    _lay_out(tmp_path, es, result, failed=[bad])
     problems = ci.check_complete(ci.result_files(tmp_path), es)
     assert any("status 'failed'" in p and "build failed" in p for p in problems)
     assert any(p.startswith(f"missing result: {bad[0]} on {bad[1]}") for p in problems)
@@ -220,7 +229,7 @@ def test_check_complete_rejects_failed_and_misplaced_results(tmp_path):
     other = tmp_path / "other"
     d = other / es[1].artifact / es[1].run_name
     d.mkdir(parents=True)
-    (d / "x.json").write_text(json.dumps(_result("not-" + es[1].variant)))
+    (d / "x.json").write_text(json.dumps(result("not-" + es[1].variant)))
     problems = ci.check_complete(ci.result_files(other), [es[1]])
     assert any("but for variant" in p for p in problems)
     assert any(p.startswith("missing result") for p in problems)
@@ -231,9 +240,9 @@ def test_check_complete_with_no_results_lists_every_job():
     assert len(ci.check_complete([], es)) == len(es)
 
 
-def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path):
+def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path, result):
     es = ci.expected_results()
-    _lay_out(tmp_path, es)
+    _lay_out(tmp_path, es, result)
     files = ci.result_files(tmp_path)
     assert ci.check_complete(files, es, require_gpu=False) == []
     # Every variant with the bundle role (what the GPU job's bundle packs), on each of its GPU backends.
@@ -243,12 +252,12 @@ def test_gpu_results_required_only_when_the_gpu_job_ran(tmp_path):
         f"missing result: {v} {b} from the GPU job (no accepted result in artifact results-gpu)" for v, b in want]
     (tmp_path / "results-gpu").mkdir()
     for v, b in want[:-1]:
-        (tmp_path / "results-gpu" / f"{v}-{b}.json").write_text(json.dumps(_result(v, backend=b)))
+        (tmp_path / "results-gpu" / f"{v}-{b}.json").write_text(json.dumps(result(v, backend=b)))
     last_v, last_b = want[-1]
     assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == [
         f"missing result: {last_v} {last_b} from the GPU job (no accepted result in artifact results-gpu)"]
-    (tmp_path / "results-gpu" / f"{last_v}-{last_b}.json").write_text(
-        json.dumps(_result(last_v, backend=f"{last_b} (transfer-only)")))
+    (tmp_path / "results-gpu" / f"{last_v}-{last_b}.json").write_text(  # a transfer-only run counts too
+        json.dumps(result(last_v, backend=last_b, transfer_only=True)))
     assert ci.check_complete(ci.result_files(tmp_path), es, require_gpu=True) == []
 
 
@@ -259,9 +268,9 @@ def test_check_jobs():
     assert ci.check_jobs({"variant": ""}) == ["job variant: no result"]
 
 
-def test_check_cli_exit_status(tmp_path, capsys):
+def test_check_cli_exit_status(tmp_path, capsys, result):
     es = ci.expected_results()
-    _lay_out(tmp_path, es)
+    _lay_out(tmp_path, es, result)
     ok_jobs = ["--job", "matrix=success", "--job", "variant=success", "--job", "bundle=skipped",
                "--job", "gpu=skipped"]
     assert ci.main(["check", str(tmp_path), "--gpu", "false", *ok_jobs]) == 0
@@ -298,17 +307,22 @@ def test_merge_of_real_result_files_equals_the_local_table(tmp_path):
     try:
         rc = bench.bench(vs, name=name, images=2, warmups=0, build=False)
         run_dir = paths.diagnostics_dir() / name
-        files = sorted(run_dir.glob("*-*.json"))
-        assert rc == 0 and [f.name for f in files] == ["cpu-asan-cpu.json", "release-cpu.json", "release-vulkan.json"]
-        local = report.render([results.load(f) for f in files])
+        assert rc == 0 and not list(run_dir.glob("*.json"))  # each result is written once, in results/
+        files = record.result_files(run_dir)
+        local_records = [record.read(f) for f in files]
+        assert [(r.variant, r.backend) for r in local_records] == [("cpu-asan", "CPU"), ("release", "CPU"),
+                                                                  ("release", "Vulkan")]
+        assert [f.parent for f in files] == [run_dir / "results"] * 3
+        assert [f.name.split("-")[0] for f in files] == ["01", "02", "03"]
+        local = report.render(local_records)
         artifacts = tmp_path / "ci-results"
-        for f in files:
-            job = artifacts / f"results-{f.stem.split('-cpu')[0].split('-vulkan')[0]}-debian12" / name
+        for f, r in zip(files, local_records):
+            job = artifacts / f"results-{r.variant}-debian12" / name / "results"
             job.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, job / f.name)
         dirs = ci.evidence_dirs(artifacts)
         assert len(dirs) == 2
-        merged = report.render(results.load_many(dirs))
+        merged = report.render(record.read_many(dirs))
         assert merged == local
         assert "cpu-asan" in merged and "Vulkan" in merged
     finally:

@@ -103,15 +103,19 @@ def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change,
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("facts, backend", [
-    ({}, "Vulkan"),
-    ({"layout": "areas", "transfer_only": True}, "Vulkan areas (transfer-only)"),
-    ({"layout": "scattered", "vulkan_transfer_queue": True}, "Vulkan transfer queue"),
+_DEFAULT = {"layout": "scattered", "order": "profile", "transfer_only": False, "transfer_queue": False}
+
+
+@pytest.mark.parametrize("facts, configuration", [
+    ({}, {}),
+    ({"layout": "areas", "transfer_only": True}, {"layout": "areas", "transfer_only": True}),
+    ({"layout": "scattered", "vulkan_transfer_queue": True}, {"transfer_queue": True}),
     ({"layout": "areas", "transfer_only": True, "vulkan_transfer_queue": True},
-     "Vulkan transfer queue areas (transfer-only)"),
-    ({"layout": "areas", "graph_order": "levels", "transfer_only": True}, "Vulkan areas levels (transfer-only)"),
+     {"layout": "areas", "transfer_only": True, "transfer_queue": True}),
+    ({"layout": "areas", "graph_order": "levels", "transfer_only": True},
+     {"layout": "areas", "order": "levels", "transfer_only": True}),
 ])
-def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, backend):
+def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, configuration):
     """A failed bench run (no driver output) is imported under the configuration run.py's
     summary entry records (layout, issue order, transfer-only, Vulkan transfer queue), so it never lands in
     another configuration's row of the table."""
@@ -121,11 +125,14 @@ def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, ba
                                                        "ggml_version": "0.20.2"})
     r = _run("device-import", str(raw), "--name", "facts", root=tmp_path / "root")
     assert "Traceback" not in r.stderr
-    files = list((tmp_path / "root" / "generated" / "diagnostics" / "facts").glob("release-vulkan-0.json"))
+    from sam3d.results import record
+    files = record.result_files(tmp_path / "root" / "generated" / "diagnostics" / "facts")
     assert len(files) == 1, r.stdout + r.stderr
-    result = json.loads(files[0].read_text())
-    assert result["status"] == "failed"
-    assert result["backend"] == backend
+    assert files[0].parent.name == "results" and files[0].name.startswith("01-release-Vulkan-")
+    result = record.read(files[0])
+    assert result.status == "failed" and result.reason == "sam3d_bench exit 1"
+    assert result.backend == "Vulkan"
+    assert result.configuration() == {**_DEFAULT, **configuration}
 
 
 def test_device_import_on_json_that_does_not_parse(tmp_path):

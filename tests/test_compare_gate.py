@@ -13,14 +13,32 @@ from pathlib import Path
 import pytest
 
 from sam3d import cli
-from sam3d.results import schema
+from sam3d.results import record
 
 DATA = Path(__file__).parent / "data"
 
 
 def _folder(tmp_path, name, result):
-    schema.write(tmp_path / name / "result.json", result)
+    """A folder holding ``result`` (a result document) as its one result file."""
+    record.write(tmp_path / name / "result.json", record.parse(result))
     return str(tmp_path / name)
+
+
+def _load(name):
+    """A result file of tests/data as the document of its record (version 1, migrated)."""
+    return record.read(DATA / name).document()
+
+
+def _numbers(doc):
+    """Asserts `compare --format json`'s numbers are JSON numbers and its text has no Markdown."""
+    assert "**" not in json.dumps(doc)
+    assert isinstance(doc["min_effect"], float) and isinstance(doc["alpha"], float)
+    assert isinstance(doc["changed"], int)
+    for r in doc["rows"]:
+        assert isinstance(r["ratio"], float) and isinstance(r["p"], float)
+        for side in (r["a"], r["b"]):
+            assert isinstance(side["median_ms"], float) and side["failed"] is None, side
+    return doc
 
 
 def _scaled(result, factor, reverse=False):
@@ -34,18 +52,19 @@ def _scaled(result, factor, reverse=False):
 
 @pytest.fixture
 def run1():
-    return schema.load(DATA / "cpu-asan-run2.json")
+    return _load("cpu-asan-run2.json")
 
 
 def test_two_real_runs_of_one_build_at_the_same_time_are_no_change(tmp_path, capsys):
     """Two real runs of the same build under the same load: no row changed, exit 0 even with
     --fail-on any (B/A 0.97 and 0.99, p 0.6-0.7)."""
-    a = _folder(tmp_path, "a", schema.load(DATA / "cpu-asan-pair-a.json"))
-    b = _folder(tmp_path, "b", schema.load(DATA / "cpu-asan-pair-b.json"))
+    a = _folder(tmp_path, "a", _load("cpu-asan-pair-a.json"))
+    b = _folder(tmp_path, "b", _load("cpu-asan-pair-b.json"))
     assert cli.main(["compare", "--fail-on", "any", "--format", "json", a, b]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    rows = _numbers(json.loads(capsys.readouterr().out))["rows"]
     assert [(r["batching"], r["verdict"]) for r in rows] == [("off", "no change"), ("on", "no change")]
-    assert all(float(r["p"]) > 0.05 for r in rows)
+    assert all(r["p"] > 0.05 for r in rows)
+    assert all(0.95 < r["ratio"] < 1.0 for r in rows)
 
 
 def test_the_same_samples_in_another_order_are_no_change(tmp_path, run1, capsys):
@@ -54,9 +73,10 @@ def test_the_same_samples_in_another_order_are_no_change(tmp_path, run1, capsys)
     a = _folder(tmp_path, "a", run1)
     b = _folder(tmp_path, "b", _scaled(run1, 1.0, reverse=True))
     assert cli.main(["compare", "--fail-on", "any", "--format", "json", a, b]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert [(r["batching"], r["B/A"], r["verdict"]) for r in doc["rows"]] == [
-        ("off", "1.000", "no change"), ("on", "1.000", "no change")]
+    doc = _numbers(json.loads(capsys.readouterr().out))
+    assert [(r["batching"], r["ratio"], r["verdict"]) for r in doc["rows"]] == [
+        ("off", 1.0, "no change"), ("on", 1.0, "no change")]
+    assert all(r["a"]["median_ms"] == r["b"]["median_ms"] for r in doc["rows"])
 
 
 def test_samples_made_10_percent_slower_fail_the_gate(tmp_path, run1, capsys):
@@ -77,11 +97,12 @@ def test_samples_made_10_percent_slower_fail_the_gate(tmp_path, run1, capsys):
 def test_two_real_runs_under_different_load(tmp_path, run1, capsys):
     """Run 1 (more load) against run 2: faster, which --fail-on slower lets pass and --fail-on
     faster or any does not; the other way round it is slower."""
-    a = _folder(tmp_path, "a", schema.load(DATA / "cpu-asan-run1.json"))
+    a = _folder(tmp_path, "a", _load("cpu-asan-run1.json"))
     b = _folder(tmp_path, "b", run1)
     assert cli.main(["compare", "--fail-on", "slower", "--format", "json", a, b]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
-    assert {r["verdict"] for r in rows} == {"faster"} and all(0.6 < float(r["B/A"]) < 0.7 for r in rows)
+    rows = _numbers(json.loads(capsys.readouterr().out))["rows"]
+    assert {r["verdict"] for r in rows} == {"faster"} and all(0.6 < r["ratio"] < 0.7 for r in rows)
+    assert all(r["ratio"] == pytest.approx(r["b"]["median_ms"] / r["a"]["median_ms"]) for r in rows)
     assert cli.main(["compare", "--fail-on", "faster", a, b]) == 1
     assert cli.main(["compare", "--fail-on", "any", a, b]) == 1
     assert cli.main(["compare", "--fail-on", "slower", b, a]) == 1
@@ -165,7 +186,7 @@ def test_the_one_run_gate_fails_on_a_failed_result_and_on_an_empty_folder(tmp_pa
 def test_the_one_run_gate_counts_a_failed_result_that_is_not_utf8(tmp_path, run1):
     """A result file that mentions the schema but does not decode is an error, not skipped."""
     from sam3d import ci
-    from sam3d.results.schema import ResultError
+    from sam3d.results.record import ResultError
     folder = Path(_folder(tmp_path, "ok", run1))
     failed = json.dumps(_failed(run1)).replace("the driver exited 1", "the driver exited \\u00ff")
     (folder / "failed.json").write_bytes(failed.replace("\\u00ff", "\udcff").encode("utf-8", "surrogateescape"))

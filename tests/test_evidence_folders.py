@@ -224,8 +224,8 @@ def test_report_terminated_keeps_the_old_folder_and_readers_skip_nothing_half(tm
     assert _intact(final)
     half = tmp_path / "out" / f".keep.new-{os.getpid()}"
     shutil.copytree(DATA, half / "results")
-    from sam3d.results import schema
-    assert schema.result_files(tmp_path / "out") == []
+    from sam3d.results import record
+    assert record.result_files(tmp_path / "out") == []
 
 
 def test_device_import_interrupted_keeps_the_old_folder(tmp_path, capsys, monkeypatch):
@@ -241,11 +241,11 @@ def test_device_import_interrupted_keeps_the_old_folder(tmp_path, capsys, monkey
     monkeypatch.setattr(bench_cmd.table, "device_tests", interrupt)
     assert cli.main(["device-import", str(raw), "--name", "dev", "--force"]) == 130
     assert _intact(final)
-    # a summary that does not fit the result schema: refused, nothing replaced
+    # a summary that does not fit the result record: refused, nothing replaced
     (tmp_path / "bad").mkdir()
     bad = _summary(tmp_path / "bad")
     assert cli.main(["device-import", str(bad), "--name", "dev", "--force"]) == 2
-    assert "field 'build.compile_flags': missing" in capsys.readouterr().err
+    assert "the release Vulkan run's result: field 'build.compile_flags': Field required" in capsys.readouterr().err
     assert _intact(final)
     monkeypatch.undo()
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path / "root"))

@@ -22,7 +22,7 @@ import pytest
 from sam3d.cli import generate
 from sam3d.cli.main import parser
 from sam3d.core import host, variants
-from sam3d.results import schema
+from sam3d.results import record
 from sam3d.running import bundle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +31,30 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_every_derived_file_matches_the_code():
     stale = [str(f.relative_to(ROOT)) for f in generate.drift(ROOT, parser())]
     assert stale == [], f"run `{generate.COMMAND}`: {stale} drifted from the code"
+
+
+def test_the_record_s_schemas_and_fields_are_among_the_derived_files():
+    """`generate` writes the JSON Schemas of the result record and of `report` and `compare`'s
+    JSON output, and the record's field tables in docs/results.md: each a valid JSON Schema of
+    the document's own version."""
+    import jsonschema
+
+    from sam3d.results import compare, table
+    schemas = {"sam3d/results/result.schema.json": record.SCHEMA,
+               "docs/schemas/report.schema.json": table.REPORT_SCHEMA,
+               "docs/schemas/comparison.schema.json": compare.COMPARISON_SCHEMA}
+    assert set(schemas) <= set(generate.FILES)
+    assert set(generate.BLOCKS["docs/results.md"]) == {"record"}
+    assert {"variants", "schema"} <= set(generate.BLOCKS["README.md"])
+    for rel, schema_id in schemas.items():
+        written = json.loads((ROOT / rel).read_text())
+        jsonschema.Draft202012Validator.check_schema(written)
+        assert written["$id"] == schema_id, rel
+    assert record.SCHEMA in generate.schema_line()
+    fields = generate.record_fields()
+    for model in (record.Record, record.Row, record.Sample, record.Counters):
+        assert f"### {model.__name__}\n" in fields
+    assert "| `transfer_only` |" in fields and "| `layout` |" in fields
 
 
 def test_the_check_fails_on_a_drifted_block(tmp_path):
@@ -92,16 +116,25 @@ def test_the_bundle_s_host_py_gives_the_same_sanitizer_options(tmp_path):
 
 
 def _texts():
-    """The pages and the package's sources that may name a result schema version."""
-    yield from [ROOT / "README.md", ROOT / "ci" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    yield from (p for p in sorted((ROOT / "sam3d").rglob("*.py")) if p != ROOT / "sam3d" / "results" / "schema.py")
+    """The pages and the package's sources that may name a result schema version, with their
+    text: record.py, which lists the versions it still reads, left out, and so is the field
+    table docs/results.md has generated from it."""
+    pages = [ROOT / "README.md", ROOT / "ci" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for p in pages:
+        text = p.read_text()
+        if p == ROOT / "docs" / "results.md":
+            head, rest = text.split(generate.begin("record"), 1)
+            text = head + rest.split(generate.end("record"), 1)[1]
+        yield p, text
+    yield from ((p, p.read_text()) for p in sorted((ROOT / "sam3d").rglob("*.py"))
+                if p != ROOT / "sam3d" / "results" / "record.py")
 
 
 def test_pages_and_docstrings_name_the_current_result_schema():
-    """schema.py alone lists the versions it still reads; everything else names the one it writes."""
-    wrong = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _texts()
-             for m in re.finditer(r"sam3d-bench-result/\d+", p.read_text()) if m.group(0) != schema.SCHEMA]
-    assert wrong == [], f"the code writes {schema.SCHEMA}"
+    """record.py alone lists the versions it still reads; everything else names the one it writes."""
+    wrong = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in _texts()
+             for m in re.finditer(r"sam3d-bench-result/\d+", text) if m.group(0) != record.SCHEMA]
+    assert wrong == [], f"the code writes {record.SCHEMA}"
 
 
 def test_ci_run_runs_the_test_command_the_readme_names():

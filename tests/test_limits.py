@@ -4,25 +4,28 @@ table, compare and older result files show them. Values are chosen so that dropp
 inflating a count changes the asserted number."""
 
 import copy
+import json
 
 import pytest
 
+from sam3d.cli import bench
 from sam3d.core import profile
-from sam3d.results import compare, limits, table
-from sam3d.results import schema as results
+from sam3d.results import compare, limits, record, table
+from sam3d.results.record import Series, TransferFloor
 
-from conftest import limits_extra
+from conftest import limits_extra, records
 
 SHA = profile.sha256()
 ON = [10.0 + 0.01 * i for i in range(20)]     # median 10.095
 OFF = [20.0 + 0.01 * i for i in range(20)]
 
 
-def _result(make_result, transfer_only=False, **extra):
-    """A Vulkan result of the committed profile with on, off, zerocopy and queued rows (zerocopy
-    median 6.095, queued median 5.095) and the limit probes of limits_extra(**extra)."""
-    r = make_result(backend="Vulkan" + (" (transfer-only)" if transfer_only else ""), device="Test GPU",
-                    on_ms=ON, off_ms=OFF, profile_sha=SHA)
+def _doc(make_result, transfer_only=False, **extra):
+    """A Vulkan result document of the committed profile with on, off, zerocopy and queued rows
+    (zerocopy median 6.095, queued median 5.095) and the limit probes of limits_extra(**extra);
+    ``transfer_only``: the record's field of that name."""
+    r = make_result(backend="Vulkan", device="Test GPU", on_ms=ON, off_ms=OFF, profile_sha=SHA,
+                    **({"transfer_only": True} if transfer_only else {}))
     on = next(row for row in r["rows"] if row["batching"] == "on")
     for mode, less in (("zerocopy", 4.0), ("queued", 5.0)):
         row = copy.deepcopy(on)
@@ -31,17 +34,38 @@ def _result(make_result, transfer_only=False, **extra):
             s["wall_ms"] -= less
         r["rows"].append(row)
     r["extra"] = limits_extra(**extra)
-    if transfer_only:
-        r["extra"]["transfer_only"] = True
-    return results.validate(r)
+    return r
 
 
-def _row(r, mode):
-    return next(row for row in r["rows"] if row["batching"] == mode)
+def _rec(doc):
+    """The record of one result document (edited by a test), read as a result file is."""
+    (r,) = records(doc)
+    return r
+
+
+def _result(make_result, transfer_only=False, **extra):
+    """_doc()'s record."""
+    return _rec(_doc(make_result, transfer_only, **extra))
+
+
+def _recs(rs):
+    """Records of documents or records."""
+    return [_rec(r) if isinstance(r, dict) else r for r in rs]
 
 
 def _cells(rs):
-    return {(row["backend"], row["batching"]): row for row in table.records(rs)["rows"]}
+    """The table's cells (table.build) by (backend, batching)."""
+    return {(row["backend"], row["batching"]): row for row in table.build(_recs(rs)).rows}
+
+
+def _notes(rs):
+    return table.build(_recs(rs)).notes
+
+
+def _write_json(path, doc):
+    """A result file as an older checkout wrote it (record.write writes the version-4 record)."""
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
 
 
 # --- mandatory waits ------------------------------------------------------------------------
@@ -111,7 +135,8 @@ def test_level_order_keeps_feeders_first_and_synchronous_graphs_in_place():
 def test_mandatory_waits_follow_the_issue_order(make_result):
     """In dependency-level order the committed profile has 52 dependency points, not 50: the
     replay waits each feeder itself (graphs between it and the reader stay in flight), and
-    levels put more graphs between them. A result's extra.graph_order picks the order."""
+    levels put more graphs between them. A result's order field picks the order (a version-3
+    file's extra.graph_order, migrated to it)."""
     prof = profile.load()
     w = limits.mandatory_waits(prof, compute=False, alignment=64, order=profile.level_order(prof))
     assert (w.dependency, w.synchronous, w.ring, w.end, w.total) == (52, 4, 0, 1, 57)
@@ -122,13 +147,23 @@ def test_mandatory_waits_follow_the_issue_order(make_result):
                        _graph("d", [4], [4], deps=[(0, "b", 0)])]}
     assert limits.mandatory_waits(four, compute=False, alignment=4).dependency == 2
     assert limits.mandatory_waits(four, compute=False, alignment=4, order=[0, 1, 3, 2]).dependency == 1
-    r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03)
-    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 55
-    r["extra"]["graph_order"] = "levels"
-    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 57
-    assert limits.limit(r, "zerocopy", _row(r, "zerocopy")).round_trips == 83
-    r["extra"]["graph_order"] = "profile"
-    assert limits.limit(r, "queued", _row(r, "queued")).round_trips == 55
+    d = _doc(make_result, transfer_only=True, floor=1.5, rt_download=0.03)
+    r = _rec(d)
+    assert r.order == "profile" and limits.limit(r, r.row("queued")).round_trips == 55
+    d["order"] = "levels"
+    r = _rec(d)
+    assert limits.limit(r, r.row("queued")).round_trips == 57
+    assert limits.limit(r, r.row("zerocopy")).round_trips == 83
+    d["order"] = "profile"
+    r = _rec(d)
+    assert limits.limit(r, r.row("queued")).round_trips == 55
+    # a version-3 file: the order in extra.graph_order, transfer-only as the backend's suffix
+    v3 = _doc(make_result, floor=1.5, rt_download=0.03)
+    v3.update(schema="sam3d-bench-result/3", backend="Vulkan (transfer-only)")
+    v3["extra"].update(graph_order="levels", transfer_only=True)
+    r = _rec(v3)
+    assert (r.backend, r.order, r.transfer_only) == ("Vulkan", "levels", True)
+    assert limits.limit(r, r.row("queued")).round_trips == 57
 
 
 def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
@@ -149,12 +184,12 @@ def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
 
 def test_limits_with_compute_use_the_graph_round_trip(make_result):
     r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
-    on, zc, q = (limits.limit(r, m, _row(r, m)) for m in ("on", "zerocopy", "queued"))
+    on, zc, q = (limits.limit(r, r.row(m)) for m in ("on", "zerocopy", "queued"))
     assert on.ms == pytest.approx(83 * 0.04 + max(1.5, 4.0))   # 7.32: the copies overlap the floor
     assert zc.ms == pytest.approx(1.5 + 83 * 0.04)          # 4.82
     assert q.ms == pytest.approx(1.5 + 56 * 0.04)           # 3.74
     assert (on.round_trip, q.round_trips, q.waits.total) == ("graph", 56, 56)
-    assert limits.limit(r, "off", _row(r, "off")) is None
+    assert limits.limit(r, r.row("off")) is None
     cells = _cells([r])
     assert cells[("Vulkan", "on")]["x limit"] == "1.38x (7.320)"        # 10.095 / 7.32
     assert cells[("Vulkan", "zerocopy")]["x limit"] == "1.26x (4.820)"  # 6.095 / 4.82
@@ -165,7 +200,7 @@ def test_limits_with_compute_use_the_graph_round_trip(make_result):
 
 def test_transfer_only_limits_use_the_download_round_trip(make_result):
     r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
-    on, zc, q = (limits.limit(r, m, _row(r, m)).ms for m in ("on", "zerocopy", "queued"))
+    on, zc, q = (limits.limit(r, r.row(m)).ms for m in ("on", "zerocopy", "queued"))
     assert (on, zc, q) == pytest.approx((83 * 0.03 + 4.0, 1.5 + 83 * 0.03, 1.5 + 55 * 0.03))
 
 
@@ -173,18 +208,18 @@ def test_staged_limit_counts_the_slower_of_floor_and_memcpy(make_result):
     # Pieces overlap the copies with the DMA (docs/contract.md, rule 2): a memcpy faster than
     # the floor leaves the floor.
     r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=0.5)
-    assert limits.limit(r, "on", _row(r, "on")).ms == pytest.approx(83 * 0.04 + 1.5)
+    assert limits.limit(r, r.row("on")).ms == pytest.approx(83 * 0.04 + 1.5)
 
 
 def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
     # queued made = dependency + ring + end + 3 sync uploads + 1 sync download + 1 encoder compute.
     r = _result(make_result, dependency=50, ring=0, end=1)
-    assert limits.limit(r, "queued", _row(r, "queued")).waits_made == 56
+    assert limits.limit(r, r.row("queued")).waits_made == 56
     cells = _cells([r])
     assert cells[("Vulkan", "queued")]["waits"] == "56/56"
     assert cells[("Vulkan", "on")]["waits"] == "83/83" and cells[("Vulkan", "off")]["waits"] == ""
     inflated = _result(make_result, dependency=53, ring=1, end=1)
-    lim = limits.limit(inflated, "queued", _row(inflated, "queued"))
+    lim = limits.limit(inflated, inflated.row("queued"))
     assert (lim.waits_made, lim.round_trips, lim.excess) == (60, 56, 4)
     assert lim.ms == pytest.approx(1.5 + 56 * 0.04)  # the limit counts the mandatory waits only
     assert _cells([inflated])[("Vulkan", "queued")]["waits"] == "60/56 **+4**"
@@ -193,13 +228,14 @@ def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
 
 
 def test_no_limit_without_a_floor_or_another_profile(make_result):
-    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)   # CPU: no transfer floor
-    rs = table.records([cpu])
-    assert "x limit" in rs["columns"] and all(row["x limit"] == "" for row in rs["rows"])
+    cpu = _rec(make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA))   # CPU: no transfer floor
+    t = table.build([cpu])
+    assert "x limit" in [c.header for c in t.columns] and all(row["x limit"] == "" for row in t.rows)
     assert "x limit" not in table.render([cpu]).splitlines()[2]
-    other = _result(make_result)
+    other = _doc(make_result)
     other["profile"]["sha256"] = "b" * 64
-    assert limits.limit(other, "queued", _row(other, "queued")) is None
+    other = _rec(other)
+    assert limits.limit(other, other.row("queued")) is None
 
 
 # --- the floor --------------------------------------------------------------------------------
@@ -213,10 +249,10 @@ def test_no_limit_without_a_floor_or_another_profile(make_result):
 ])
 def test_floor_self_check(make_result, both, up, down, ok):
     r = _result(make_result, floor=both, upload=up, download=down)
-    check = limits.floor_check(r["extra"]["transfer_floor"])
+    check = limits.floor_check(r.extra.transfer_floor)
     assert (check.ok, check.low_ms, check.high_ms) == (ok, max(up, down), pytest.approx(up + down))
     cell = _cells([r])[("Vulkan", "on")]["x floor"]
-    notes = table.records([r])["notes"]
+    notes = _notes([r])
     assert cell.endswith("self-check FAILED") != ok
     assert any("WARNING" in n and "self-check FAILED" in n for n in notes) != ok
 
@@ -228,26 +264,34 @@ def _blocks(*medians):
             "samples_ms": [m * k for m in medians for k in (0.9, 1.0, 1.3)]}
 
 
+def _floor(both=None, upload=None, download=None, **more):
+    """A transfer floor of these series (dicts as _blocks() gives them; None: absent), its
+    value both's best block median."""
+    series = {k: Series(**v) for k, v in (("both", both), ("upload", upload), ("download", download)) if v}
+    return TransferFloor(median_ms=series["both"].best_median_ms if "both" in series else 1.0, **series, **more)
+
+
 # The H200 run's block medians (ms): both missed the sum 0.6062 + 0.5895 = 1.1957 by 0.0011.
 H200_UP = (0.7043, 0.6138, 0.6083, 0.6062)     # resolution 0.0021
 H200_DOWN = (0.5916, 0.5908, 0.5903, 0.5895)   # resolution 0.0008
 
 
 def test_wrap_records_the_self_check():
-    from test_bench import COMMON, RELEASE, _doc
-    doc = _doc()
+    from test_bench import COMMON, RELEASE
+    from test_bench import _doc as driver_doc
+    doc = driver_doc()
     doc["extra"].update(limits_extra(floor=1.6, upload=0.8, download=0.75))
-    r = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)
-    assert r["extra"]["transfer_floor"]["self_check"] == {
+    r = bench.wrap(RELEASE.name, "Vulkan", doc, reason=None, **COMMON)
+    assert r.extra.transfer_floor.self_check.model_dump() == {
         "ok": False, "both_ms": 1.6, "max_alone_ms": 0.8, "sum_alone_ms": pytest.approx(1.55),
         "low_tolerance_ms": 0.0, "high_tolerance_ms": 0.0}
-    results.validate(r)
+    # the record as written reads back with its self-check
+    assert record.parse(r.document()).extra.transfer_floor.self_check == r.extra.transfer_floor.self_check
     doc["extra"]["transfer_floor"].update(both=_blocks(1.2956, 1.2040, 1.1968, 1.1985), upload=_blocks(*H200_UP),
                                           download=_blocks(*H200_DOWN), median_ms=1.1968)
-    check = results.wrap(RELEASE, "vulkan", doc, status="ok", reason=None, **COMMON)["extra"]["transfer_floor"][
-        "self_check"]
-    assert check["ok"] and check["high_tolerance_ms"] == pytest.approx(0.0017 + 0.0021 + 0.0008)
-    assert check["low_tolerance_ms"] == pytest.approx(0.0017 + 0.0021)  # both and the slower direction, upload
+    check = bench.wrap(RELEASE.name, "Vulkan", doc, reason=None, **COMMON).extra.transfer_floor.self_check
+    assert check.ok and check.high_tolerance_ms == pytest.approx(0.0017 + 0.0021 + 0.0008)
+    assert check.low_tolerance_ms == pytest.approx(0.0017 + 0.0021)  # both and the slower direction, upload
 
 
 @pytest.mark.parametrize("both, up, down, ok, strict", [
@@ -267,7 +311,7 @@ def test_wrap_records_the_self_check():
     ((1.19, 1.49, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), True, True),
 ])
 def test_floor_self_check_allows_the_runs_own_resolution(both, up, down, ok, strict):
-    check = limits.floor_check({"both": _blocks(*both), "upload": _blocks(*up), "download": _blocks(*down)})
+    check = limits.floor_check(_floor(_blocks(*both), _blocks(*up), _blocks(*down)))
     assert check.high_ms == pytest.approx(min(up) + min(down)) and check.low_ms == max(min(up), min(down))
     assert (check.ok, check.strict) == (ok, strict)
     assert check.high_tolerance_ms <= 0.01 * check.both_ms and check.low_tolerance_ms <= 0.01 * check.both_ms
@@ -279,7 +323,7 @@ def test_floor_self_check_allows_the_runs_own_resolution(both, up, down, ok, str
 @pytest.mark.parametrize("probe, warned", [(1.5, False), (1.45, False), (1.42, True), (1.60, True)])
 def test_floor_probe_disagreement_over_5_percent_is_noted(make_result, probe, warned):
     r = _result(make_result, floor=1.5, probe=probe)
-    notes = table.records([r])["notes"]
+    notes = _notes([r])
     assert any("sam3d_floor_probe" in n and n.startswith("WARNING") for n in notes) == warned
     line = next(n for n in notes if n.startswith("limits, "))
     assert f"sam3d_floor_probe {probe:.3f} ms ({1.5 / probe - 1:+.1%})" in line
@@ -307,64 +351,61 @@ def _series_of(ms):
 def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(make_result):
     """The per-copy cost over the floor divides by the copies beyond the floor's 2, and each
     row's excess is its median minus its own calls (zerocopy median 6.095, queued 5.095)."""
-    r = _result(make_result, transfer_only=True, floor=1.4)
-    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
+    d = _doc(make_result, transfer_only=True, floor=1.4)
+    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
                                 "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
                                 "queued_cold": _series_of(4.2), "copies_per_image": 435}
-    results.validate(r)
-    notes = " ".join(table.records([r])["notes"])
+    notes = " ".join(_notes([d]))
     # copies against the floor: both the best block median (2.8 ms); the rows against medians
     assert "the profile's 435 copies, one synchronize 2.800 ms (+3.23 us per copy over the floor's 2)" in notes
     assert "zerocopy's calls 5.000 ms (cold 4.500), the row +1.095 ms" in notes
     assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
-    r["extra"]["ggml_calls"].update(queued=None, queued_cold=None)  # a device without events
-    assert "queued's calls" not in " ".join(table.records([r])["notes"])
-    r["extra"]["ggml_calls"]["copies"] = {"best_median_ms": -1.0}
-    with pytest.raises(results.ResultError, match="ggml_calls"):
-        results.validate(r)
+    d["extra"]["ggml_calls"].update(queued=None, queued_cold=None)  # a device without events
+    assert "queued's calls" not in " ".join(_notes([d]))
+    d["extra"]["ggml_calls"]["copies"] = {"best_median_ms": -1.0}
+    with pytest.raises(record.ResultError, match="ggml_calls"):
+        _rec(d)
 
 
 def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
     """The queued row is set against the calls the core made: without the event waits when its
     counters say it enqueued none (a backend of one in-order queue, docs/contract.md A6), with
     them otherwise; the three policies are listed side by side (medians of all samples)."""
-    r = _result(make_result, transfer_only=True, floor=1.4)
-    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
+    d = _doc(make_result, transfer_only=True, floor=1.4)
+    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
                                 "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
                                 "queued_cold": _series_of(4.2), "copies_per_image": 435,
                                 "queued_no_upload_wait": _series_of(4.4), "queued_synchronize": _series_of(4.9),
                                 "queued_two_backends": _series_of(4.3)}
-    r["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
-    results.validate(r)
-    r["extra"]["ggml_calls"]["queued_levels"] = {"median_ms": "fast"}
-    with pytest.raises(results.ResultError, match="ggml_calls"):
-        results.validate(r)  # optional, but a series when present
-    r["extra"]["ggml_calls"]["queued_levels"] = None
-    results.validate(r)
-    notes = " ".join(table.records([r])["notes"])
+    d["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
+    _rec(d)
+    d["extra"]["ggml_calls"]["queued_levels"] = {"median_ms": "fast"}
+    with pytest.raises(record.ResultError, match="ggml_calls"):
+        _rec(d)  # optional, but a series when present
+    d["extra"]["ggml_calls"]["queued_levels"] = None
+    notes = " ".join(_notes([d]))
     assert "queued's calls 4.400 ms (without the event waits) (cold 4.200, with them), the row +0.695 ms" in notes
     assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
             "with no event, every wait a synchronize 4.900, downloads on a second backend 4.300") in notes
-    r["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
-    notes = " ".join(table.records([r])["notes"])
+    d["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
+    notes = " ".join(_notes([d]))
     assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
 
 
 def test_the_cores_ggml_calls_per_image_are_listed_per_row(make_result):
     """extra.modes' per-image counts (the core's counters, rule 8) in the notes, for the rows
     that have all five; a row missing one is left out."""
-    r = _result(make_result)
+    d = _doc(make_result)
     counts = {"on": (175, 82, 7, 0, 12), "queued": (320, 6, 82, 0, 130)}
     for mode, values in counts.items():
-        r["extra"]["modes"][mode].update(zip(("ggml_copies_per_image", "synchronizes_per_image",
+        d["extra"]["modes"][mode].update(zip(("ggml_copies_per_image", "synchronizes_per_image",
                                               "event_records_per_image", "event_waits_per_image",
                                               "event_synchronizes_per_image"), values))
-    results.validate(r)
-    notes = " ".join(table.records([r])["notes"])
+    notes = " ".join(_notes([d]))
     assert ("the core's GGML calls per image (copies/synchronizes/event records/event waits/event synchronizes): "
             "on 175/82/7/0/12, queued 320/6/82/0/130") in notes
-    del r["extra"]["modes"]["on"]["event_waits_per_image"]
-    notes = " ".join(table.records([r])["notes"])
+    del d["extra"]["modes"]["on"]["event_waits_per_image"]
+    notes = " ".join(_notes([d]))
     assert "on 175/" not in notes and "queued 320/6/82/0/130" in notes
 
 
@@ -376,19 +417,18 @@ def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, du
     (0.8 + 0.75 - duplex) / 0.75 of the faster direction hidden, negative when they contended;
     the GB/s are both directions' bytes over the duplex time; more than 1% below the slower
     direction alone (0.792 ms) is a measurement fault."""
-    r = _result(make_result, floor=1.5)
-    r["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": duplex, "block_medians_ms": [duplex],
+    d = _doc(make_result, floor=1.5)
+    d["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": duplex, "block_medians_ms": [duplex],
                                               "median_ms": duplex, "n": 1, "samples_ms": [duplex]}
-    results.validate(r)
-    notes = " ".join(table.records([r])["notes"])
+    notes = " ".join(_notes([d]))
     gbs = (33_193_136 + 32_403_596) / (duplex * 1e6)
     assert f"duplex (upload and download on two backends at once) {duplex:.3f} ms = {gbs:.1f} GB/s, {hidden} of the faster direction hidden" in notes
     assert ("a measurement fault" in notes) == fault
 
 
-def _duplex_floor(up, down, both):
-    return {"upload": {"best_median_ms": up}, "download": {"best_median_ms": down},
-            "duplex": {"best_median_ms": both}, "upload_bytes": 1_000_000, "download_bytes": 580_000}
+def _duplex_floor(up, down, both, upload_bytes=1_000_000, download_bytes=580_000):
+    return _floor(upload=_blocks(up), download=_blocks(down), duplex=Series(**_blocks(both)),
+                  upload_bytes=upload_bytes, download_bytes=download_bytes)
 
 
 def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_direction():
@@ -400,8 +440,8 @@ def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_d
         head + "0.790 ms = 2.0 GB/s, 101% of the faster direction hidden"
         " (**below the slower direction alone: a measurement fault**)")
     # GB/s = bytes / (ms x 1e6): 2,250,001 bytes in 1 ms are 2.250001 GB/s, shown rounded up
-    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex({**_duplex_floor(1.0, 0.75, 1.0), "upload_bytes": 2_000_001,
-                                                     "download_bytes": 250_000})
+    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex(_duplex_floor(1.0, 0.75, 1.0, upload_bytes=2_000_001,
+                                                                  download_bytes=250_000))
     edge = 1.0 * (1 - limits.DUPLEX_TOLERANCE)
     assert "fault" not in limits.duplex(_duplex_floor(1.0, 0.5, edge))
     assert "fault" in limits.duplex(_duplex_floor(1.0, 0.5, edge * 0.999))
@@ -415,87 +455,104 @@ def test_duplex_of_zero_ms_times_renders(make_result):
     assert " 100%" not in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
     assert limits.duplex(_duplex_floor(0.8, 0.75, 0.0)).startswith(
         "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 207% of the faster direction hidden (**")
-    r = _result(make_result, floor=1.5)
-    r["extra"]["transfer_floor"]["download"] = _blocks(0.0)
-    r["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": 0.0, "block_medians_ms": [0.0], "median_ms": 0.0,
+    d = _doc(make_result, floor=1.5)
+    d["extra"]["transfer_floor"]["download"] = _blocks(0.0)
+    d["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": 0.0, "block_medians_ms": [0.0], "median_ms": 0.0,
                                               "n": 1, "samples_ms": [0.0]}
-    results.validate(r)
     assert "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 0% of" in " ".join(
-        table.records([r])["notes"])
+        _notes([d]))
 
 
 def test_queued_policies_are_listed_side_by_side_only_when_several_were_timed(make_result):
     """The list of queued's call policies compares them: it needs two; with queued alone there
     is nothing to set it beside."""
-    r = _result(make_result, transfer_only=True, floor=1.4)
-    r["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "queued": _series_of(4.6), "copies_per_image": 435}
-    rows = [(row["batching"], row) for row in r["rows"]]
-    assert "queued's calls with" not in limits.ggml_calls(r, rows)
-    r["extra"]["ggml_calls"]["queued_synchronize"] = _series_of(4.9)
+    d = _doc(make_result, transfer_only=True, floor=1.4)
+    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
+                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6), "queued_cold": None,
+                                "copies_per_image": 435}
+    assert "queued's calls with" not in limits.ggml_calls(_rec(d))
+    d["extra"]["ggml_calls"]["queued_synchronize"] = _series_of(4.9)
     assert ("queued's calls with the event wait before uploads 4.600, with no event, every wait a synchronize "
-            "4.900 (medians)") in limits.ggml_calls(r, rows)
-    r["extra"]["ggml_calls"]["queued_two_backends"] = _series_of(4.3)
+            "4.900 (medians)") in limits.ggml_calls(_rec(d))
+    d["extra"]["ggml_calls"]["queued_two_backends"] = _series_of(4.3)
     assert ("with no event, every wait a synchronize 4.900, downloads on a second backend 4.300 (medians)"
-            in limits.ggml_calls(r, rows))
-    r["extra"]["ggml_calls"]["queued_levels"] = _series_of(4.1)
+            in limits.ggml_calls(_rec(d)))
+    d["extra"]["ggml_calls"]["queued_levels"] = _series_of(4.1)
     assert ("downloads on a second backend 4.300, graphs in dependency-level order 4.100 (medians)"
-            in limits.ggml_calls(r, rows))
+            in limits.ggml_calls(_rec(d)))
 
 
 def test_compare_carries_x_floor_and_x_limit(make_result):
+    """Each side's x floor and x limit: as numbers in the comparison's lines, and as cells of
+    its Markdown table."""
+    from test_report import parse
     a = _result(make_result, floor=1.5)
     b = _result(make_result, floor=2.0)
-    rows = {r["batching"]: r for r in compare.compare_results([a], [b]).rows}
+    c = compare.compare_results([a], [b])
+    lines = {x.batching: x for x in c.lines}
+    q = lines["queued"]
+    assert (q.a.limit_ms, q.b.limit_ms, q.a.floor_ms, q.b.floor_ms) == pytest.approx((3.74, 4.24, 1.5, 2.0))
+    assert (q.a.x_limit, q.b.x_limit) == pytest.approx((5.095 / 3.74, 5.095 / 4.24))
+    assert (q.a.x_floor, q.b.x_floor) == pytest.approx((5.095 / 1.5, 5.095 / 2.0))
+    assert (lines["off"].a.x_limit, lines["off"].a.limit_ms) == (None, None)
+    _, _, md = parse(c.markdown())
+    rows = {r["batching"]: r for r in md}
     assert rows["queued"]["A x limit"] == "1.36x (3.740)" and rows["queued"]["B x limit"] == "1.20x (4.240)"
     assert rows["queued"]["A x floor"] == "3.4x (1.500)" and rows["queued"]["B x floor"] == "2.5x (2.000)"
     assert rows["off"]["A x limit"] == ""
 
 
 def test_schema_1_results_render_without_limits(tmp_path, make_result):
-    old = _result(make_result)
+    old = _doc(make_result)
     old["schema"] = "sam3d-bench-result/1"
     old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"},
                     "modes": {"zerocopy": {"slot_fill_and_read_ms_excluded": [0.75] * 20}}}
-    results.write(tmp_path / "old.json", old)
-    (loaded,) = results.load_many([tmp_path])
+    _write_json(tmp_path / "old.json", old)
+    (loaded,) = record.read_many([tmp_path])
+    assert loaded.migrated_from == "sam3d-bench-result/1"
     cells = _cells([loaded])
     assert cells[("Vulkan", "on")]["x floor"] == "5.0x (2.000)" and cells[("Vulkan", "on")]["x limit"] == ""
     assert cells[("Vulkan", "zerocopy")]["excluded ms"] == "0.750"
     assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n
-               for n in table.records([loaded])["notes"])
+               for n in _notes([loaded]))
 
 
-def test_a_version_3_self_check_needs_its_tolerances(make_result):
-    r = _result(make_result)
-    r["extra"]["transfer_floor"]["self_check"] = {"ok": True, "both_ms": 1.5, "max_alone_ms": 0.8,
+@pytest.mark.parametrize("schema", ["sam3d-bench-result/4", "sam3d-bench-result/3"])
+def test_a_version_3_self_check_needs_its_tolerances(make_result, schema):
+    d = _doc(make_result)
+    d["schema"] = schema
+    d["extra"]["transfer_floor"]["self_check"] = {"ok": True, "both_ms": 1.5, "max_alone_ms": 0.8,
                                                   "sum_alone_ms": 1.55}
-    with pytest.raises(results.ResultError, match="low_tolerance_ms"):
-        results.validate(r)
-    r["schema"] = "sam3d-bench-result/2"  # written before the tolerances existed
-    results.validate(r)
+    with pytest.raises(record.ResultError, match="low_tolerance_ms"):
+        _rec(d)
+    d["schema"] = "sam3d-bench-result/2"  # written before the tolerances existed
+    assert _rec(d).extra.transfer_floor.self_check.low_tolerance_ms is None
 
 
 def test_schema_2_results_render_their_limits_without_the_ggml_calls(tmp_path, make_result):
     """A version-2 file (no ggml_calls, a self-check without tolerance_ms) still renders with
     its limits; the self-check is recomputed with the tolerance from its block medians."""
-    old = _result(make_result, transfer_only=True, floor=1.56, upload=0.80, download=0.75)
-    old["schema"] = "sam3d-bench-result/2"
+    old = _doc(make_result, floor=1.56, upload=0.80, download=0.75)
+    old.update(schema="sam3d-bench-result/2", backend="Vulkan (transfer-only)")  # version 2 named it so
+    old["extra"]["transfer_only"] = True
     old["extra"]["transfer_floor"]["self_check"] = {"ok": False, "both_ms": 1.56, "max_alone_ms": 0.8,
                                                     "sum_alone_ms": 1.55}
-    results.write(tmp_path / "old.json", old)
-    (loaded,) = results.load_many([tmp_path])
+    _write_json(tmp_path / "old.json", old)
+    (loaded,) = record.read_many([tmp_path])
+    assert (loaded.backend, loaded.transfer_only, loaded.migrated_from) == ("Vulkan", True, "sam3d-bench-result/2")
     cells = _cells([loaded])
-    assert cells[("Vulkan (transfer-only)", "queued")]["x limit"] == "1.59x (3.210)"  # 5.095 / (1.56 + 55 x 0.03)
-    notes = " ".join(table.records([loaded])["notes"])
+    assert cells[("Vulkan", "queued")]["transfer-only"] == "yes"
+    assert cells[("Vulkan", "queued")]["x limit"] == "1.59x (3.210)"  # 5.095 / (1.56 + 55 x 0.03)
+    notes = " ".join(_notes([loaded]))
     assert "self-check FAILED" in notes and "GGML's calls alone" not in notes
     old["extra"]["ggml_calls"] = {"copies": {"best_median_ms": 2.0}}
-    with pytest.raises(results.ResultError, match="ggml_calls"):
-        results.validate(old)  # checked when present, in version 2 as in 3
+    with pytest.raises(record.ResultError, match="ggml_calls"):
+        _rec(old)  # checked when present, in version 2 as in 3
 
 
 def test_plot_draws_every_backend_group(tmp_path, make_result):
     from sam3d.results import evidence
-    rs = [_result(make_result), make_result(on_ms=ON, off_ms=OFF)]
+    rs = [_result(make_result), _rec(make_result(on_ms=ON, off_ms=OFF))]
     p = evidence.plot(rs, tmp_path / "t.png")
     assert p.stat().st_size > 10_000
 
@@ -510,7 +567,7 @@ def test_the_floor_probe_runs_beside_the_driver(tmp_path):
         pytest.skip("release is not built (nox -s build -- release)")
     doc, why = driver.run_probe(release, "cpu", tmp_path / "p.log", upload_bytes=profile.UPLOAD_BYTES,
                                 download_bytes=profile.DOWNLOAD_BYTES, env={})
-    assert why is None and doc["schema"] == limits.PROBE_SCHEMA
+    assert why is None and doc["schema"] == driver.PROBE_SCHEMA
     assert (doc["backend"], doc["upload_bytes"], doc["download_bytes"], doc["median_ms"]) == (
         "CPU", profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES, None)
     assert "--upload-bytes 33193136 --download-bytes 32403596" in (tmp_path / "p.log").read_text()
@@ -545,10 +602,12 @@ def test_every_synchronous_graph_adds_its_blocking_steps():
 
 def test_a_resolution_needs_two_block_medians():
     """The gap between the best and second-best block medians; two blocks are enough."""
-    assert limits.resolution_ms({"block_medians_ms": [1.25, 1.0]}) == 0.25
-    assert limits.resolution_ms({"block_medians_ms": [1.5, 1.0, 1.125]}) == 0.125
-    assert limits.resolution_ms({"block_medians_ms": [1.0]}) == 0.0
-    assert limits.resolution_ms({}) == 0.0
+    def series(*medians):
+        return Series(best_median_ms=min(medians, default=0.0), block_medians_ms=list(medians), samples_ms=[])
+    assert limits.resolution_ms(series(1.25, 1.0)) == 0.25
+    assert limits.resolution_ms(series(1.5, 1.0, 1.125)) == 0.125
+    assert limits.resolution_ms(series(1.0)) == 0.0
+    assert limits.resolution_ms(series()) == 0.0
 
 
 def test_a_failed_self_check_says_which_bound_by_how_much_and_the_tolerance():
@@ -571,22 +630,27 @@ def test_a_failed_self_check_says_which_bound_by_how_much_and_the_tolerance():
 
 def test_the_per_copy_cost_divides_by_the_copies_beyond_the_floors_two(make_result):
     """(copies - floor) / (n - 2): with 3 copies, the one beyond the floor's 2 carries it all;
-    a mode without its cold series or without its row shows neither; the parts end "(medians)"."""
-    r = _result(make_result, transfer_only=True, floor=1.4)
-    r["extra"]["ggml_calls"] = {"copies": _series_of(1.6), "zerocopy": _series_of(5.0), "copies_per_image": 3}
-    rows = [(row["batching"], row) for row in r["rows"] if row["batching"] != "zerocopy"]
-    assert limits.ggml_calls(r, rows) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
+    a mode without its row shows no row difference (zerocopy), one without its cold series no
+    cold time (queued); the parts end "(medians)"."""
+    d = _doc(make_result, transfer_only=True, floor=1.4)
+    d["rows"] = [row for row in d["rows"] if row["batching"] != "zerocopy"]
+    d["extra"]["ggml_calls"] = {"copies": _series_of(1.6), "zerocopy": _series_of(5.0),
+                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6), "queued_cold": None,
+                                "copies_per_image": 3}
+    assert limits.ggml_calls(_rec(d)) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
                                           "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
-                                          "5.000 ms (medians)")
+                                          "5.000 ms (cold 4.500), queued's calls 4.600 ms, the row +0.495 ms "
+                                          "(medians)")
 
 
 def test_transfer_only_queued_waits_count_no_compute(make_result):
     """Transfer-only rows have no compute: the synchronous graph's blocking steps are its 3
     uploads and 1 download, so 50 dependency + 0 ring + 1 end + 4 = 55 made, 55 mandatory."""
     r = _result(make_result, transfer_only=True, dependency=50, ring=0, end=1)
-    lim = limits.limit(r, "queued", _row(r, "queued"))
+    lim = limits.limit(r, r.row("queued"))
     assert (lim.waits_made, lim.round_trips, lim.excess) == (55, 55, 0)
-    assert _cells([r])[("Vulkan (transfer-only)", "queued")]["waits"] == "55/55"
+    row = _cells([r])[("Vulkan", "queued")]
+    assert (row["transfer-only"], row["waits"]) == ("yes", "55/55")
 
 
 def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_result):
@@ -595,11 +659,11 @@ def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_res
     waits, each limited row's x floor and x limit, then the diagnostics outside every limit:
     the event-waited round trips, what each graph submitted back to back adds after the first,
     and the core's host ms per image (medians of the samples)."""
-    r = _result(make_result, floor=1.5, upload=0.8, download=0.75, probe=1.7)
-    rts = r["extra"]["round_trips"]
-    rts.update(download_event={"best_median_ms": 0.05}, graph_event={"best_median_ms": 0.06},
-               back_to_back={"best_median_ms": 0.35}, back_to_back_graphs=8)
-    line = limits.describe(r, [(row["batching"], row) for row in r["rows"]])
+    d = _doc(make_result, floor=1.5, upload=0.8, download=0.75, probe=1.7)
+    rts = d["extra"]["round_trips"]
+    rts.update(download_event=_blocks(0.05), graph_event=_blocks(0.06), back_to_back=_blocks(0.35),
+               back_to_back_graphs=8)
+    line = limits.describe(_rec(d))
     up, down = 33_193_136, 32_403_596
     on, zc, q = 83 * 0.04 + 4.0, 1.5 + 83 * 0.04, 1.5 + 56 * 0.04
     medians = {"on": 10.095, "zerocopy": 6.095, "queued": 5.095}
@@ -619,20 +683,19 @@ def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_res
         + ", ".join(f"{m} 0.500/1.000/0.250/0.000" for m in ("on", "zerocopy", "queued"))])
     # one graph back to back says nothing per further graph; a CPU result (no floor) has no line
     rts["back_to_back_graphs"] = 1
-    assert "back to back" not in limits.describe(r, [(row["batching"], row) for row in r["rows"]])
-    cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
-    assert limits.describe(cpu, [(row["batching"], row) for row in cpu["rows"]]) is None
+    assert "back to back" not in limits.describe(_rec(d))
+    assert limits.describe(_rec(make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA))) is None
 
 
 def test_the_tables_notes_state_the_rules(make_result):
     """The notes under the table say the rules of docs/benchmark.md ("Statistics", "Transfer
     floor, round trips and limits") and flag what is wrong, each in its own words."""
-    r = _result(make_result, floor=1.5, probe=1.7, writes=[0.5] * 20, reads=[0.25] * 20)
+    r = _doc(make_result, floor=1.5, probe=1.7, writes=[0.5] * 20, reads=[0.25] * 20)
     r["extra"]["floor_probe_error"] = "probe | crashed"
     cpu = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
     again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, bytes_down=32_403_592)
     failed = make_result(variant="vulkan-ubsan", status="failed", reason="x | y", on_ms=None, off_ms=None)
-    notes = table.records([r, cpu, again, failed])["notes"]
+    notes = _notes([r, cpu, again, failed])
     text = "\n".join(notes)
     for rule in ("p95 is nearest-rank (the ceil(0.95 n)-th smallest)",
                  "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
@@ -655,26 +718,27 @@ def test_the_tables_notes_state_the_rules(make_result):
         assert rule in text, rule
     assert notes[0].startswith("times: per-image wall ms; ") and notes[1].startswith("bytes per image; ")
     assert any(n.startswith("limits, release Vulkan: floor 1.500 ms") for n in notes)
-    plain = "\n".join(table.records([make_result(on_ms=ON, off_ms=OFF)])["notes"])
+    plain = "\n".join(_notes([make_result(on_ms=ON, off_ms=OFF)]))
     assert "32,403,596 downloaded." in plain and "* marks" not in plain and "run: #i" not in plain
 
 
 def _drawn(monkeypatch, tmp_path, rs, title=None):
-    """plot()'s figure, taken when it is saved."""
+    """plot()'s figure, taken when it is saved; ``rs``: records or documents (parsed here)."""
     from matplotlib.figure import Figure
 
     from sam3d.results import evidence
     figs = []
     save = Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figs.append(self), save(self, *a, **k))[1])
-    assert evidence.plot(rs, tmp_path / "t.png", title=title) == tmp_path / "t.png"
+    assert evidence.plot(_recs(rs), tmp_path / "t.png", title=title) == tmp_path / "t.png"
     (fig,) = figs
     return fig
 
 
 def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_path, make_result):
     """timings.png (docs/benchmark.md, "Evidence"; sam3d/results/evidence.py): one panel per
-    backend group titled by it, its rows in table order; each row's samples, its run's floor
+    backend and configuration titled by them, its rows in table order, panels of different
+    backends on ms axes of their own; each row's samples, its run's floor
     as a black bar and its mode's modelled limit as a red bar, labelled with its median and x
     limit; a failed row says FAILED and why; a panel whose times span more than 20x is
     logarithmic, else linear from 0."""
@@ -689,6 +753,7 @@ def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_pa
     panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
     assert [ax.get_title(loc="left") for ax in panels] == ["CPU", "Vulkan"]
     cpu_ax, vk_ax = panels
+    assert cpu_ax.get_xlim() != vk_ax.get_xlim()
     assert [t.get_text() for t in cpu_ax.get_yticklabels()] == [     # the variant list's order
         "cpu-asan Test CPU off\nmedian 20.095", "cpu-asan Test CPU on\nmedian 302.850",
         "release Test CPU off\nmedian 20.095", "release Test CPU on\nmedian 10.095"]
@@ -707,7 +772,7 @@ def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_pa
         (round(83 * 0.04 + 4.0, 3), 1.6, red), (round(1.5 + 83 * 0.04, 3), 2.6, red), (round(1.5 + 56 * 0.04, 3), 3.6, red)])
     dots = [coll for coll in vk_ax.collections if not hasattr(coll, "get_segments")]
     assert sorted(x for d in dots for x, _ in d.get_offsets()) == sorted(
-        s["wall_ms"] for row in vk["rows"] for s in row["samples"])
+        s.wall_ms for row in vk.rows for s in row.samples)
     assert all(abs(yv - round(yv)) <= 0.125 for d in dots for _, yv in d.get_offsets())
     assert vk_ax.get_xscale() == "linear" and vk_ax.get_xlim()[0] == 0          # 5.0 to 20.2 ms: under 20x
     assert cpu_ax.get_xscale() == "log"                                          # 10 to 305 ms: over 20x
@@ -715,6 +780,43 @@ def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_pa
     legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert legend == ["transfer floor (same run)", "modelled limit of the mode"]
     assert _drawn(monkeypatch, tmp_path, [cpu])._suptitle.get_text() == "per-image wall time"
+
+
+def test_plot_gives_each_configuration_of_a_backend_its_panel_on_the_backends_ms_axis(monkeypatch, tmp_path,
+                                                                                      make_result):
+    """Two configurations of one backend are two panels, titled by the backend and the
+    configuration's words (the record's fields not at their default), sharing one ms axis
+    (the same range and scale): it follows the times of both (here 1.0 to 20.2 ms, over 20x:
+    logarithmic, though each panel alone spans under 20x), so the configurations compare at a
+    glance; another backend keeps an axis of its own."""
+    plain = _doc(make_result, floor=1.5)
+    quick = [x / 10 for x in ON]                          # 1.0 to 1.019 ms
+    tuned = make_result(backend="Vulkan", device="Test GPU", on_ms=quick, off_ms=quick, profile_sha=SHA,
+                        layout="areas", order="levels", transfer_only=True)
+    cpu = make_result(on_ms=ON, off_ms=OFF)
+    fig = _drawn(monkeypatch, tmp_path, [plain, tuned, cpu])
+    fig.canvas.draw()
+    panels = {ax.get_title(loc="left"): ax for ax in fig.axes if ax.get_title(loc="left")}
+    assert sorted(panels) == ["CPU", "Vulkan", "Vulkan, areas, levels, transfer-only"]
+    vk, vk_tuned, cpu_ax = panels["Vulkan"], panels["Vulkan, areas, levels, transfer-only"], panels["CPU"]
+    assert [t.get_text().split("\n")[0] for t in vk_tuned.get_yticklabels()] == [
+        "release Test GPU off", "release Test GPU on"]
+    assert len(vk.get_yticklabels()) == 4
+    assert vk.get_xlim() == vk_tuned.get_xlim() and vk.get_xscale() == vk_tuned.get_xscale() == "log"
+    low, high = vk.get_xlim()
+    assert low <= 1.0 and high >= 20.19                   # both panels' samples within the shared range
+    assert cpu_ax.get_xlim() != vk.get_xlim() and cpu_ax.get_xscale() == "linear"
+    # each configuration's samples in its own panel
+    dots = {name: sorted(x for c in ax.collections if not hasattr(c, "get_segments") for x, _ in c.get_offsets())
+            for name, ax in panels.items()}
+    assert dots["Vulkan, areas, levels, transfer-only"] == sorted(quick + quick)
+    assert min(dots["Vulkan"]) == 5.0
+    # with one backend's times under 20x in all, the shared axis is linear from 0 in both panels
+    tuned["rows"] = copy.deepcopy(plain["rows"][:2])
+    fig = _drawn(monkeypatch, tmp_path, [plain, tuned])
+    (a, b) = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert a.get_xlim() == b.get_xlim() and a.get_xlim()[0] == 0 and a.get_xlim()[1] >= 20.19
+    assert a.get_xscale() == b.get_xscale() == "linear"
 
 
 def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, make_result):
@@ -730,9 +832,10 @@ def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, m
 
 def test_waits_unknown_to_the_driver_show_a_question_mark(make_result):
     """A queued row without the driver's wait counts: "?" made over the mandatory W, no excess."""
-    r = _result(make_result)
-    del r["extra"]["modes"]["queued"]["ring_wait_points_per_image"]
-    lim = limits.limit(r, "queued", _row(r, "queued"))
+    d = _doc(make_result)
+    del d["extra"]["modes"]["queued"]["ring_wait_points_per_image"]
+    r = _rec(d)
+    lim = limits.limit(r, r.row("queued"))
     assert (lim.waits_made, lim.excess) == (None, 0)
     assert _cells([r])[("Vulkan", "queued")]["waits"] == "?/56"
 
@@ -741,16 +844,18 @@ def test_no_self_check_or_probe_gap_without_their_measurements(make_result):
     """A floor without the three directions (none, or schema 1's median alone) has no
     self-check; a probe without a median, or a run without a floor, has no gap; with both the
     gap is floor / probe - 1."""
-    assert limits.floor_check(None) is None and limits.floor_check({"median_ms": 2.0}) is None
-    three = {k: _blocks(1.0) for k in ("both", "upload", "download")}
-    assert limits.floor_check(three) is not None
-    assert limits.floor_check({**three, "download": None}) is None
-    r = _result(make_result, floor=1.5, probe=1.2)
-    assert limits.probe_gap(r) == (1.2, pytest.approx(1.5 / 1.2 - 1.0))
-    r["extra"]["floor_probe"]["median_ms"] = 0
-    assert limits.probe_gap(r) is None
+    assert limits.floor_check(None) is None and limits.floor_check(TransferFloor(median_ms=2.0)) is None
+    assert limits.floor_check(_floor(_blocks(1.0), _blocks(1.0), _blocks(1.0))) is not None
+    assert limits.floor_check(_floor(_blocks(1.0), _blocks(1.0), None)) is None
+    d = _doc(make_result, floor=1.5, probe=1.2)
+    assert limits.probe_gap(_rec(d)) == (1.2, pytest.approx(1.5 / 1.2 - 1.0))
+    d["extra"]["floor_probe"]["median_ms"] = 0
+    assert limits.probe_gap(_rec(d)) is None
+    d["extra"]["floor_probe"]["median_ms"] = None    # the probe found no floor (a CPU device)
+    assert limits.probe_gap(_rec(d)) is None
     cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
-    cpu["extra"] = {"floor_probe": {"median_ms": 1.0}}
+    cpu["extra"] = {"floor_probe": {"schema": "sam3d-floor-probe/1", "median_ms": 1.0}}
+    cpu = _rec(cpu)
     assert limits.probe_gap(cpu) is None and limits.floor_ms(cpu) is None
 
 
@@ -879,7 +984,7 @@ def test_plot_goes_logarithmic_beyond_twenty_times(monkeypatch, tmp_path, make_r
 
 def test_plot_creates_the_folders_it_writes_into(tmp_path, make_result):
     from sam3d.results import evidence
-    p = evidence.plot([make_result(on_ms=ON, off_ms=OFF)], tmp_path / "new" / "deeper" / "t.png")
+    p = evidence.plot([_rec(make_result(on_ms=ON, off_ms=OFF))], tmp_path / "new" / "deeper" / "t.png")
     assert p == tmp_path / "new" / "deeper" / "t.png" and p.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -893,46 +998,45 @@ def test_plot_creates_the_folders_it_writes_into(tmp_path, make_result):
     ((1.995, 2.4), (1.0, 1.3), (0.98, 1.2), True),
 ])
 def test_the_self_checks_low_tolerance_takes_the_slower_direction_and_the_cap_grows_with_the_floor(both, up, down, ok):
-    check = limits.floor_check({"both": _blocks(*both), "upload": _blocks(*up), "download": _blocks(*down)})
+    check = limits.floor_check(_floor(_blocks(*both), _blocks(*up), _blocks(*down)))
     assert check.ok == ok
 
 
 def test_back_to_back_graphs_are_shown_from_two_on(make_result):
     """(back to back - one graph) / (n - 1) per further graph, from n = 2; without the count, nothing."""
-    r = _result(make_result)
-    rts = r["extra"]["round_trips"]
-    rts.update(back_to_back={"best_median_ms": 0.10}, back_to_back_graphs=2)
-    rows = [(row["batching"], row) for row in r["rows"]]
-    assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(r, rows)
+    d = _doc(make_result)
+    rts = d["extra"]["round_trips"]
+    rts.update(back_to_back=_blocks(0.10), back_to_back_graphs=2)
+    assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(
+        _rec(d))
     del rts["back_to_back_graphs"]
-    assert "back to back" not in limits.describe(r, rows)
+    assert "back to back" not in limits.describe(_rec(d))
 
 
 def test_no_limit_without_a_row_and_no_memcpy_beyond_staged(make_result):
     """A limit belongs to a row; only the staged row counts the memcpy: zerocopy's limit with a
     floor under the memcpy is still floor + G x RT."""
     r = _result(make_result, floor=0.5, memcpy=4.0)
-    assert limits.limit(r, "on", None) is None
-    zc = limits.limit(r, "zerocopy", _row(r, "zerocopy"))
+    assert limits.limit(r, None) is None
+    zc = limits.limit(r, r.row("zerocopy"))
     assert zc.memcpy_ms == 0.0 and zc.ms == pytest.approx(0.5 + 83 * 0.04)
 
 
 def test_a_limit_names_its_mode_and_terms(make_result):
     r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, memcpy=4.0)
-    q = limits.limit(r, "queued", _row(r, "queued"))
+    q = limits.limit(r, r.row("queued"))
     assert (q.mode, q.floor_ms, q.round_trip, q.round_trip_ms, q.round_trips, q.memcpy_ms) == (
         "queued", 1.5, "download", 0.03, 55, 0.0)
-    on = limits.limit(r, "on", _row(r, "on"))
+    on = limits.limit(r, r.row("on"))
     assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
 
 
 def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
     """gb_per_s is optional in the schema: without it the note gives the ms alone (it once
     said 0.0 GB/s)."""
-    r = _result(make_result)
-    rows = [(row["batching"], row) for row in r["rows"]]
-    del r["extra"]["staging_memcpy"]["gb_per_s"]
-    assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(r, rows)
+    d = _doc(make_result)
+    del d["extra"]["staging_memcpy"]["gb_per_s"]
+    assert "; staging memcpy 4.000 ms; queued mandatory waits" in limits.describe(_rec(d))
 
 
 # --- the table's columns and notes (table.build's docstring; docs/benchmark.md) --------------
@@ -953,7 +1057,7 @@ def test_numbers_are_right_aligned_and_names_and_words_left(make_result):
     variant and outputs; the numbers, from median ms to excluded ms, are right-aligned, the
     rest left."""
     r = _result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
-    cpu = make_result(on_ms=ON[:19], off_ms=OFF[:19], bytes_down=32_403_592, fallbacks={"oversized": 2})
+    cpu = _rec(make_result(on_ms=ON[:19], off_ms=OFF[:19], bytes_down=32_403_592, fallbacks={"oversized": 2}))
     header, aligns = _header_and_aligns(table.render([r, cpu]))
     right = ["median ms", "p95 ms", "min-max ms", "n", "async up/down", "sync up/down", "bytes up/down",
              "speedup", "saved vs on ms", "x floor", "x limit", "waits", "excluded ms"]
@@ -967,9 +1071,9 @@ def test_a_rows_own_measurements_stay_in_the_table_when_every_row_reads_the_same
     measurements stay, each its value: 5.095 / 1.5 x floor, 5.095 / (1.5 + 56 x 0.04) x limit,
     56 waits made of W = 56, writes + reads excluded."""
     from test_report import parse
-    r = _result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
-    r["rows"] = [_row(r, "queued")]
-    caption, header, rows = parse(table.render([r]))
+    d = _doc(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
+    d["rows"] = [row for row in d["rows"] if row["batching"] == "queued"]
+    caption, header, rows = parse(table.render([_rec(d)]))
     assert header == ["median ms", "p95 ms", "min-max ms", "x floor", "x limit", "waits", "excluded ms"]
     assert rows == [{"median ms": "5.095", "p95 ms": "5.180", "min-max ms": "5.000-5.190", "x floor": "3.4x (1.500)",
                      "x limit": "1.36x (3.740)", "waits": "56/56", "excluded ms": "0.500 + 0.250"}]
@@ -981,7 +1085,7 @@ def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full
     limits", "The modelled limit of each mode", "What each row times") states it: the floor's
     bytes, calls and sampling and its self-check; each mode's limit, G, W and RT and the waits
     cell; what the zerocopy and queued rows leave untimed."""
-    notes = table.records([_result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)])["notes"]
+    notes = _notes([_result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)])
     floor, limit, excluded = (next(n for n in notes if n.startswith(k))
                               for k in ("x floor:", "x limit:", "excluded ms:"))
     assert floor == ("x floor: median over the transfer floor measured in the same run (the profile's bytes as one "
@@ -1005,17 +1109,23 @@ def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full
 
 
 def test_each_results_limits_line_comes_once_and_names_its_host_among_several(make_result):
-    """One limits line per result, however many rows it has (a failed result has none); with
-    results from two hosts each line, and each warning about its floor, names the host."""
-    a = _result(make_result, floor=1.6, probe=1.2)                       # self-check and probe both flagged
-    b = _result(make_result, floor=1.5)
+    """One limits line per result, however many rows it has (a failed result has none), named
+    by its configuration where it is not the default; with results from two hosts each line,
+    and each warning about its floor, names the host."""
+    a = _doc(make_result, floor=1.6, probe=1.2)                          # self-check and probe both flagged
+    b = _doc(make_result, floor=1.5)
     b["variant"] = "cpu-asan"
     failed = make_result(variant="vulkan-ubsan", status="failed", reason="x", on_ms=None, off_ms=None)
-    notes = table.records([a, b, failed])["notes"]
+    notes = _notes([a, b, failed])
     assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == ["limits, cpu-asan Vulkan",
                                                                             "limits, release Vulkan"]
+    tuned = _doc(make_result, transfer_only=True, floor=1.5)
+    tuned["layout"] = "areas"
+    notes = _notes([a, tuned])
+    assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
+        "limits, release Vulkan areas transfer-only", "limits, release Vulkan"]
     b["machine"]["hostname"] = "host-b"
-    notes = table.records([a, b])["notes"]
+    notes = _notes([a, b])
     assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
         "limits, cpu-asan Vulkan host-b (Test CPU)", "limits, release Vulkan host-a (Test CPU)"]
     warned = [n for n in notes if n.startswith("WARNING: ")]
@@ -1025,7 +1135,7 @@ def test_each_results_limits_line_comes_once_and_names_its_host_among_several(ma
 def test_a_failed_self_check_warns_why_the_floor_cannot_be_right(make_result):
     """A floor outside [the slower direction alone, both alone in sequence] is flagged with the
     bound's meaning (docs/benchmark.md: both must lie within [max(up, down), up + down])."""
-    notes = table.records([_result(make_result, floor=1.6, upload=0.8, download=0.75)])["notes"]
+    notes = _notes([_result(make_result, floor=1.6, upload=0.8, download=0.75)])
     (warning,) = [n for n in notes if n.startswith("WARNING: ")]
     assert warning.startswith("WARNING: release Vulkan: the transfer floor's self-check FAILED")
     assert warning.endswith(": both directions together must take at least the slower direction alone and at most "
@@ -1038,19 +1148,19 @@ def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_
     result has its limits (test_schema_2_results_...), the current schema says nothing."""
     cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
     cpu["extra"] = {"floor_probe_error": "no host buffer"}
-    assert not any("cross-check" in n for n in table.records([cpu])["notes"])
-    gpu = _result(make_result)
+    assert not any("cross-check" in n for n in _notes([cpu]))
+    gpu = _doc(make_result)
     gpu["extra"]["floor_probe_error"] = "probe exit 1"
-    assert "WARNING: release Vulkan: no floor cross-check: probe exit 1" in table.records([gpu])["notes"]
-    for schema in ("sam3d-bench-result/3", "sam3d-bench-result/2"):
-        r = _result(make_result)
+    assert "WARNING: release Vulkan: no floor cross-check: probe exit 1" in _notes([gpu])
+    for schema in ("sam3d-bench-result/4", "sam3d-bench-result/3", "sam3d-bench-result/2"):
+        r = _doc(make_result)
         r["schema"] = schema
-        assert not any("earlier measurement" in n or "no limits" in n for n in table.records([r])["notes"]), schema
-    old = _result(make_result)
+        assert not any("earlier measurement" in n or "no limits" in n for n in _notes([r])), schema
+    old = _doc(make_result)
     old["schema"] = "sam3d-bench-result/1"
     old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"}}
-    (note,) = [n for n in table.records([old])["notes"] if "earlier measurement" in n]
+    (note,) = [n for n in _notes([old]) if "earlier measurement" in n]
     assert note.startswith("release Vulkan: a sam3d-bench-result/1 result: its floor is the earlier measurement")
-    assert note.endswith(", and it has no limits.")     # schema.py: version 1 renders without limits
+    assert note.endswith(", and it has no limits.")     # record.py: version 1 renders without limits
     old["extra"] = {}
-    assert not any("earlier measurement" in n for n in table.records([old])["notes"])
+    assert not any("earlier measurement" in n for n in _notes([old]))

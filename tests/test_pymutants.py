@@ -13,7 +13,7 @@ from sam3d.running.pymutants import Equivalent, Score
 
 ENTRY = '''
 [[equivalent]]
-mutant = "sam3d.results.stats.x_median__mutmut_1"
+function = "sam3d.results.stats.x_median"
 change = "return float(np.median(_values(samples)))"
 reason = "the same"
 '''
@@ -27,11 +27,12 @@ def _load(tmp_path, text):
 
 def test_the_committed_equivalents_load_each_with_a_reason():
     for e in pymutants.load_equivalents():
-        assert e.mutant.startswith("sam3d.results.") and e.change and len(e.reason) > 20
+        assert e.function.startswith("sam3d.results.") and "__mutmut_" not in e.function
+        assert e.change and len(e.reason) > 20
 
 
 def test_an_entry_loads(tmp_path):
-    assert _load(tmp_path, ENTRY) == [Equivalent("sam3d.results.stats.x_median__mutmut_1",
+    assert _load(tmp_path, ENTRY) == [Equivalent("sam3d.results.stats.x_median",
                                                  "return float(np.median(_values(samples)))", "the same")]
 
 
@@ -49,39 +50,60 @@ def test_an_entry_listed_twice_is_refused(tmp_path):
         _load(tmp_path, ENTRY + ENTRY)
 
 
-def _score(statuses, equivalents=()):
-    return Score(dict(statuses), [Equivalent(m, "x", "a reason") for m in equivalents])
+def _score(statuses, equivalents=(), changes=None):
+    """A Score whose survivors each change "x" (or ``changes``' text), with entries listing the
+    mutants in ``equivalents`` (by their function and that change)."""
+    changes = {m: "x" for m, st in statuses.items() if st in pymutants.UNDETECTED} | (changes or {})
+    return Score(dict(statuses), [Equivalent(pymutants.function_of(m), changes.get(m, "x"), "a reason")
+                                  for m in equivalents], changes)
 
 
 def test_the_score_is_detected_over_all_but_the_equivalents():
-    s = _score({"k1": "killed", "k2": "killed", "t": "timeout", "s": "survived", "e": "survived"}, ["e"])
+    s = _score({"f__mutmut_1": "killed", "f__mutmut_2": "killed", "g__mutmut_1": "timeout",
+                "g__mutmut_2": "survived", "h__mutmut_1": "survived"}, ["h__mutmut_1"], {"g__mutmut_2": "y"})
     assert (s.detected, s.scored, s.ratio) == (3, 4, 0.75)
-    assert s.unexplained == ["s"] and not s.ok
+    assert s.unexplained == ["g__mutmut_2"] and not s.ok
     assert "5 mutants: 2 killed, 1 timed out, 1 equivalent, 1 survived; score 3/4 = 75.0%" in s.summary()
 
 
 def test_a_run_passes_with_every_survivor_explained_at_90_percent():
-    killed = {f"k{i}": "killed" for i in range(9)}
-    assert _score({**killed, "e": "survived"}, ["e"]).ok
+    killed = {f"k__mutmut_{i}": "killed" for i in range(9)}
+    assert _score({**killed, "e__mutmut_1": "survived"}, ["e__mutmut_1"]).ok
     # 9 of 10 scored detected: exactly the target.
-    assert _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ratio == 0.9
-    assert not _score({**killed, "s": "no tests", "e": "survived"}, ["e"]).ok  # "s" is unexplained
+    run = {**killed, "s__mutmut_1": "no tests", "e__mutmut_1": "survived"}
+    assert _score(run, ["e__mutmut_1"]).ratio == 0.9
+    assert not _score(run, ["e__mutmut_1"]).ok  # s is unexplained
 
 
 def test_a_run_fails_below_the_target_even_with_every_survivor_listed():
-    s = _score({"k": "killed", "a": "survived", "b": "survived"}, ["a"])
+    s = _score({"k__mutmut_1": "killed", "a__mutmut_1": "survived", "b__mutmut_1": "survived"}, ["a__mutmut_1"])
     assert s.ratio == 0.5 and not s.ok
 
 
-def test_an_equivalent_that_is_killed_or_gone_fails_the_run():
-    s = _score({"k": "killed", "e": "killed", "n": "not checked"}, ["e", "gone", "n"])
-    assert s.stale == ["e", "gone"] and not s.ok            # "n" is not checked yet: not stale
-    assert s.equivalent == set() and s.scored == 3
+def test_an_entry_matches_by_function_and_change_whatever_the_mutants_number():
+    """An edit elsewhere in the function renumbers its mutants: the entry still matches the
+    survivor that makes the listed change, and no other survivor of that function."""
+    entry = Equivalent("sam3d.results.stats.x_median", "return None", "a reason")
+    run = {"sam3d.results.stats.x_median__mutmut_7": "survived", "sam3d.results.stats.x_median__mutmut_8": "survived"}
+    s = Score(run, [entry], {"sam3d.results.stats.x_median__mutmut_7": "return 0",
+                             "sam3d.results.stats.x_median__mutmut_8": "return None"})
+    assert s.equivalent == {"sam3d.results.stats.x_median__mutmut_8"}
+    assert s.unexplained == ["sam3d.results.stats.x_median__mutmut_7"] and s.stale == []
+
+
+def test_an_entry_that_matches_no_survivor_fails_the_run_unless_its_function_is_unchecked():
+    killed = Equivalent("k", "x", "a reason")          # its mutant is killed now
+    changed = Equivalent("c", "old line", "a reason")  # its line reads otherwise now
+    waiting = Equivalent("n", "x", "a reason")         # its function's mutants are not all checked
+    s = Score({"k__mutmut_1": "killed", "c__mutmut_1": "survived", "n__mutmut_1": "not checked"},
+              [killed, changed, waiting], {"c__mutmut_1": "new line"})
+    assert s.stale == [killed, changed] and not s.ok
+    assert s.equivalent == set() and s.unexplained == ["c__mutmut_1"]
 
 
 def test_an_unfinished_run_fails():
-    s = _score({"k": "killed", "n": "not checked"})
-    assert s.unfinished == ["n"] and not s.ok
+    s = _score({"k__mutmut_1": "killed", "n__mutmut_1": "not checked"})
+    assert s.unfinished == ["n__mutmut_1"] and not s.ok
 
 
 def test_without_mutmut_the_error_names_the_bootstrap(monkeypatch, tmp_path):
@@ -138,7 +160,7 @@ elif cmd == "run":
 
 def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_path, monkeypatch):
     """run(): `mutmut run`, then the survivors of the run before it again by name; score():
-    `mutmut results --all true` and, for each listed equivalent, the + lines of `mutmut show`."""
+    `mutmut results --all true` and, for each survivor, the + lines of `mutmut show`."""
     fake = tmp_path / "mutmut"
     fake.write_text(FAKE)
     fake.chmod(0o755)
@@ -155,10 +177,10 @@ def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_
     assert (tmp_path / "calls.txt").read_text().splitlines()[1:] == [
         "results --all true", "run --max-children 2",
         "run --max-children 2 sam3d.results.stats.x_median__mutmut_2 sam3d.results.stats.x_p95__mutmut_1"]
-    eq = [Equivalent("sam3d.results.stats.x_median__mutmut_2", "return None", "a reason"),
-          Equivalent("sam3d.results.stats.x_p95__mutmut_1", "return 0", "another reason")]
-    s, wrong = pymutants.score(eq)
-    assert s.status == verdicts and s.unexplained == [] and s.stale == []
-    assert wrong == ["sam3d.results.stats.x_p95__mutmut_1: listed as changing 'return 0', now changes 'return None': "
-                     "the code changed; check the reason and update the entry in "
-                     "sam3d/results/mutmut-equivalents.toml"]
+    eq = [Equivalent("sam3d.results.stats.x_median", "return None", "a reason"),
+          Equivalent("sam3d.results.stats.x_p95", "return 0", "another reason")]
+    s = pymutants.score(eq)
+    assert s.status == verdicts and s.changes == {"sam3d.results.stats.x_median__mutmut_2": "return None",
+                                                  "sam3d.results.stats.x_p95__mutmut_1": "return None"}
+    assert s.equivalent == {"sam3d.results.stats.x_median__mutmut_2"}
+    assert s.unexplained == ["sam3d.results.stats.x_p95__mutmut_1"] and s.stale == [eq[1]]

@@ -1,6 +1,6 @@
 // sam3d_bench's output: the checks over what was measured and the one JSON document (schema
-// kOutputSchema), which sam3d/running/driver.py reads and sam3d/results/schema.py wraps into a
-// "sam3d-bench-result/1" file. Units: bytes, milliseconds.
+// kOutputSchema), which sam3d/running/driver.py reads and sam3d/cli/bench.py wraps into a result
+// record (sam3d/results/record.py, docs/results.md). Units: bytes, milliseconds.
 #pragma once
 
 #include <string>

@@ -11,30 +11,65 @@ from pathlib import Path
 from ..core import paths, profile, variants
 from ..core.files import inside, read_untrusted, staged_folder
 from ..core.variants import Variant
-from ..results import checks, evidence, schema, table
+from ..results import checks, evidence, limits, record, table
 from ..running import bench as runner
 from ..running import bundle, driver
 
 
-def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **facts) -> dict:
-    """The result of one driver run: "failed" with ``reason`` when there is one, else checked
+def wrap(variant: str, backend: str, doc: dict | None, *, reason: str | None, prof: dict, machine_info: dict,
+         commit: str, build: dict | None, extra: dict | None = None) -> record.Record:
+    """The record of one driver run (results/record.py) from the driver's output document
+    (native/bench/output.cpp, schema sam3d-bench-driver/3; None when it wrote none: the record
+    is then "failed" with no rows): its device, caps, protocol and rows are validated here, as
+    the record's. "failed" when ``reason`` is given. ``backend`` is GGML's backend name;
+    ``prof`` the profile's {"path", "sha256", "version"}; ``extra`` (the runner's facts: the
+    floor probe's output, run.py's flags) is merged over the driver's own extra, and the
+    configuration (layout, graph_order, transfer_only, vulkan_transfer_queue) taken out of it
+    into the record's fields. The floor's self-check (limits.floor_check) is recorded as
+    extra.transfer_floor.self_check. Raises ResultError when the document does not fit."""
+    x = {**((doc.get("extra") or {}) if doc is not None else {}), **(extra or {})}
+    r: dict = {"schema": record.SCHEMA, "variant": variant, "status": "failed" if reason else "ok",
+               "reason": reason, "machine": machine_info, "build": build, "git_commit": commit,
+               "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
+               "backend": backend, "layout": x.pop("layout", None), "order": x.pop("graph_order", None),
+               "transfer_only": bool(x.pop("transfer_only", False)),
+               "transfer_queue": bool(x.pop("vulkan_transfer_queue", False))}
+    if doc is not None:
+        r.update({"device": doc.get("device") or backend, "caps": doc.get("caps"), "protocol": doc.get("protocol"),
+                  "rows": doc.get("rows")})
+    r["extra"] = x
+    result = record.parse({k: v for k, v in r.items() if v is not None or k == "reason"},
+                          f"the {variant} {backend} run's result")
+    check = limits.floor_check(result.extra.transfer_floor)
+    if check is not None:
+        result.extra.transfer_floor.self_check = record.SelfCheck(**check.as_dict())
+    return result
+
+
+def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **facts) -> record.Record:
+    """The record of one driver run: "failed" with ``reason`` when there is one, else checked
     (results/checks.py) and "failed" with the problems found; a driver document that does not
-    fit the schema keeps the reason and loses its rows. ``facts``: schema.wrap's prof,
-    machine_info, commit, build and extra."""
-    def make(d: dict | None, why: str | None) -> dict:
-        return schema.wrap(v, backend, d, status="failed" if why else "ok", reason=why, **facts)
-
+    fit the record keeps the reason and loses its rows. ``backend``: the driver's --backend
+    value; ``facts``: wrap()'s prof, machine_info, commit, build and extra."""
+    name = next(b for b in v.backends if b.lower() == backend)
+    if reason is None and doc is None:
+        reason = "the driver wrote no output"
     try:
-        if reason is None and doc is None:
-            reason = "the driver wrote no output"
-        if reason is None:
-            reason = "; ".join(checks.check(make(doc, None))) or None
-        return schema.validate(make(doc, reason))
-    except (ValueError, KeyError, TypeError) as e:
-        return make(None, f"{reason + '; ' if reason else ''}driver output does not fit the result schema: {e}")
+        r = wrap(v.name, name, doc, reason=reason, **facts)
+    except record.ResultError as e:
+        why = f"{reason + '; ' if reason else ''}driver output does not fit the result record: {e}"
+        # The rows are lost; the configuration the driver reported is kept where it reads.
+        said = (doc.get("extra") if isinstance(doc, dict) else None) or {}
+        configured = {k: said[k] for k in bundle.RUN_FACTS if k in said}
+        try:
+            return wrap(v.name, name, None, reason=why, **{**facts, "extra": {**configured, **(facts.get("extra") or {})}})
+        except record.ResultError:
+            return wrap(v.name, name, None, reason=why, **facts)
+    problems = checks.check(r) if r.ok else []
+    return record.failed(r, "; ".join(problems)) if problems else r
 
 
-def report_evidence(written: list[dict], staged: Path, final: Path, accepted: bool, reason: str | None) -> None:
+def report_evidence(written: list[record.Record], staged: Path, final: Path, accepted: bool, reason: str | None) -> None:
     """Writes the evidence folder into ``staged`` (core/files.py staged_folder of ``final``) and
     prints the table."""
     evidence.write_evidence(written, staged, accepted, reason, title=final.name)
@@ -42,15 +77,14 @@ def report_evidence(written: list[dict], staged: Path, final: Path, accepted: bo
         print(table.render_terminal(written, full=final / evidence.TABLE_FILE), flush=True)
 
 
-def _print_rows(doc: dict) -> None:
-    for row in doc["rows"]:
-        w = [s["wall_ms"] for s in row["samples"]]
-        c = row["counters"]
-        fb = ", ".join(f"{k}={n}" for k, n in c["fallbacks"].items() if n) or "no fallbacks"
-        print(f"      batching {row['batching']:3}: median {statistics.median(w):9.3f} ms; per image "
-              f"{c['async_uploads']}/{c['async_downloads']} async, {c['sync_uploads']}/{c['sync_downloads']} "
-              f"sync up/down, {c['pinned_batches']} pinned batches, {fb}; "
-              f"{c['bytes_uploaded']:,} B up, {c['bytes_downloaded']:,} B down", flush=True)
+def _print_rows(r: record.Record) -> None:
+    for row in r.rows:
+        c = row.counters
+        fb = ", ".join(f"{k}={n}" for k, n in c.fallbacks.items() if n) or "no fallbacks"
+        print(f"      batching {row.batching:3}: median {statistics.median(row.wall_ms):9.3f} ms; per image "
+              f"{c.async_uploads}/{c.async_downloads} async, {c.sync_uploads}/{c.sync_downloads} "
+              f"sync up/down, {c.pinned_batches} pinned batches, {fb}; "
+              f"{c.bytes_uploaded:,} B up, {c.bytes_downloaded:,} B down", flush=True)
 
 
 def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmups: int = 5,
@@ -58,7 +92,7 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     """Builds, runs and reports; returns the exit status (0 only when every result is ok).
 
     Each run writes generated/diagnostics/<run-name>/: one result file per (variant, backend)
-    (schema sam3d-bench-result/3), logs/ (driver output and stderr, build logs), the table and
+    in results/ (the record, results/record.py), logs/ (driver output and stderr, build logs), the table and
     the evidence folder. A variant that fails to build or run keeps a result file with status
     "failed" and the reason; a run with any failure is kept, marked as not accepted evidence."""
     if not build:
@@ -69,21 +103,19 @@ def bench(vs: list[Variant], *, name: str | None = None, images: int = 20, warmu
     rd = runner.run_dir_for(run_name, force)
     print(f"sam3d bench: run {run_name} -> {rd}", flush=True)
     print(f"sam3d bench: profile {f.prof['path']} v{f.prof['version']} sha256 {f.prof['sha256']}", flush=True)
-    written: list[dict] = []
+    written: list[record.Record] = []
     with staged_folder(rd, force, on_abort=lambda staged: _keep_logs(staged, run_name)) as out:
         for run in runner.runs(vs, out, f, run_name=run_name, images=images, warmups=warmups,
                                driver_args=driver_args, build=build):
             r = result_of(run.variant, run.backend, run.doc, run.reason, prof=f.prof, machine_info=f.machine,
                           commit=f.commit, build=run.build, extra=run.extra)
-            schema.write(out / f"{run.variant.name}-{run.backend}.json", r)
             written.append(r)
             if run.ran:
-                print(f"{run.tag}: {r['status']} in {run.seconds:.1f} s"
-                      f"{': ' + r['reason'] if r['reason'] else ''}", flush=True)
-            if run.doc is not None:
-                _print_rows(run.doc)
+                print(f"{run.tag}: {r.status} in {run.seconds:.1f} s"
+                      f"{': ' + r.reason if r.reason else ''}", flush=True)
+            _print_rows(r)
         _keep_reports(vs, out)
-        failed = [f"{r['variant']} {r['backend']}: {r['reason']}" for r in written if r["status"] != "ok"]
+        failed = [f"{r.variant} {r.backend}: {r.reason}" for r in written if not r.ok]
         accepted = not failed
         reason = None if accepted else f"{len(failed)} of {len(written)} runs failed: " + " / ".join(failed)
         report_evidence(written, out, rd, accepted, reason)
@@ -129,7 +161,8 @@ def checker_findings(t: dict) -> str | None:
     return None
 
 
-def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -> tuple[Path, list[dict], bool]:
+def device_import(raw_dir: Path, name: str | None = None, force: bool = False
+                  ) -> tuple[Path, list[record.Record], bool]:
     """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
     result files in generated/diagnostics/<name>/ and renders the one table and the device-test
     table. Returns (evidence folder, results, accepted)."""
@@ -153,9 +186,8 @@ def device_import(raw_dir: Path, name: str | None = None, force: bool = False) -
                               commit=manifest["git_commit"], build=vm["build"],
                               extra={**extra, **bundle.probe_output(raw_dir, entry),
                                      **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
-                if r["status"] != "ok":
-                    reasons.append(f"{vname}: {r['reason']}")
-                schema.write(out / f"{vname}-{backend}-{n}.json", r)
+                if not r.ok:
+                    reasons.append(f"{vname}: {r.reason}")
                 written.append(r)
             for kind, t in (vrun.get("device_tests") or {}).items():
                 tests.append((vname, kind, t))

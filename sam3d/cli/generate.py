@@ -3,8 +3,12 @@
 Whole files: conan/settings_user.yml (the ``compiler.sanitizer`` values of the variant
 registry). Page parts, each between a BEGIN and an END marker line naming its block:
 
-- README.md: the variant table (core/variants.py) and the result schema version
-  (results/schema.py);
+- sam3d/results/result.schema.json, docs/schemas/report.schema.json and
+  docs/schemas/comparison.schema.json: the JSON Schemas of the result record
+  (results/record.py) and of `report` and `compare`'s JSON output (results/table.py,
+  results/compare.py);
+- README.md: the variant table (core/variants.py) and the result record's version;
+- docs/results.md: the result record's fields (results/record.py);
 - docs/variants.md: the roles, the sanitizers and the variants in full (core/variants.py);
 - docs/commands.md: the nox sessions (noxfile.py, read with ast) and every command's arguments
   (the argparse parser of cli/main.py).
@@ -17,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
+import re
 from pathlib import Path
 from typing import Callable
 
 from ..core import paths, variants
 from ..core.errors import Sam3dError
-from ..results import schema
+from ..results import record
 from ..tools import ctest
 
 COMMAND = "python -m sam3d generate"
@@ -112,8 +118,51 @@ def sanitizers_table() -> str:
 
 
 def schema_line() -> str:
-    return (f"Result files are JSON of schema `{schema.SCHEMA}` (`sam3d/results/result.schema.json`, "
-            "checked by `sam3d/results/schema.py`).")
+    return (f"Result files are JSON records of schema `{record.SCHEMA}`: `sam3d/results/record.py` is the "
+            "format, [docs/results.md](docs/results.md) its fields.")
+
+
+def _json(doc: dict) -> str:
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def result_schema() -> str:
+    return _json(record.json_schema())
+
+
+def output_schema(model, schema_id: str) -> str:
+    """The JSON Schema of a command's JSON output (a pydantic model)."""
+    return _json({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": schema_id,
+                  **model.model_json_schema(by_alias=True)})
+
+
+def _type(prop: dict) -> str:
+    """A JSON Schema property as words: "string", "integer >= 0", "Row[]", "'ok' | 'failed'", "... | null"."""
+    if "$ref" in prop:
+        return prop["$ref"].rsplit("/", 1)[1]
+    if "anyOf" in prop:
+        return " | ".join(_type(p) for p in prop["anyOf"])
+    if "enum" in prop or "const" in prop:
+        return " | ".join(repr(v) for v in prop.get("enum", [prop.get("const")]))
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"{_type(prop.get('items', {}))}[]"
+    if kind == "object" and "additionalProperties" in prop and isinstance(prop["additionalProperties"], dict):
+        return f"{{str: {_type(prop['additionalProperties'])}}}"
+    return kind + (f" >= {prop['minimum']:g}" if "minimum" in prop else "")
+
+
+def record_fields() -> str:
+    """The record's fields, one table per model, from the record's own descriptions."""
+    out = []
+    for model in (record.Record, record.Row, record.Sample, record.Counters, record.Extra, record.TransferFloor,
+                  record.Series, record.RoundTrips, record.ModeFacts):
+        props = model.model_json_schema(by_alias=True)["properties"]
+        rows = [[f"`{f.alias or name}`", _type(props[f.alias or name]), (f.description or "").replace("\n", " ")]
+                for name, f in model.model_fields.items()]
+        doc = " ".join((model.__doc__ or "").split())
+        out.append(f"### {model.__name__}\n\n{doc}\n\n" + _table(["field", "type", "description"], rows))
+    return "\n\n".join(out)
 
 
 # --- from noxfile.py and the parser -----------------------------------------------------------
@@ -184,12 +233,27 @@ def cli_reference(p: argparse.ArgumentParser) -> str:
 # --- the derived files -----------------------------------------------------------------------
 
 # Each maker takes the command-line parser (cli/main.py hands it over: it imports this module).
-FILES: dict[str, Callable[[argparse.ArgumentParser], str]] = {"conan/settings_user.yml": lambda _p: settings_user_yml()}
+def _report_schema() -> str:
+    from ..results import table
+    return output_schema(table.ReportDocument, table.REPORT_SCHEMA)
+
+
+def _comparison_schema() -> str:
+    from ..results import compare
+    return output_schema(compare.ComparisonDocument, compare.COMPARISON_SCHEMA)
+
+
+FILES: dict[str, Callable[[argparse.ArgumentParser], str]] = {
+    "conan/settings_user.yml": lambda _p: settings_user_yml(),
+    "sam3d/results/result.schema.json": lambda _p: result_schema(),
+    "docs/schemas/report.schema.json": lambda _p: _report_schema(),
+    "docs/schemas/comparison.schema.json": lambda _p: _comparison_schema()}
 BLOCKS: dict[str, dict[str, Callable[[argparse.ArgumentParser], str]]] = {
     "README.md": {"variants": lambda _p: variant_table(), "schema": lambda _p: schema_line()},
     "docs/variants.md": {"roles": lambda _p: roles_table(), "sanitizers": lambda _p: sanitizers_table(),
                          "variants": lambda _p: variant_details()},
     "docs/commands.md": {"sessions": lambda _p: sessions_table(), "cli": cli_reference},
+    "docs/results.md": {"record": lambda _p: record_fields()},
 }
 
 
@@ -251,6 +315,7 @@ def run(check: bool, p: argparse.ArgumentParser) -> int:
         return 1 if stale else 0
     for f, text in outputs(root, p).items():
         if f in stale:
+            f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(text)
             print(f"sam3d generate: wrote {f.relative_to(root)}")
     print(f"sam3d generate: {len(stale)} file(s) written, {len(FILES) + len(BLOCKS) - len(stale)} unchanged")

@@ -7,8 +7,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from ..core import profile
-from . import schema as res
-from .rows import Row, rows
+from . import record
+from .record import Record
+from .rows import TableRow as Row
+from .rows import config_key, rows
 
 
 def diff(a: dict[int, str], b: dict[int, str]) -> tuple[int, int]:
@@ -29,7 +31,7 @@ def arith_group(w: Row) -> tuple:
     """Rows expected to produce identical bytes: same backend, device and profile (the core's
     contract: batching on is byte-identical to off; the variants differ in instrumentation and
     optimisation, not in the arithmetic the backend runs)."""
-    return (res.key(w.result)[1], res.key(w.result)[2], res.profile_sha256(w.result))
+    return (*w.result.key()[1:], config_key(w.result), w.result.profile_sha256())
 
 
 def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dict[int, str], list[str]]:
@@ -84,7 +86,7 @@ def replay_group(w: Row) -> tuple:
     replay (with compute, or transfer-only). The replay's arithmetic is exact in F32 (inputs are
     multiples of 0.25 in [-2, 2); only repeats, scaling by 0.5 and a few adds:
     native/bench/replay.cpp), so a backend that moves the right bytes computes the same ones."""
-    return (res.key(w.result)[1].endswith(res.TRANSFER_ONLY), res.profile_sha256(w.result))
+    return (w.result.transfer_only, w.result.profile_sha256())
 
 
 def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[list[str], list[str]]:
@@ -98,7 +100,7 @@ def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[l
         if w.ok:
             groups.setdefault(replay_group(w), []).append(w)
     for (transfer_only, _), members in groups.items():
-        backends = sorted({res.base_backend(w.result) for w in members})
+        backends = sorted({w.result.backend or "-" for w in members})
         if len(backends) < 2:
             continue
         ref = majority(members)
@@ -115,58 +117,58 @@ def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[l
     return notes, warnings
 
 
-def problems(results: Iterable[dict]) -> list[str]:
+def problems(results: Iterable[Record]) -> list[str]:
     """Why these results are not accepted evidence: each failed result and each output
     mismatch (on vs off, across results with the same backend, device and profile, or across
     backends for the same replay).
     Empty when the results are acceptable."""
-    results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
-    all_rows = rows(results)
-    out = [f"{w.label(True)} failed: {w.result['reason']}" for w in all_rows if not w.ok]
+    all_rows = rows(list(results))
+    out = [f"{w.label(True)} failed: {w.result.reason}" for w in all_rows if not w.ok]
     _, warnings = output_checks(all_rows, True)
     return out + warnings + across_backends(all_rows, True)[1]
 
 
-def check(r: dict) -> list[str]:
+def check(r: Record) -> list[str]:
     """What is wrong with one driver result, against the profile totals and the core's
-    contract: the required rows (schema.REQUIRED_ROWS: on and off) present and no row the
-    schema does not know, bytes equal to the profile's in every row, every row's outputs
-    identical to off per image, the off row all synchronous, every other row batched (199/232
-    async, 3/1 sync, 82 pinned batches) unless that mode's static fallback applies (then 82
-    fallbacks of that reason, everything synchronous)."""
+    contract: the required rows (record.REQUIRED_ROWS: on and off) present, bytes equal to the
+    profile's in every row, every row's outputs identical to off per image, the off row all
+    synchronous, every other row batched (199/232 async, 3/1 sync, 82 pinned batches) unless
+    that mode's static fallback applies (then 82 fallbacks of that reason, everything
+    synchronous)."""
     problems_: list[str] = []
-    by_mode = {row["batching"]: row for row in r.get("rows", [])}
-    beyond = [m for m in res.BATCHING if m not in res.REQUIRED_ROWS]
-    if not set(res.REQUIRED_ROWS) <= set(by_mode) or not set(by_mode) <= set(res.BATCHING):
-        return [f"expected rows for batching {' and '.join(reversed(res.REQUIRED_ROWS))} (and optionally "
+    by_mode = {row.batching: row for row in r.rows}
+    beyond = [m for m in record.BATCHING if m not in record.REQUIRED_ROWS]
+    if not set(record.REQUIRED_ROWS) <= set(by_mode):
+        return [f"expected rows for batching {' and '.join(reversed(record.REQUIRED_ROWS))} (and optionally "
                 f"{', '.join(beyond)}), got {sorted(by_mode)}"]
-    x = r.get("extra", {})
-    problems_ += [f"driver: {p}" for p in x.get("problems", [])]
+    problems_ += [f"driver: {p}" for p in r.extra.problems]
     for mode, row in by_mode.items():
-        c = row["counters"]
-        if c["bytes_uploaded"] != profile.UPLOAD_BYTES or c["bytes_downloaded"] != profile.DOWNLOAD_BYTES:
-            problems_.append(f"batching {mode}: {c['bytes_uploaded']:,} bytes up / {c['bytes_downloaded']:,} down "
+        c = row.counters
+        if c.bytes_uploaded != profile.UPLOAD_BYTES or c.bytes_downloaded != profile.DOWNLOAD_BYTES:
+            problems_.append(f"batching {mode}: {c.bytes_uploaded:,} bytes up / {c.bytes_downloaded:,} down "
                              f"per image; the profile moves {profile.UPLOAD_BYTES:,} / {profile.DOWNLOAD_BYTES:,}")
-    off = {s["image"]: s["outputs_sha256"] for s in by_mode["off"]["samples"]}
-    for mode in (m for m in res.BATCHING if m in by_mode and m != "off"):
-        got = {s["image"]: s["outputs_sha256"] for s in by_mode[mode]["samples"]}
+    off = by_mode["off"].outputs
+    for mode in (m for m in record.BATCHING if m in by_mode and m != "off"):
+        got = by_mode[mode].outputs
         differ = sorted(i for i in got.keys() | off.keys() if got.get(i) != off.get(i))
         if differ:
             problems_.append(f"outputs differ between batching {mode} and off for images {differ}")
 
     def expect(mode: str, want: dict) -> None:
-        c = by_mode[mode]["counters"]
-        got = {k: (c["fallbacks"].get(k[10:], 0) if k.startswith("fallbacks.") else c[k]) for k in want}
+        c = by_mode[mode].counters
+        fallbacks = dict(c.fallbacks.items())
+        got = {k: (fallbacks.get(k[10:], 0) if k.startswith("fallbacks.") else getattr(c, k)) for k in want}
         bad = [f"{k} {got[k]} (expected {want[k]})" for k in want if got[k] != want[k]]
         if bad:
             problems_.append(f"batching {mode} per image: " + ", ".join(bad))
 
-    no_fallbacks = {f"fallbacks.{k}": 0 for k in res.FALLBACK_REASONS}
+    no_fallbacks = {f"fallbacks.{k}": 0 for k in record.FALLBACK_REASONS}
     synchronous = {"async_uploads": 0, "async_downloads": 0, "sync_uploads": profile.UPLOADS,
                    "sync_downloads": profile.DOWNLOADS, "pinned_batches": 0, **no_fallbacks}
     expect("off", synchronous)
-    for mode in (m for m in res.BATCHING if m in by_mode and m != "off"):
-        static = x.get("modes", {}).get(mode, {}).get("static_fallback", "none")
+    for mode in (m for m in record.BATCHING if m in by_mode and m != "off"):
+        facts = r.extra.modes.get(mode)
+        static = (facts.static_fallback if facts else None) or "none"
         if static == "none":
             expect(mode, {"async_uploads": profile.ASYNC_UPLOADS, "async_downloads": profile.ASYNC_DOWNLOADS,
                           "sync_uploads": profile.SYNC_UPLOADS, "sync_downloads": profile.SYNC_DOWNLOADS,

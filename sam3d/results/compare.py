@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import checks, limits
-from . import schema as res
-from . import stats
+from pydantic import BaseModel, Field
+
+from . import checks, limits, record, stats
 from .evidence import NOT_ACCEPTED_FILE
-from .rows import MODE_ORDER, ReportError, Row, ms, rows, variant_rank
-from .table import Column, floor_ratio, layout, limit_ratio, tabulate_rows
+from .record import Record
+from .rows import CONFIG_HEADERS, MODE_ORDER, ReportError, TableRow, config_cell, config_words, ms, order_key, rows
+from .table import Column, layout, tabulate_rows
 
 
 class ProfileMismatch(ReportError):
@@ -33,42 +34,107 @@ FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "any": ("slower", "fast
 # result on either side, a side that is not accepted evidence (its folder's NOT-ACCEPTED marker,
 # or results outside their own output checks: results/checks.py).
 UNMET = {"missing": ("only in A", "only in B"), "failed": ("not comparable (failed)",), "not-accepted": ()}
+VERDICTS = ("slower", "faster", "no change", "only in A", "only in B", "not comparable (failed)")
 MIN_EFFECT = 0.05
 ALPHA = 0.05
-COLUMNS = [Column("variant"), Column("backend"), Column("device"), Column("batching"),
-           Column("A median ms", "right", False), Column("B median ms", "right", False),
-           Column("B/A", "right", False), Column("p", "right", False), Column("change", movable=False),
-           Column("A x floor", "right", False), Column("B x floor", "right", False),
-           Column("A x limit", "right", False), Column("B x limit", "right", False)]
+COMPARISON_SCHEMA = "sam3d-comparison/1"
+
+
+class Side(BaseModel):
+    """One side's row of a comparison: its median and same-run ratios (ms; None where it has no
+    numbers), or why it failed."""
+
+    median_ms: float | None = None
+    x_floor: float | None = None
+    floor_ms: float | None = None
+    x_limit: float | None = None
+    limit_ms: float | None = None
+    failed: str | None = None
+
+
+class Line(BaseModel):
+    """One compared configuration: the record's configuration fields, the batching ("-": a
+    failed result without rows), each side (None: absent), B/A, the test's p and the verdict
+    (VERDICTS)."""
+
+    variant: str
+    backend: str
+    device: str
+    configuration: dict
+    batching: str
+    verdict: str
+    a: Side | None
+    b: Side | None
+    ratio: float | None = None
+    p: float | None = None
+
+
+def _side(w: TableRow | None) -> Side | None:
+    if w is None:
+        return None
+    if not w.ok:
+        return Side(failed=w.result.reason or "failed")
+    med = stats.median(w.wall_ms)
+    floor, lim = limits.floor_ms(w.result), limits.limit(w.result, w.data)
+    return Side(median_ms=med, floor_ms=floor, x_floor=med / floor if floor else None,
+                limit_ms=lim.ms if lim else None, x_limit=med / lim.ms if lim else None)
+
+
+def _cells(line: Line, configs: Sequence[str]) -> dict[str, str]:
+    """The Markdown table's cells of one line."""
+    out = {"variant": line.variant, "backend": line.backend, "device": line.device,
+           **{CONFIG_HEADERS[k]: config_cell(k, line.configuration[k]) for k in configs},
+           "batching": line.batching,
+           "change": f"**{line.verdict}**" if line.verdict in ("slower", "faster") else line.verdict}
+    for name, side in (("A", line.a), ("B", line.b)):
+        if side is None:
+            continue
+        out[f"{name} median ms"] = f"FAILED: {side.failed}" if side.failed else ms(side.median_ms)
+        if side.x_floor is not None:
+            out[f"{name} x floor"] = f"{side.x_floor:.1f}x ({ms(side.floor_ms)})"
+        if side.x_limit is not None:
+            out[f"{name} x limit"] = f"{side.x_limit:.2f}x ({ms(side.limit_ms)})"
+    if line.ratio is not None:
+        out.update({"B/A": f"{line.ratio:.3f}", "p": f"{line.p:.2g}"})
+    return out
 
 
 @dataclass
 class Comparison:
-    """The rows of B against A (each a dict of the COLUMNS' cells plus "verdict": slower,
-    faster, no change, only in A, only in B or not comparable) and the test's settings."""
+    """The lines of B against A and the test's settings."""
 
     where_a: str
     where_b: str
-    rows: list[dict] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
     min_effect: float = MIN_EFFECT
     alpha: float = ALPHA
     forced: list[str] = field(default_factory=list)
     not_accepted: list[str] = field(default_factory=list)  # "A (where): why", per side not accepted
 
-    def changed(self, fail_on: str = "any") -> list[dict]:
-        """The rows whose verdict --fail-on ``fail_on`` fails on."""
-        return [r for r in self.rows if r["verdict"] in FAIL_ON[fail_on]]
+    def changed(self, fail_on: str = "any") -> list[Line]:
+        """The lines whose verdict --fail-on ``fail_on`` fails on."""
+        return [x for x in self.lines if x.verdict in FAIL_ON[fail_on]]
 
     def unmet(self, accept: Sequence[str] = ()) -> list[str]:
         """What a gate fails on besides changed rows, each named (UNMET's kinds), less the kinds
         in ``accept``."""
-        out = [f"{r['variant']} {r['backend']} {r['device']} {r['batching']}: {r['verdict']}"
-               for r in self.rows for kind, verdicts in UNMET.items() if kind not in accept and r["verdict"] in verdicts]
+        out = [f"{' '.join([x.variant, x.backend, x.device, *config_words(x.configuration), x.batching])}: {x.verdict}"
+               for x in self.lines for kind, verdicts in UNMET.items() if kind not in accept and x.verdict in verdicts]
         return out + ([f"not accepted evidence: {x}" for x in self.not_accepted] if "not-accepted" not in accept else [])
 
+    def _configs(self) -> list[str]:
+        return [k for k in record.CONFIGURATION
+                if any(x.configuration[k] != record.Record.model_fields[k].default for x in self.lines)]
+
     def markdown(self) -> str:
-        table = [{k: v for k, v in r.items() if k != "verdict"} for r in self.rows]
-        shown, caption = layout(COLUMNS, table)
+        configs = self._configs()
+        columns = ([Column("variant"), Column("backend"), Column("device")]
+                   + [Column(CONFIG_HEADERS[k]) for k in configs] + [Column("batching")]
+                   + [Column(h, "right", False) for h in ("A median ms", "B median ms", "B/A", "p")]
+                   + [Column("change", movable=False)]
+                   + [Column(h, "right", False) for h in ("A x floor", "B x floor", "A x limit", "B x limit")])
+        table = [_cells(x, configs) for x in self.lines]
+        shown, caption = layout(columns, table)
         lines = [f"A: {self.where_a}", f"B: {self.where_b}", ""]
         lines += [f"WARNING: forced: {text}" for text in self.forced] + ([""] if self.forced else [])
         lines += [f"WARNING: not accepted evidence: {x}" for x in self.not_accepted] + ([""] if self.not_accepted else [])
@@ -80,54 +146,62 @@ class Comparison:
                   f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
                   "- x floor, x limit: each side's median over its own run's transfer floor and its mode's "
                   "modelled limit (ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
-                  f"- {len(self.changed())} of {len(self.rows)} rows changed."]
+                  f"- {len(self.changed())} of {len(self.lines)} rows changed."]
         return "\n".join(lines) + "\n"
 
+    def document(self) -> ComparisonDocument:
+        """The comparison as data (`compare --format json`): numbers as numbers, no Markdown."""
+        return ComparisonDocument(a=self.where_a, b=self.where_b, min_effect=self.min_effect, alpha=self.alpha,
+                                  forced=self.forced, not_accepted=self.not_accepted, rows=self.lines,
+                                  changed=len(self.changed()))
+
     def json(self) -> str:
-        return json.dumps({"a": self.where_a, "b": self.where_b, "min_effect": self.min_effect,
-                           "alpha": self.alpha, "forced": self.forced, "not_accepted": self.not_accepted,
-                           "rows": self.rows,
-                           "changed": len(self.changed())}, indent=1) + "\n"
+        return json.dumps(self.document().model_dump(mode="json", by_alias=True), indent=1) + "\n"
 
 
-def _by_config(results: Sequence[dict], side: str, where: str) -> dict[tuple, Row]:
-    out: dict[tuple, Row] = {}
+class ComparisonDocument(BaseModel):
+    """`sam3d compare --format json`: run B against run A, one row per compared configuration;
+    changed counts the rows slower or faster."""
+
+    schema_: str = Field(COMPARISON_SCHEMA, alias="schema")
+    a: str
+    b: str
+    min_effect: float
+    alpha: float
+    forced: list[str]
+    not_accepted: list[str]
+    rows: list[Line]
+    changed: int
+
+
+def _by_config(results: Sequence[Record], side: str, where: str) -> dict[tuple, TableRow]:
+    out: dict[tuple, TableRow] = {}
     for w in rows(results):
-        k = (*res.key(w.result), w.mode or "-")
+        k = (*w.result.key(), *w.result.configuration().values(), w.mode or "-")
         if k in out:
+            label = " ".join([*w.result.key(), *config_words(w.result), w.mode or "-"])
             raise ReportError(
-                f"{side} ({where}) holds two results for {' '.join(k)} (hosts {out[k].host}, {w.host}); "
+                f"{side} ({where}) holds two results for {label} (hosts {out[k].host}, {w.host}); "
                 "compare needs one result per configuration on each side: pass one run's folder")
         out[k] = w
     return out
 
 
-def _profiles(results: Sequence[dict], side: str, where: str) -> set[str]:
-    shas = {s for s in (res.profile_sha256(r) for r in results) if s}
+def _profiles(results: Sequence[Record], side: str, where: str) -> set[str]:
+    shas = {s for s in (r.profile_sha256() for r in results) if s}
     if len(shas) > 1:
         raise ProfileMismatch(f"{side} ({where}) mixes results from {len(shas)} profiles "
                               f"({', '.join(sorted(shas))}); a run uses one profile file")
     return shas
 
 
-def _ratios(side: str, w: Row | None) -> dict[str, str]:
-    """The "<side> x floor" and "<side> x limit" cells of one side's row ({} without numbers)."""
-    if w is None or not w.ok:
-        return {}
-    med = stats.median(w.wall_ms)
-    return {f"{side} x floor": floor_ratio(w.result, med),
-            f"{side} x limit": limit_ratio(limits.limit(w.result, w.mode, w.data), med)}
+def _machines(results: Sequence[Record]) -> set[str]:
+    return {h for h in (r.host() for r in results) if h}
 
 
-def _machines(results: Sequence[dict]) -> set[str]:
-    return {h for h in (res.hostname(r) for r in results) if h}
-
-
-def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", where_b: str = "B", *,
+def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A", where_b: str = "B", *,
                     min_effect: float = MIN_EFFECT, alpha: float = ALPHA, force: bool = False) -> Comparison:
     """The Comparison of run B against run A (see compare())."""
-    a = [res.validate(r, f"{where_a} result #{i}") for i, r in enumerate(a, 1)]
-    b = [res.validate(r, f"{where_b} result #{i}") for i, r in enumerate(b, 1)]
     pa, pb = _profiles(a, "A", where_a), _profiles(b, "B", where_b)
     forced = []
     if pa and pb and pa != pb:
@@ -145,14 +219,14 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
         forced.append(f"different machines: {text}")
     ra, rb = _by_config(a, "A", where_a), _by_config(b, "B", where_b)
 
-    def failed_peer(k: tuple, other: dict[tuple, Row]) -> Row | None:
-        """The other side's failed result for the same variant and backend (its device may be
-        unknown): it stands against both batching rows."""
-        return next((w for ok_, w in other.items() if not w.ok and ok_[:2] == k[:2]
+    def failed_peer(k: tuple, other: dict[tuple, TableRow]) -> TableRow | None:
+        """The other side's failed result for the same variant, backend and configuration (its
+        device may be unknown): it stands against every batching row."""
+        return next((w for ok_, w in other.items() if not w.ok and ok_[:2] == k[:2] and ok_[3:-1] == k[3:-1]
                      and ok_[2] in (k[2], "-")), None)
 
     used: set[int] = set()
-    pairs: dict[tuple, tuple[Row | None, Row | None]] = {}
+    pairs: dict[tuple, tuple[TableRow | None, TableRow | None]] = {}
     for k in set(ra) | set(rb):
         wa, wb = ra.get(k), rb.get(k)
         if wa is not None and wb is None and wa.ok:
@@ -168,30 +242,28 @@ def compare_results(a: Sequence[dict], b: Sequence[dict], where_a: str = "A", wh
             del pairs[k]
     if not any(wa is not None and wb is not None for wa, wb in pairs.values()):
         raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, "
-                          "device, batching): nothing to compare; compare runs of the same variants on "
-                          "the same device")
-    # Table order (rows.py): a failed result's row ("-", no batching) after the batching rows.
-    keys = sorted(pairs, key=lambda k: (variant_rank(k[0]), k[0], k[1], k[2], MODE_ORDER[None if k[3] == "-" else k[3]]))
+                          "device, layout, order, transfer-only, transfer queue, batching): nothing to compare; "
+                          "compare runs of the same variants and configurations on the same device")
+
+    def sort_key(k: tuple) -> tuple:
+        w = pairs[k][0] or pairs[k][1]
+        # Table order (rows.py): a failed result's row ("-", no batching) after the batching rows.
+        return (*order_key(w.result), MODE_ORDER[None if k[-1] == "-" else k[-1]])
+
     out = Comparison(str(where_a), str(where_b), min_effect=min_effect, alpha=alpha, forced=forced)
-    for k in keys:
+    for k in sorted(pairs, key=sort_key):
         wa, wb = pairs[k]
-        cells = dict(zip(("variant", "backend", "device", "batching"), k))
+        w = wa or wb
+        line = Line(variant=k[0], backend=k[1], device=k[2], configuration=w.result.configuration(),
+                    batching=k[-1], verdict="", a=_side(wa), b=_side(wb))
         if wa is None or wb is None:
-            cells["verdict"] = cells["change"] = "only in A" if wb is None else "only in B"
-            side = wa or wb
-            cells["A median ms" if wb is None else "B median ms"] = (
-                ms(stats.median(side.wall_ms)) if side.ok else f"FAILED: {side.result['reason']}")
+            line.verdict = "only in A" if wb is None else "only in B"
         elif not (wa.ok and wb.ok):
-            cells["A median ms"] = ms(stats.median(wa.wall_ms)) if wa.ok else f"FAILED: {wa.result['reason']}"
-            cells["B median ms"] = ms(stats.median(wb.wall_ms)) if wb.ok else f"FAILED: {wb.result['reason']}"
-            cells["verdict"] = cells["change"] = "not comparable (failed)"
+            line.verdict = "not comparable (failed)"
         else:
             c = stats.change(wa.wall_ms, wb.wall_ms, min_effect=min_effect, alpha=alpha)
-            cells.update({"A median ms": ms(stats.median(wa.wall_ms)), "B median ms": ms(stats.median(wb.wall_ms)),
-                          "B/A": f"{c.ratio:.3f}", "p": f"{c.p:.2g}", "verdict": c.verdict,
-                          "change": f"**{c.verdict}**" if c.verdict != "no change" else c.verdict})
-        cells.update({**_ratios("A", wa), **_ratios("B", wb)})
-        out.rows.append(cells)
+            line.ratio, line.p, line.verdict = c.ratio, c.p, c.verdict
+        out.lines.append(line)
     return out
 
 
@@ -202,19 +274,21 @@ def compare(folder_a: str | os.PathLike, folder_b: str | os.PathLike, **options)
     one side only, or failed, are listed as such. Raises ProfileMismatch / MachineMismatch when
     the two folders' results come from different profiles or machines (unless force=True), and
     ReportError/ResultError for unusable folders. ``options``: min_effect, alpha, force."""
-    a = res.load_many([folder_a])
-    b = res.load_many([folder_b])
-    c = compare_results(a, b, str(folder_a), str(folder_b), **options)
-    for side, where, results in (("A", folder_a, a), ("B", folder_b, b)):
-        c.not_accepted += [f"{side} ({where}): {why}" for why in _not_accepted(Path(where), results)]
+    sides = []
+    for side, where in (("A", folder_a), ("B", folder_b)):
+        files = record.files_of([where])
+        results = [record.read(f) for f in files]
+        sides.append((side, where, files, results))
+    c = compare_results(sides[0][3], sides[1][3], str(folder_a), str(folder_b), **options)
+    for side, where, files, results in sides:
+        c.not_accepted += [f"{side} ({where}): {why}" for why in _not_accepted(files, results)]
     return c
 
 
-def _not_accepted(given: Path, results: Sequence[dict]) -> list[str]:
+def _not_accepted(files: Sequence[Path], results: Sequence[Record]) -> list[str]:
     """Why one side is not accepted evidence: the NOT-ACCEPTED marker of each evidence folder its
-    result files lie in (the folder holding a result file, or the one holding its results/), and
-    the output checks its ok results fail (a failed result is the gate's "failed")."""
-    found = [given] if given.is_file() else res.result_files(given)
-    folders = {f.resolve().parent for f in found}
+    result ``files`` lie in (the folder holding a result file, or the one holding its results/),
+    and the output checks its ok results fail (a failed result is the gate's "failed")."""
+    folders = {f.resolve().parent for f in files}
     markers = sorted({m for d in folders for m in (d / NOT_ACCEPTED_FILE, d.parent / NOT_ACCEPTED_FILE) if m.is_file()})
-    return [f"{m} is there" for m in markers] + checks.problems([r for r in results if r["status"] == "ok"])
+    return [f"{m} is there" for m in markers] + checks.problems([r for r in results if r.ok])

@@ -9,11 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..core.files import write_atomic
-from . import limits
-from . import schema as res
-from . import stats
+from . import limits, record, stats
 from .checks import problems
-from .rows import ReportError, cell, hosts, ms, rows
+from .record import Record
+from .rows import ReportError, cell, config_words, hosts, ms, rows
 from .table import render
 
 TABLE_FILE = "table.md"
@@ -37,11 +36,12 @@ _JITTER = tuple(0.25 * (((k * 7) % 11) / 10 - 0.5) for k in range(11))
 _TICK_FONT, _TITLE_FONT, _LEGEND_FONT = 7, 10, 8
 
 
-def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = None) -> Path:
-    """A PNG of the per-image wall times: one panel per backend group (CPU, Vulkan, Vulkan
-    (transfer-only), ...), its rows in table order, so each result's modes sit side by side,
-    on one ms axis shared by the whole panel (logarithmic when the panel's times span more than
-    20x, as sanitizer variants beside release do). Each row: a horizontal box (quartiles,
+def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None = None) -> Path:
+    """A PNG of the per-image wall times: one panel per backend and configuration (CPU; Vulkan;
+    Vulkan, areas, levels, transfer-only; ...: the record's fields), its rows in table order, so
+    each result's modes sit side by side; the panels of one backend share one ms axis, so its
+    configurations compare at a glance (logarithmic when their times span more than 20x, as
+    sanitizer variants beside release do). Each row: a horizontal box (quartiles,
     whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
     black bar and its modelled limit (results/limits.py) as a red bar, labelled by variant,
     device (its first 32 characters), batching and, from several hosts, host. A failed row
@@ -56,44 +56,56 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     if not all_rows:
         raise ReportError("no results to plot")
     multi_host = len(hosts(results)) > 1
-    groups: dict[str, list] = {}
+    groups: dict[tuple, list] = {}
     for w in all_rows:
-        groups.setdefault(res.key(w.result)[1], []).append(w)
+        groups.setdefault((w.result.backend or "-", *config_words(w.result)), []).append(w)
     sizes = [len(g) for g in groups.values()]
     fig = Figure(figsize=(_FIGURE_WIDTH_IN, _TITLE_HEIGHT_IN + _ROW_HEIGHT_IN * sum(sizes) + _PANEL_HEIGHT_IN * len(sizes)),
                  layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 1 for n in sizes]})[:, 0]
-    for ax, (backend, members) in zip(axes, groups.items()):
-        times = [t for w in members for t in w.wall_ms]
+    # Each backend's panels: one ms range over everything they draw (samples, floors, limits).
+    spans: dict[str, list[float]] = {}
+    panels: dict[str, list] = {}
+    for ax, (group, members) in zip(axes, groups.items()):
+        span = spans.setdefault(group[0], [])
+        panels.setdefault(group[0], []).append(ax)
         ax.grid(**_GRID)
         labels = []
         for y, w in enumerate(members):
-            variant, _, device = res.key(w.result)
+            variant, _, device = w.result.key()
             labels.append(" ".join([variant, device[:32], w.mode or "-"] + ([w.host] if multi_host else [])))
             if not w.ok:
-                ax.text(0.01, y, f"FAILED: {w.result['reason'][:100]}", transform=ax.get_yaxis_transform(),
+                ax.text(0.01, y, f"FAILED: {(w.result.reason or '')[:100]}", transform=ax.get_yaxis_transform(),
                         color="tab:red", **_FAILED_TEXT)
                 continue
             xs = w.wall_ms
+            span.extend(xs)
             ax.boxplot([xs], positions=[y], **_BOX)
             ax.scatter(xs, [y + _JITTER[k % len(_JITTER)] for k in range(len(xs))], **_SAMPLES)
             floor = limits.floor_ms(w.result)
             if floor is not None:
+                span.append(floor)
                 ax.vlines(floor, y - _BAR_HALF_HEIGHT, y + _BAR_HALF_HEIGHT, color="black", **_BAR)
-            lim = limits.limit(w.result, w.mode, w.data)
+            lim = limits.limit(w.result, w.data)
             if lim is not None:
+                span.append(lim.ms)
                 ax.vlines(lim.ms, y - _BAR_HALF_HEIGHT, y + _BAR_HALF_HEIGHT, color="tab:red", **_BAR)
             s = stats.summarize(xs)
             labels[-1] += f"\nmedian {ms(s.median)}" + (f", {s.median / lim.ms:.2f}x limit" if lim else "")
         ax.set_yticks(range(len(members)), labels, fontsize=_TICK_FONT)
         ax.set_ylim(len(members) - 0.5, -0.5)
-        if times and max(times) / max(min(times), 1e-9) > 20:
-            ax.set_xscale("log")
-        else:
-            ax.set_xlim(left=0)
-        ax.set_title(backend, fontsize=_TITLE_FONT, loc="left")
+        ax.set_title(", ".join(group), fontsize=_TITLE_FONT, loc="left")
         ax.set_xlabel("wall time per image (ms)")
+    for backend, span in spans.items():
+        low, high = (min(span), max(span)) if span else (0.0, 1.0)
+        log = low > 0 and high / low > 20
+        for ax in panels[backend]:
+            if log:
+                ax.set_xscale("log")
+                ax.set_xlim(low / 1.25, high * 1.25)
+            else:
+                ax.set_xlim(0, high * 1.05 or 1.0)
     fig.legend(handles=[Line2D([], [], color="black", linewidth=_BAR["linewidth"], label="transfer floor (same run)"),
                         Line2D([], [], color="tab:red", linewidth=_BAR["linewidth"], label="modelled limit of the mode")],
                loc="outside upper right", fontsize=_LEGEND_FONT, ncols=2)
@@ -104,28 +116,28 @@ def plot(results: Iterable[dict], path: str | os.PathLike, title: str | None = N
     return p
 
 
-def _result_filename(i: int, r: dict) -> str:
-    variant, backend, _ = res.key(r)
-    name = f"{i:02d}-{variant}-{backend}-{res.hostname(r) or 'unknown'}.json"
+def _result_filename(i: int, r: Record) -> str:
+    variant, backend, _ = r.key()
+    name = "-".join([f"{i:02d}", variant, backend, *config_words(r), r.host() or "unknown"]) + ".json"
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
-def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted: bool = True,
+def write_evidence(results: Iterable[Record], run_dir: str | os.PathLike, accepted: bool = True,
                    reason: str | None = None, title: str | None = None) -> Path:
     """Writes the evidence folder and returns it.
 
     run_dir is the folder itself, normally the staged folder (core/files.py staged_folder) of
     paths.diagnostics_dir() / <run-name>; ``title`` is the run name (default: run_dir's). Written:
     table.md (the render() table under the run name), timings.png (plot()), results/*.json
-    (a copy of every result). Other files in run_dir (logs, per-sample JSON written by the
-    runner) are left alone. run_dir is new: a command writes it whole into a staged folder.
+    (every result, the one place a run's results are written). Other files in run_dir (logs,
+    reports) are left alone. run_dir is new: a command writes it whole into a staged folder.
 
     The folder is accepted evidence only when ``accepted`` is true AND problems(results) is
     empty (no failed result, no output mismatch). Otherwise a NOT-ACCEPTED file holds the
     reasons (the caller's ``reason`` first) and table.md opens with "NOT ACCEPTED".
     ``accepted=False`` needs a reason.
     """
-    results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
+    results = list(results)
     if not accepted and not (reason and reason.strip()):
         raise ReportError("write_evidence(accepted=False) needs a reason; it goes into NOT-ACCEPTED")
     d = Path(run_dir)
@@ -135,7 +147,7 @@ def write_evidence(results: Iterable[dict], run_dir: str | os.PathLike, accepted
     rd = d / RESULTS_SUBDIR
     rd.mkdir(exist_ok=True)
     for i, r in enumerate(results, 1):
-        res.write(rd / _result_filename(i, r), r)
+        record.write(rd / _result_filename(i, r), r)
 
     title = title or d.name
     if results:

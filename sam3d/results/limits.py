@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 from ..core import profile as profiles
 from . import stats
+from .record import BATCHING, Record, Row, Series, TransferFloor
 
-# The probe's result schema (native/bench/floor_probe.cpp) and how far it may be from the floor.
-PROBE_SCHEMA = "sam3d-floor-probe/1"
+# How far the floor probe (native/bench/floor_probe.cpp) may be from the floor.
 PROBE_TOLERANCE = 0.05
 LIMITED_MODES = ("on", "zerocopy", "queued")
 
@@ -88,14 +88,14 @@ class FloorCheck:
         return f"self-check {verdict}: both {miss:.4f} ms {what} (tolerance {tol:.4f} ms; {bounds})"
 
 
-def resolution_ms(series: dict) -> float:
+def resolution_ms(series: Series) -> float:
     """How finely a probed quantity is known: the gap between its best and second-best block
     medians (its value is the best); 0 with one block, which gives no second value."""
-    m = sorted(series.get("block_medians_ms") or [])
+    m = sorted(series.block_medians_ms)
     return m[1] - m[0] if len(m) > 1 else 0.0
 
 
-def floor_check(floor: dict | None) -> FloorCheck | None:
+def floor_check(floor: TransferFloor | None) -> FloorCheck | None:
     """The self-check of a driver floor (extra.transfer_floor of schema 2 or 3: "both",
     "upload" and "download", each with its best_median_ms and block medians); None without one
     (or a schema-1 floor). Each bound may be missed by the resolutions (resolution_ms) of the
@@ -103,10 +103,10 @@ def floor_check(floor: dict | None) -> FloorCheck | None:
     both's and the slower direction's, the high bound by all three's. So a bound missed by less
     than the run's own spread is not a failure (an H200 run read both 1.1968 ms against a sum
     of 1.1957 ms, with a high tolerance of 0.0046 ms), and a faulty floor still is."""
-    if not isinstance(floor, dict) or not all(isinstance(floor.get(k), dict) for k in ("both", "upload", "download")):
+    if floor is None or floor.both is None or floor.upload is None or floor.download is None:
         return None
-    up, down, both = (floor[k]["best_median_ms"] for k in ("upload", "download", "both"))
-    res = {k: resolution_ms(floor[k]) for k in ("both", "upload", "download")}
+    up, down, both = (s.best_median_ms for s in (floor.upload, floor.download, floor.both))
+    res = {k: resolution_ms(getattr(floor, k)) for k in ("both", "upload", "download")}
     cap = FLOOR_CHECK_MAX_TOLERANCE * both
     low_tol = min(cap, res["both"] + (res["upload"] if up >= down else res["download"]))
     high_tol = min(cap, res["both"] + res["upload"] + res["download"])
@@ -204,16 +204,11 @@ def _committed() -> tuple[str, dict]:
     return profiles.sha256(), profiles.load()
 
 
-def profile_of(result: dict) -> dict | None:
+def profile_of(result: Record) -> dict | None:
     """The profile file a result was measured with, when this checkout has it (the committed
     profile, by SHA-256); None otherwise (the model then has no graphs to count)."""
     sha, prof = _committed()
-    p = result.get("profile")
-    return prof if isinstance(p, dict) and p.get("sha256") == sha else None
-
-
-def transfer_only(result: dict) -> bool:
-    return bool((result.get("extra") or {}).get("transfer_only"))
+    return prof if result.profile_sha256() == sha else None
 
 
 @dataclass(frozen=True)
@@ -240,73 +235,78 @@ class Limit:
         return max(0, self.waits_made - self.round_trips) if self.waits_made is not None else 0
 
 
-def floor_ms(result: dict) -> float | None:
-    """The run's transfer floor in ms (schema 1, 2 or 3), or None."""
-    floor = (result.get("extra") or {}).get("transfer_floor")
-    return floor.get("median_ms") if isinstance(floor, dict) and floor.get("median_ms") else None
+def floor_ms(result: Record) -> float | None:
+    """The run's transfer floor in ms, or None."""
+    floor = result.extra.transfer_floor
+    return floor.median_ms if floor is not None and floor.median_ms else None
 
 
-def _waits_made(result: dict, mode: str, row: dict) -> int | None:
+def _waits_made(result: Record, mode: str, row: Row) -> int | None:
     """The waits the mode made per image, as the driver counted them: one per call for staged
     and zerocopy; for queued its wait points (dependency, ring, end) plus the synchronous path's
     blocking steps (the row's synchronous uploads and downloads, and one compute per synchronous
     graph on rows with compute)."""
-    m = ((result.get("extra") or {}).get("modes") or {}).get(mode) or {}
+    m = result.extra.modes.get(mode)
+    if m is None:
+        return None
     if mode != "queued":
-        return m.get("calls_per_image")
-    keys = ("dependency_wait_points_per_image", "ring_wait_points_per_image", "end_wait_points_per_image")
-    if not all(isinstance(m.get(k), int) for k in keys):
+        return m.calls_per_image
+    points = (m.dependency_wait_points_per_image, m.ring_wait_points_per_image, m.end_wait_points_per_image)
+    if any(k is None for k in points):
         return None
     prof = profile_of(result)
-    computes = 0 if transfer_only(result) or prof is None else sum(g["synchronous"] for g in prof["graphs"])
-    c = row["counters"]
-    return sum(m[k] for k in keys) + c["sync_uploads"] + c["sync_downloads"] + computes
+    computes = 0 if result.transfer_only or prof is None else sum(g["synchronous"] for g in prof["graphs"])
+    return sum(points) + row.counters.sync_uploads + row.counters.sync_downloads + computes
 
 
-def limit(result: dict, mode: str | None, row: dict | None) -> Limit | None:
-    """The modelled limit of one row (``row``: the result's row object of batching ``mode``), or
-    None: off, no floor (CPU), no round trips (a schema-1 result) or a profile this checkout
+def limit(result: Record, row: Row | None) -> Limit | None:
+    """The modelled limit of one row of ``result``, or None: no row (a failed result), off, no
+    floor (CPU), no round trips (a result migrated from version 1) or a profile this checkout
     does not have."""
-    x = result.get("extra") or {}
-    floor, rts, prof = floor_ms(result), x.get("round_trips"), profile_of(result)
-    if mode not in LIMITED_MODES or row is None or floor is None or not isinstance(rts, dict) or prof is None:
+    x = result.extra
+    floor, rts, prof = floor_ms(result), x.round_trips, profile_of(result)
+    if row is None or row.batching not in LIMITED_MODES or floor is None or rts is None or prof is None:
         return None
-    kind = "download" if transfer_only(result) else "graph"
-    rt = rts[kind]["best_median_ms"]
+    mode = row.batching
+    kind = "download" if result.transfer_only else "graph"
+    rt = getattr(rts, kind).best_median_ms
     memcpy = 0.0
     waits = None
     if mode == "queued":
-        alignment = ((x.get("modes") or {}).get(mode) or {}).get("staging_alignment") or 1
-        order = profiles.level_order(prof) if x.get("graph_order") == "levels" else None
+        facts = x.modes.get(mode)
+        alignment = (facts.staging_alignment if facts else None) or 1
+        order = profiles.level_order(prof) if result.order == "levels" else None
         waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment, order=order)
         count = waits.total
     else:
         count = len(prof["graphs"])
         if mode == "on":
-            memcpy = x["staging_memcpy"]["median_ms"]
+            memcpy = x.staging_memcpy.median_ms
     return Limit(mode=mode, floor_ms=floor, round_trip=kind, round_trip_ms=rt, round_trips=count,
                  memcpy_ms=memcpy, waits_made=_waits_made(result, mode, row), waits=waits)
 
 
-def probe_gap(result: dict) -> tuple[float, float] | None:
+def probe_gap(result: Record) -> tuple[float, float] | None:
     """(the floor probe's median ms, the driver floor's relative distance from it) when the run
     has both, else None."""
-    probe = (result.get("extra") or {}).get("floor_probe")
+    probe = result.extra.floor_probe
     floor = floor_ms(result)
-    if not isinstance(probe, dict) or not probe.get("median_ms") or floor is None:
+    if probe is None or not probe.median_ms or floor is None:
         return None
-    return probe["median_ms"], floor / probe["median_ms"] - 1.0
+    return probe.median_ms, floor / probe.median_ms - 1.0
 
 
-def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float]] | None:
+def excluded_ms(result: Record, mode: str | None) -> tuple[list[float], list[float]] | None:
     """Per timed image, the host ms a zerocopy or queued row does not time: (the producer's
-    writes into slots, the consumer's reads out of them); None for other rows. A schema-1
-    result records their sum only: (sums, [])."""
-    m = ((result.get("extra") or {}).get("modes") or {}).get(mode or "") or {}
-    if isinstance(m.get("excluded_ms"), dict):
-        return m["excluded_ms"]["slot_writes"], m["excluded_ms"]["slot_reads"]
-    if isinstance(m.get("slot_fill_and_read_ms_excluded"), list):
-        return m["slot_fill_and_read_ms_excluded"], []
+    writes into slots, the consumer's reads out of them); None for other rows. A result
+    migrated from version 1 records their sum only: (sums, [])."""
+    m = result.extra.modes.get(mode or "")
+    if m is None:
+        return None
+    if m.excluded_ms is not None:
+        return m.excluded_ms.slot_writes, m.excluded_ms.slot_reads
+    if m.slot_fill_and_read_ms_excluded is not None:
+        return m.slot_fill_and_read_ms_excluded, []
     return None
 
 
@@ -315,7 +315,7 @@ def excluded_ms(result: dict, mode: str | None) -> tuple[list[float], list[float
 DUPLEX_TOLERANCE = 0.01
 
 
-def duplex(floor: dict) -> str | None:
+def duplex(floor: TransferFloor) -> str | None:
     """The floor's two directions at once on two backends of the device (transfer_floor.duplex,
     a diagnostic, docs/benchmark.md "Transfer floor, round trips and limits"), against each
     direction alone: the share of the faster direction's time that was hidden, (upload +
@@ -323,72 +323,77 @@ def duplex(floor: dict) -> str | None:
     probe. 1 is full overlap, 0 none, below 0 the two contended. Physics bounds it above: both
     directions cannot take less than the slower one alone, so a duplex more than 1% below it
     is flagged as a measurement fault."""
-    d = floor.get("duplex")
-    if not isinstance(d, dict):
+    if floor.duplex is None or floor.upload is None or floor.download is None:
         return None
-    up, down, both = (floor[k]["best_median_ms"] for k in ("upload", "download", "duplex"))
+    up, down, both = (s.best_median_ms for s in (floor.upload, floor.download, floor.duplex))
     share = (up + down - both) / min(up, down) if min(up, down) > 0 else 0.0
-    gbs = (floor["upload_bytes"] + floor["download_bytes"]) / (both * 1e6) if both > 0 else 0.0
+    moved = (floor.upload_bytes or 0) + (floor.download_bytes or 0)
+    gbs = moved / (both * 1e6) if both > 0 else 0.0
     fault = both < max(up, down) * (1 - DUPLEX_TOLERANCE)
     return (f"duplex (upload and download on two backends at once) {both:.3f} ms = {gbs:.1f} GB/s, "
             f"{share:.0%} of the faster direction hidden"
             + (" (**below the slower direction alone: a measurement fault**)" if fault else ""))
 
 
-def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
+def _rows(result: Record) -> list[Row]:
+    """The result's rows in the record's batching order."""
+    return sorted(result.rows, key=lambda r: BATCHING.index(r.batching))
+
+
+def describe(result: Record) -> str | None:
     """One line of the same-run terms of a result's limits (for the table's notes), or None
     when it has none: the floor per direction and its self-check, the probe, the round trips,
-    the staging memcpy, the mandatory waits of queued, each limited row's x floor and x limit
-    (``rows``: the result's (batching, row object) pairs), and as diagnostics GGML's
-    alternatives and the core's host time per image."""
-    x = result.get("extra") or {}
-    floor, rts = x.get("transfer_floor"), x.get("round_trips")
-    if floor_ms(result) is None or not isinstance(rts, dict) or not isinstance(floor.get("gb_per_s"), dict):
+    the staging memcpy, the mandatory waits of queued, each limited row's x floor and x limit,
+    and as diagnostics GGML's alternatives and the core's host time per image."""
+    x = result.extra
+    floor, rts = x.transfer_floor, x.round_trips
+    if floor_ms(result) is None or rts is None or floor.gb_per_s is None:
         return None
-    g = floor["gb_per_s"]
-    parts = [f"floor {floor['median_ms']:.3f} ms (upload alone {floor['upload']['best_median_ms']:.3f} ms = "
-             f"{g['upload']:.1f} GB/s, download alone {floor['download']['best_median_ms']:.3f} ms = "
-             f"{g['download']:.1f} GB/s, both {g['both']:.1f} GB/s; {floor_check(floor)})"]
+    g = floor.gb_per_s
+    parts = [f"floor {floor.median_ms:.3f} ms (upload alone {floor.upload.best_median_ms:.3f} ms = "
+             f"{g.upload:.1f} GB/s, download alone {floor.download.best_median_ms:.3f} ms = "
+             f"{g.download:.1f} GB/s, both {g.both:.1f} GB/s; {floor_check(floor)})"]
     dx = duplex(floor)
     if dx:
         parts.append(dx)
     gap = probe_gap(result)
     if gap is not None:
         parts.append(f"sam3d_floor_probe {gap[0]:.3f} ms ({gap[1]:+.1%})")
-    parts.append(f"RT download {rts['download']['best_median_ms']:.4f} ms, graph {rts['graph']['best_median_ms']:.4f} ms")
-    mc = x.get("staging_memcpy")
-    if isinstance(mc, dict):
-        # its GB/s as the driver measured them (optional in the schema): no figure without them
-        parts.append(f"staging memcpy {mc['median_ms']:.3f} ms"
-                     + (f" ({mc['gb_per_s']:.1f} GB/s)" if isinstance(mc.get("gb_per_s"), (int, float)) else ""))
+    parts.append(f"RT download {rts.download.best_median_ms:.4f} ms, graph {rts.graph.best_median_ms:.4f} ms")
+    mc = x.staging_memcpy
+    if mc is not None:
+        # its GB/s as the driver measured them (optional in the record): no figure without them
+        parts.append(f"staging memcpy {mc.median_ms:.3f} ms"
+                     + (f" ({mc.gb_per_s:.1f} GB/s)" if mc.gb_per_s is not None else ""))
     ratios = []
-    for mode, row in rows:
-        lim = limit(result, mode, row)
+    for row in _rows(result):
+        lim = limit(result, row)
         if lim is None:
             continue
-        med = stats.median([smp["wall_ms"] for smp in row["samples"]])
-        ratios.append(f"{mode} {med / lim.floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms")
+        med = stats.median(row.wall_ms)
+        ratios.append(f"{row.batching} {med / lim.floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms")
         if lim.waits is not None:
             parts.append(f"queued mandatory waits {lim.waits}")
     if ratios:
         parts.append("; ".join(ratios))
     diag = []
-    if isinstance(rts.get("download_event"), dict):
-        diag.append(f"event-wait RT download {rts['download_event']['best_median_ms']:.4f} ms, graph "
-                    f"{rts['graph_event']['best_median_ms']:.4f} ms")
-    b2b = rts.get("back_to_back")
-    if isinstance(b2b, dict) and rts.get("back_to_back_graphs", 0) > 1:
-        n = rts["back_to_back_graphs"]
-        per = (b2b["best_median_ms"] - rts["graph"]["best_median_ms"]) / (n - 1)
-        diag.append(f"{n} graphs back to back {b2b['best_median_ms']:.4f} ms ({per:+.4f} ms per graph after the first)")
-    calls = ggml_calls(result, rows)
+    if rts.download_event is not None and rts.graph_event is not None:
+        diag.append(f"event-wait RT download {rts.download_event.best_median_ms:.4f} ms, graph "
+                    f"{rts.graph_event.best_median_ms:.4f} ms")
+    b2b = rts.back_to_back
+    if b2b is not None and (rts.back_to_back_graphs or 0) > 1:
+        n = rts.back_to_back_graphs
+        per = (b2b.best_median_ms - rts.graph.best_median_ms) / (n - 1)
+        diag.append(f"{n} graphs back to back {b2b.best_median_ms:.4f} ms ({per:+.4f} ms per graph after the first)")
+    calls = ggml_calls(result)
     if calls:
         diag.append(calls)
-    per_image = calls_per_image(result, rows)
+    per_image = calls_per_image(result)
     if per_image:
         diag.append(per_image)
-    split = [f"{mode} " + "/".join(f"{stats.median([smp[k] for smp in row['samples']]):.3f}" for k in _SPLIT)
-             for mode, row in rows if mode in LIMITED_MODES]
+    split = [f"{row.batching} " + "/".join(f"{stats.median([getattr(smp, k) for smp in row.samples]):.3f}"
+                                           for k in _SPLIT)
+             for row in _rows(result) if row.batching in LIMITED_MODES]
     if split:
         diag.append("host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
                     + ", ".join(split))
@@ -400,43 +405,44 @@ def describe(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
 _SPLIT = ("enqueue_ms", "synchronize_ms", "copy_ms", "sync_path_ms")
 
 
-def ggml_calls(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
-    """The modes' GGML calls timed without the core (extra.ggml_calls of schema 3,
-    transfer-only runs; native/bench/probes.cpp) against the floor and the rows, or None: the
-    profile's copies as separate async copies before one synchronize, against the floor (both
-    the smallest block median): what each copy costs beyond the floor's 2; then the zerocopy
-    and queued rows' own GGML calls with the replay's untimed slot writes and reads (cold:
-    without them), medians of all samples, each with the row's median minus it: what the core
-    and the replay's bookkeeping add."""
-    c = (result.get("extra") or {}).get("ggml_calls")
+def ggml_calls(result: Record) -> str | None:
+    """The modes' GGML calls timed without the core (extra.ggml_calls, transfer-only runs;
+    native/bench/probes.cpp) against the floor and the rows, or None: the profile's copies as
+    separate async copies before one synchronize, against the floor (both the smallest block
+    median): what each copy costs beyond the floor's 2; then the zerocopy and queued rows' own
+    GGML calls with the replay's untimed slot writes and reads (cold: without them), medians of
+    all samples, each with the row's median minus it: what the core and the replay's
+    bookkeeping add."""
+    c = result.extra.ggml_calls
     floor = floor_ms(result)
-    if not isinstance(c, dict) or floor is None:
+    if c is None or floor is None:
         return None
-    n = c["copies_per_image"]
-    copies = c["copies"]["best_median_ms"]
+    n = c.copies_per_image
+    copies = c.copies.best_median_ms
     out = [f"GGML's calls alone (no core): the profile's {n} copies, one synchronize {copies:.3f} ms "
            f"({(copies - floor) / max(n - 2, 1) * 1e3:+.2f} us per copy over the floor's 2)"]
-    med = {mode: stats.median([smp["wall_ms"] for smp in row["samples"]]) for mode, row in rows}
-    modes = (result.get("extra") or {}).get("modes") or {}
+    med = {row.batching: stats.median(row.wall_ms) for row in result.rows}
+    queued = result.extra.modes.get("queued")
     for mode in ("zerocopy", "queued"):
-        if isinstance(c.get(mode), dict):
+        if getattr(c, mode) is not None:
             key = mode
-            if mode == "queued" and isinstance(c.get("queued_no_upload_wait"), dict) and \
-                    (modes.get("queued") or {}).get("event_waits_per_image") == 0:
+            if mode == "queued" and c.queued_no_upload_wait is not None and queued is not None and \
+                    queued.event_waits_per_image == 0:
                 key = "queued_no_upload_wait"  # the core enqueued no event wait (one in-order queue)
-            t = _median_of(c[key])
-            cold = c.get(f"{mode}_cold")
+            t = stats.median(getattr(c, key).samples_ms)
+            cold = getattr(c, f"{mode}_cold")
             out.append(f"{mode}'s calls {t:.3f} ms" + (" (without the event waits)" if key != mode else "")
-                       + (f" (cold {_median_of(cold):.3f}{', with them' if key != mode else ''})" if cold else "")
+                       + (f" (cold {stats.median(cold.samples_ms):.3f}{', with them' if key != mode else ''})"
+                          if cold else "")
                        + (f", the row {med[mode] - t:+.3f} ms" if mode in med else ""))
     alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
                                 ("queued_no_upload_wait", "without it"),
                                 ("queued_synchronize", "with no event, every wait a synchronize"),
                                 ("queued_two_backends", "downloads on a second backend"),
                                 ("queued_levels", "graphs in dependency-level order"))
-           if isinstance(c.get(k), dict)]
+           if getattr(c, k) is not None]
     if len(alt) > 1:
-        out.append("queued's calls " + ", ".join(f"{n} {_median_of(c[k]):.3f}" for k, n in alt))
+        out.append("queued's calls " + ", ".join(f"{n} {stats.median(getattr(c, k).samples_ms):.3f}" for k, n in alt))
     return ", ".join(out) + " (medians)"
 
 
@@ -447,20 +453,15 @@ _PER_IMAGE = (("ggml_copies_per_image", "copies"), ("synchronizes_per_image", "s
               ("event_synchronizes_per_image", "event synchronizes"))
 
 
-def calls_per_image(result: dict, rows: Sequence[tuple[str, dict]]) -> str | None:
+def calls_per_image(result: Record) -> str | None:
     """The core's GGML calls per image of each row (extra.modes: copies, synchronizes, event
     records, event waits, event synchronizes; core 0.6.0 on), or None when no row has them all."""
-    modes = (result.get("extra") or {}).get("modes") or {}
     out = []
-    for mode, _ in rows:
-        m = modes.get(mode) or {}
-        if all(isinstance(m.get(k), int) for k, _ in _PER_IMAGE):
-            out.append(f"{mode} " + "/".join(str(m[k]) for k, _ in _PER_IMAGE))
+    for row in _rows(result):
+        m = result.extra.modes.get(row.batching)
+        counts = [getattr(m, k) for k, _ in _PER_IMAGE] if m is not None else [None]
+        if all(isinstance(n, int) for n in counts):
+            out.append(f"{row.batching} " + "/".join(map(str, counts)))
     if not out:
         return None
     return f"the core's GGML calls per image ({'/'.join(n for _, n in _PER_IMAGE)}): " + ", ".join(out)
-
-
-def _median_of(series: dict) -> float:
-    """A probed series' median of all its samples."""
-    return stats.median(series["samples_ms"])

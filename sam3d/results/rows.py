@@ -1,7 +1,7 @@
-"""The rows every reading of results shares: one per batching mode of each result.
+"""The rows every reading of results shares: one per batching mode of each result record.
 
-Results are dicts in schema sam3d-bench-result/3 (results/schema.py). The table order is the
-variant list's, then backend, device, host, input order, then the schema's batching order.
+The table order is the variant list's, then backend, device, configuration, host, input order,
+then the record's batching order.
 """
 
 from __future__ import annotations
@@ -12,42 +12,68 @@ from dataclasses import dataclass
 
 from ..core import variants
 from ..core.errors import Sam3dError
-from . import schema as res
+from . import record
+from .record import Record
 
-MODE_ORDER = {**{m: i for i, m in enumerate(res.BATCHING)}, None: len(res.BATCHING)}
+MODE_ORDER = {**{m: i for i, m in enumerate(record.BATCHING)}, None: len(record.BATCHING)}
+# How the table and the messages name a configuration value that is not the default.
+CONFIG_WORDS = {"layout": {"areas": "areas"}, "order": {"levels": "levels"},
+                "transfer_only": {True: "transfer-only"}, "transfer_queue": {True: "transfer queue"}}
+# The configuration columns' headers.
+CONFIG_HEADERS = {"layout": "layout", "order": "order", "transfer_only": "transfer-only",
+                  "transfer_queue": "transfer queue"}
 
 
 class ReportError(Sam3dError, ValueError):
     """Results that cannot be rendered, checked or compared as asked."""
 
 
-@dataclass
-class Row:
-    """One table row: one batching mode of one result, or a failed result (mode None)."""
+def config_words(result: Record | dict) -> list[str]:
+    """A result's (or a configuration's) values that are not the default, as words ("areas",
+    "transfer-only"), in CONFIGURATION order."""
+    configuration = result if isinstance(result, dict) else result.configuration()
+    return [CONFIG_WORDS[k][v] for k, v in configuration.items() if v in CONFIG_WORDS[k]]
 
-    result: dict
-    index: int            # 1-based position of the result in the input
-    mode: str | None
-    data: dict | None     # the schema's row object; None for a failed result
+
+def config_cell(field: str, value) -> str:
+    """One configuration column's cell: the value's word ("yes"/"no" for a flag)."""
+    return ("yes" if value else "no") if isinstance(value, bool) else str(value)
+
+
+def config_key(result: Record) -> tuple:
+    return tuple(result.configuration().values())
+
+
+@dataclass
+class TableRow:
+    """One table row: one batching mode of one result, or a failed result without rows (data None)."""
+
+    result: Record
+    index: int                 # 1-based position of the result in the input
+    data: record.Row | None    # the record's row; None for a failed result
+
+    @property
+    def mode(self) -> str | None:
+        return self.data.batching if self.data is not None else None
 
     @property
     def ok(self) -> bool:
-        return self.data is not None
+        return self.data is not None and self.result.ok
 
     @property
     def wall_ms(self) -> list[float]:
-        return [s["wall_ms"] for s in self.data["samples"]] if self.data else []
+        return self.data.wall_ms if self.ok else []
 
     @property
     def outputs(self) -> dict[int, str]:
-        return {s["image"]: s["outputs_sha256"] for s in self.data["samples"]} if self.data else {}
+        return self.data.outputs if self.ok else {}
 
     @property
     def host(self) -> str:
-        return res.hostname(self.result) or "-"
+        return self.result.host() or "-"
 
     def label(self, with_host: bool = False) -> str:
-        parts = [*res.key(self.result)] + ([self.mode] if self.mode else [])
+        parts = [*self.result.key(), *config_words(self.result)] + ([self.mode] if self.mode else [])
         if with_host:
             parts.append(self.host)
         return " ".join(parts)
@@ -57,25 +83,30 @@ def variant_rank(name: str) -> int:
     return variants.NAMES.index(name) if name in variants.NAMES else len(variants.NAMES)
 
 
-def rows(results: Sequence[dict]) -> list[Row]:
-    """The table rows in table order: variant list order (unknown variants after, by name),
-    backend, device, host, input order, then off before on."""
+def order_key(result: Record) -> tuple:
+    """Where a result's rows go in the table: variant list order (unknown variants after, by
+    name), backend, device, configuration."""
+    return (variant_rank(result.variant), *result.key(), *(str(v) for v in config_key(result)))
+
+
+def rows(results: Sequence[Record]) -> list[TableRow]:
+    """The table rows in table order (order_key, then host, input order, then off before on).
+    A failed result is one row (its rows, if any, are not measurements to show)."""
     out = []
     for i, r in enumerate(results, 1):
-        if r["status"] == "ok":
-            out.extend(Row(r, i, row["batching"], row) for row in r["rows"])
+        if r.ok:
+            out.extend(TableRow(r, i, row) for row in r.rows)
         else:
-            out.append(Row(r, i, None, None))
-    out.sort(key=lambda w: (variant_rank(w.result["variant"]), *res.key(w.result), w.host, w.index,
-                            MODE_ORDER[w.mode]))
+            out.append(TableRow(r, i, None))
+    out.sort(key=lambda w: (*order_key(w.result), w.host, w.index, MODE_ORDER[w.mode]))
     return out
 
 
-def hosts(results: Sequence[dict]) -> set[str]:
-    return {h for h in (res.hostname(r) for r in results) if h}
+def hosts(results: Sequence[Record]) -> set[str]:
+    return {h for h in (r.host() for r in results) if h}
 
 
-def sibling(all_rows: Sequence[Row], w: Row, mode: str) -> Row | None:
+def sibling(all_rows: Sequence[TableRow], w: TableRow, mode: str) -> TableRow | None:
     """The row of batching `mode` from the same result as `w`, or None."""
     return next((o for o in all_rows if o.result is w.result and o.mode == mode), None)
 

@@ -14,17 +14,20 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import tabulate as tabulate_module
+from pydantic import BaseModel, Field
 from tabulate import tabulate
 
 from ..core import profile
-from . import limits
-from .schema import WITHOUT_LIMITS
-from . import schema as res
-from . import stats
+from . import limits, record, stats
 from .checks import across_backends, output_checks
-from .rows import ReportError, Row, cell, hosts, ms, rows, sibling
+from .record import WITHOUT_LIMITS, Counters, Record
+from .rows import CONFIG_HEADERS, ReportError, cell, config_cell, config_words, hosts, ms, rows, sibling
+from .rows import TableRow as Row
+
+REPORT_SCHEMA = "sam3d-report/1"
 
 
 def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
@@ -36,8 +39,8 @@ def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
         off = sibling(all_rows, w, "off")
         if off is None:
             continue
-        on_ms = {s["image"]: s["wall_ms"] for s in w.data["samples"]}
-        off_ms = {s["image"]: s["wall_ms"] for s in off.data["samples"]}
+        on_ms = {s.image: s.wall_ms for s in w.data.samples}
+        off_ms = {s.image: s.wall_ms for s in off.data.samples}
         common = sorted(set(on_ms) & set(off_ms))
         if not common:
             continue
@@ -45,37 +48,34 @@ def _speedups(all_rows: Sequence[Row]) -> dict[int, stats.Speedup]:
     return out
 
 
-def _savings(all_rows: Sequence[Row]) -> dict[int, str]:
+def _savings(all_rows: Sequence[Row]) -> dict[int, tuple[float, float]]:
     """Each row beyond the staged design (the schema's rows other than REQUIRED_ROWS: zero-copy,
     queued), by id -> the per-image time it saves over "on": median(on wall_ms) - median(row
-    wall_ms) of the same result, in ms and as a share of on."""
+    wall_ms) of the same result, in ms, and as a share of on."""
     out = {}
     for w in all_rows:
-        if w.mode in (*res.REQUIRED_ROWS, None) or not w.ok:
+        if w.mode in (*record.REQUIRED_ROWS, None) or not w.ok:
             continue
         on = sibling(all_rows, w, "on")
         if on is None or not on.ok:
             continue
         on_ms = stats.median(on.wall_ms)
         saved = on_ms - stats.median(w.wall_ms)
-        out[id(w)] = f"{saved:.3f} ({saved / on_ms:.0%})"
+        out[id(w)] = (saved, saved / on_ms)
     return out
 
 
-def _fallbacks(counters: dict) -> str:
-    fb = counters["fallbacks"]
-    known = [k for k in res.FALLBACK_REASONS if fb.get(k)]
-    extra = sorted(k for k in fb if k not in res.FALLBACK_REASONS and fb[k])
-    return ", ".join(f"{k}={fb[k]}" for k in known + extra) or "none"
+def _fallbacks(counters: Counters) -> str:
+    return ", ".join(f"{k}={n}" for k, n in counters.fallbacks.items() if n) or "none"
 
 
-def _bytes(counters: dict) -> str:
-    up, down = counters["bytes_uploaded"], counters["bytes_downloaded"]
+def _bytes(counters: Counters) -> str:
+    up, down = counters.bytes_uploaded, counters.bytes_downloaded
     mark = "" if (up, down) == (profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES) else " *"
     return f"{up:,} / {down:,}{mark}"
 
 
-def floor_ratio(result: dict, median_ms: float) -> str:
+def floor_ratio(result: Record, median_ms: float) -> str:
     """The row's median over the transfer floor measured in the same run (limits.floor_ms), or
     "" without one: "2.6x (1.410)"."""
     floor = limits.floor_ms(result)
@@ -87,10 +87,10 @@ def limit_ratio(lim: limits.Limit | None, median_ms: float) -> str:
     return f"{median_ms / lim.ms:.2f}x ({ms(lim.ms)})" if lim is not None else ""
 
 
-def _floor_cell(result: dict, median_ms: float) -> str:
+def _floor_cell(result: Record, median_ms: float) -> str:
     """floor_ratio, flagged when the floor's self-check failed."""
     text = floor_ratio(result, median_ms)
-    check = limits.floor_check((result.get("extra") or {}).get("transfer_floor"))
+    check = limits.floor_check(result.extra.transfer_floor)
     return f"{text}; self-check FAILED" if text and check is not None and not check.ok else text
 
 
@@ -140,11 +140,11 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
         if not w.ok or id(w.result) in seen:
             continue
         seen.add(id(w.result))
-        where = " ".join(res.key(w.result)[:2]) + (f" {w.host}" if multi_host else "")
-        line = limits.describe(w.result, [(o.mode, o.data) for o in all_rows if o.result is w.result])
+        where = " ".join([*w.result.key()[:2], *config_words(w.result)]) + (f" {w.host}" if multi_host else "")
+        line = limits.describe(w.result)
         if line:
             notes.append(f"limits, {where}: {line}.")
-        check = limits.floor_check((w.result.get("extra") or {}).get("transfer_floor"))
+        check = limits.floor_check(w.result.extra.transfer_floor)
         if check is not None and not check.ok:
             notes.append(f"WARNING: {where}: the transfer floor's {check}: both directions together must take "
                          "at least the slower direction alone and at most the two alone in sequence.")
@@ -153,18 +153,18 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
             notes.append(f"WARNING: {where}: the driver's floor {ms(limits.floor_ms(w.result))} ms and "
                          f"sam3d_floor_probe's {ms(gap[0])} ms differ by {gap[1]:+.1%} (more than "
                          f"{limits.PROBE_TOLERANCE:.0%}).")
-        why = (w.result.get("extra") or {}).get("floor_probe_error")
+        why = w.result.extra.floor_probe_error
         if why and limits.floor_ms(w.result) is not None:
             notes.append(f"WARNING: {where}: no floor cross-check: {cell(why)}")
-        if w.result["schema"] == WITHOUT_LIMITS and limits.floor_ms(w.result) is not None:
-            notes.append(f"{where}: a {w.result['schema']} result: its floor is the earlier measurement (one "
+        if w.result.migrated_from == WITHOUT_LIMITS and limits.floor_ms(w.result) is not None:
+            notes.append(f"{where}: a {WITHOUT_LIMITS} result: its floor is the earlier measurement (one "
                          "block after the replay, unaligned download offset), and it has no limits.")
     return notes
 
 
-def _profile(result: dict) -> str:
-    p = result.get("profile")
-    return f"{p['sha256'][:12]} v{p['version']}" if isinstance(p, dict) else "-"
+def _profile(result: Record) -> str:
+    p = result.profile
+    return f"{p.sha256[:12]} v{p.version}" if p is not None else "-"
 
 
 @dataclass(frozen=True)
@@ -217,8 +217,8 @@ class Table:
     notes: list[str]
 
 
-def build(results: Iterable[dict]) -> Table:
-    """The one table over any set of results (validated first; ReportError when empty).
+def build(results: Iterable[Record]) -> Table:
+    """The one table over any set of result records (ReportError when empty).
 
     One row per (variant, backend, device, batching) of each result; a failed result keeps one
     row with "FAILED: <reason>" where the numbers would be. Columns: machine (only when the
@@ -232,12 +232,16 @@ def build(results: Iterable[dict]) -> Table:
     ms, speedup, saved vs on ms, x floor, x limit, waits, excluded ms), which stay in the table.
     Notes state the statistics' rules, the profile's byte totals and every mismatch and failure.
     """
-    results = [res.validate(r, f"result #{i}") for i, r in enumerate(results, 1)]
+    results = list(results)
     if not results:
         raise ReportError("no results to report: pass result files or folders holding them")
     all_rows = rows(results)
     multi_host = len(hosts(results)) > 1
-    confs = Counter((*res.key(w.result), w.host, w.mode) for w in all_rows)
+    confs = Counter((*w.result.key(), *w.result.configuration().values(), w.host, w.mode) for w in all_rows)
+    # A configuration field gets a column only where some row is not at its default (a table of
+    # default runs shows none); the same value in every row moves to the caption (layout()).
+    configs = [k for k in record.CONFIGURATION
+               if any(r.configuration()[k] != record.Record.model_fields[k].default for r in results)]
     duplicated = any(n > 1 for n in confs.values())
     outputs, warnings = output_checks(all_rows, multi_host)
     backend_notes, backend_warnings = across_backends(all_rows, multi_host)
@@ -246,7 +250,8 @@ def build(results: Iterable[dict]) -> Table:
     savings = _savings(all_rows)
 
     columns = ([Column("machine")] if multi_host else []) + [
-        Column("variant"), Column("backend"), Column("device"), Column("batching")] + (
+        Column("variant"), Column("backend"), Column("device")] + [Column(CONFIG_HEADERS[k]) for k in configs] + [
+        Column("batching")] + (
         [Column("run", movable=False)] if duplicated else []) + [
         Column("median ms", "right", False), Column("p95 ms", "right", False),
         Column("min-max ms", "right", False), Column("n", "right"),
@@ -260,26 +265,27 @@ def build(results: Iterable[dict]) -> Table:
     table = []
     for w in all_rows:
         r = w.result
-        variant, backend, device = res.key(r)
+        variant, backend, device = r.key()
         cells = {"machine": w.host, "variant": variant, "backend": backend, "device": device,
+                 **{CONFIG_HEADERS[k]: config_cell(k, r.configuration()[k]) for k in configs},
                  "batching": w.mode or "-", "run": f"#{w.index}", "profile": _profile(r),
                  "outputs identical": outputs[id(w)]}
         if w.ok:
             s = stats.summarize(w.wall_ms)
-            c = w.data["counters"]
-            lim = limits.limit(r, w.mode, w.data)
+            c = w.data.counters
+            lim = limits.limit(r, w.data)
             cells.update({
                 "median ms": ms(s.median), "p95 ms": ms(s.p95),
                 "min-max ms": f"{ms(s.min)}-{ms(s.max)}", "n": str(s.n),
-                "async up/down": f"{c['async_uploads']}/{c['async_downloads']}",
-                "sync up/down": f"{c['sync_uploads']}/{c['sync_downloads']}",
+                "async up/down": f"{c.async_uploads}/{c.async_downloads}",
+                "sync up/down": f"{c.sync_uploads}/{c.sync_downloads}",
                 "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
                 "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
-                "saved vs on ms": savings.get(id(w), ""),
+                "saved vs on ms": f"{savings[id(w)][0]:.3f} ({savings[id(w)][1]:.0%})" if id(w) in savings else "",
                 "x floor": _floor_cell(r, s.median), "x limit": limit_ratio(lim, s.median),
                 "waits": _waits(lim), "excluded ms": _excluded(w)})
         else:
-            cells["median ms"] = f"FAILED: {r['reason']}"
+            cells["median ms"] = f"FAILED: {r.reason}"
         table.append(cells)
 
     keep = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
@@ -299,13 +305,13 @@ def build(results: Iterable[dict]) -> Table:
         notes.append("run: #i is the i-th result given; two results share a configuration and host.")
     for w in all_rows:
         if not w.ok:
-            notes.append(f"FAILED: {w.label(multi_host)}: {cell(w.result['reason'])} (no timings)")
+            notes.append(f"FAILED: {w.label(multi_host)}: {cell(w.result.reason)} (no timings)")
     for text in warnings:
         notes.append(f"WARNING: {text}")
     return Table(columns, table, keep, notes)
 
 
-def render(results: Iterable[dict], title: str | None = None) -> str:
+def render(results: Iterable[Record], title: str | None = None) -> str:
     """The one table as Markdown (table.md): columns identical in every row move to the caption
     line above the table (a column showing an output mismatch never moves), the notes below."""
     t = build(results)
@@ -321,10 +327,68 @@ def render(results: Iterable[dict], title: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def records(results: Iterable[dict]) -> dict:
-    """The one table as data (`report --format json`): its rows (every column's cell) and notes."""
+class ReportRow(BaseModel):
+    """One row of `sam3d report --format json`: a batching mode of one result (batching None:
+    a failed result without rows). Times in ms; None where the row has no such number."""
+
+    variant: str
+    backend: str
+    device: str
+    configuration: dict[str, str | bool] = Field(description="the record's configuration fields")
+    batching: str | None
+    host: str
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    n: int | None = None
+    median_ms: float | None = None
+    p95_ms: float | None = Field(None, description="nearest-rank")
+    min_ms: float | None = None
+    max_ms: float | None = None
+    speedup: float | None = Field(None, description="median of the paired per-image ratios off/row")
+    speedup_iqr: tuple[float, float] | None = None
+    saved_vs_on_ms: float | None = None
+    floor_ms: float | None = None
+    limit_ms: float | None = None
+    waits_made: int | None = None
+    waits_mandatory: int | None = None
+    counters: record.Counters | None = None
+    outputs_identical: bool | None = Field(None, description="None: nothing to compare against, or failed")
+
+
+class ReportDocument(BaseModel):
+    """`sam3d report --format json`: the one table's rows as numbers, and its notes as text."""
+
+    schema_: str = Field(REPORT_SCHEMA, alias="schema")
+    rows: list[ReportRow]
+    notes: list[str]
+
+
+def document(results: Iterable[Record]) -> ReportDocument:
+    """The one table as data (`report --format json`): numbers as numbers, no Markdown."""
+    results = list(results)
     t = build(results)
-    return {"columns": [c.header for c in t.columns], "rows": t.rows, "notes": t.notes}
+    all_rows = rows(results)
+    outputs, _ = output_checks(all_rows, len(hosts(results)) > 1)
+    speedups, savings = _speedups(all_rows), _savings(all_rows)
+    out = []
+    for w in all_rows:
+        r = w.result
+        row = ReportRow(variant=r.variant, backend=r.key()[1], device=r.key()[2], configuration=r.configuration(),
+                        batching=w.mode, host=w.host, status=r.status, reason=r.reason,
+                        outputs_identical={"yes": True, "n/a": None, "": None}.get(outputs[id(w)], False))
+        if w.ok:
+            s = stats.summarize(w.wall_ms)
+            lim = limits.limit(r, w.data)
+            sp = speedups.get(id(w))
+            row = row.model_copy(update={
+                "n": s.n, "median_ms": s.median, "p95_ms": s.p95, "min_ms": s.min, "max_ms": s.max,
+                "speedup": sp.ratio if sp else None, "speedup_iqr": (sp.iqr_low, sp.iqr_high) if sp else None,
+                "saved_vs_on_ms": savings[id(w)][0] if id(w) in savings else None,
+                "floor_ms": limits.floor_ms(r), "limit_ms": lim.ms if lim else None,
+                "waits_made": lim.waits_made if lim else None, "waits_mandatory": lim.round_trips if lim else None,
+                "counters": w.data.counters})
+        out.append(row)
+    return ReportDocument(rows=out, notes=[n.replace("**", "") for n in t.notes])
 
 
 # The terminal's table: short headers, and the columns dropped in this order while the table is
@@ -350,7 +414,7 @@ def _short_cell(header: str, text: str) -> str:
     return text
 
 
-def render_terminal(results: Iterable[dict], full: Path | str | None = None, width: int = TERMINAL_WIDTH) -> str:
+def render_terminal(results: Iterable[Record], full: Path | str | None = None, width: int = TERMINAL_WIDTH) -> str:
     """The one table for a terminal of ``width`` columns: abbreviated headers and cells, columns
     dropped (DROP_ORDER) until it fits; the caption wrapped; the full table is in ``full``."""
     t = build(results)

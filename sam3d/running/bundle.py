@@ -17,9 +17,9 @@ The GPU machine has neither a package registry nor build tools, so the work is s
    packing calls no Conan, so it never waits for the Conan home's lock while another clone builds.
 2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
    GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
-3. Back here, `python -m sam3d device-import` (sam3d/cli/device.py) reads them back
-   (read_summary(), driver_output()) and wraps the raw driver output into result files of the
-   schema in sam3d/results/schema.py, with the build facts from the manifest and the GPU
+3. Back here, `python -m sam3d device-import` (sam3d/cli/bench.py) reads them back
+   (read_summary(), driver_output()) and wraps the raw driver output into result records
+   (sam3d/results/record.py), with the build facts from the manifest and the GPU
    host's machine facts, rendered like the results of `nox -s bench`.
 """
 
@@ -381,7 +381,7 @@ def _entry_file(raw_dir: Path, entry: dict, key: str) -> tuple[Path, str] | None
 
 # The facts of a bench run that run.py records in its summary entry (bundle_run.run_bench), which
 # device-import gives the result when the driver wrote no output of its own: they decide the
-# configuration's backend name (results/schema.py wrap()).
+# configuration fields of the record (cli/bench.py wrap()).
 RUN_FACTS = ("layout", "graph_order", "transfer_only", "vulkan_transfer_queue")
 
 

@@ -10,9 +10,11 @@ only the mutants of functions that changed.
 
 The score is detected / (mutants - equivalents), where detected counts the killed mutants and
 those that made the tests crash or run past mutmut's time limit. An equivalent mutant changes
-no behaviour any caller can see; each is listed in EQUIVALENTS with the change mutmut made and
-the reason, and the run fails on any survivor not listed there, on a listed one that no longer
-survives (or no longer reads as listed), and below TARGET.
+no behaviour any caller can see; each is listed in EQUIVALENTS by the function it mutates and
+the change it makes (the + lines of `mutmut show`), with the reason: mutmut numbers a
+function's mutants in order, so a name shifts when the function changes, but the function and
+the change stay as long as the mutated line does. The run fails on any survivor not listed
+there, on a listed one that matches no survivor, and below TARGET.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ LOG = "mutants-python.log"
 DETECTED = ("killed", "timeout", "segfault", "caught by type check")
 UNDETECTED = ("survived", "no tests")
 BOOTSTRAP = "ci/bootstrap.sh nox -s mutants -- --python"
-# Survivors printed with their change (the others by name).
-SHOWN = 20
 
 
 class PyMutantError(Sam3dError):
@@ -46,24 +46,32 @@ class PyMutantError(Sam3dError):
 
 @dataclass(frozen=True)
 class Equivalent:
-    mutant: str
+    function: str  # mutmut's name of the mutated function: a mutant's name up to "__mutmut_"
     change: str
     reason: str
 
 
+def function_of(mutant: str) -> str:
+    """The function a mutant mutates ("sam3d.results.stats.x_median__mutmut_3" ->
+    "sam3d.results.stats.x_median")."""
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
 @dataclass
 class Score:
-    """One campaign's verdicts: mutant name -> mutmut's status, and the equivalents."""
+    """One campaign's verdicts: mutant name -> mutmut's status, the equivalents, and the change
+    each survivor makes (mutant name -> `mutmut show`'s + lines)."""
 
     status: dict[str, str]
     equivalents: list[Equivalent]
+    changes: dict[str, str]
 
     def names(self, *statuses: str) -> list[str]:
         return sorted(m for m, s in self.status.items() if s in statuses)
 
-    @property
-    def equivalent_names(self) -> set[str]:
-        return {e.mutant for e in self.equivalents}
+    def _listed(self, mutant: str) -> Equivalent | None:
+        key = (function_of(mutant), self.changes.get(mutant))
+        return next((e for e in self.equivalents if (e.function, e.change) == key), None)
 
     @property
     def detected(self) -> int:
@@ -71,8 +79,8 @@ class Score:
 
     @property
     def equivalent(self) -> set[str]:
-        """The listed equivalents that survived this run (the others are stale or not checked)."""
-        return {m for m in self.equivalent_names if self.status.get(m) in UNDETECTED}
+        """The survivors of this run that an entry lists (by function and change)."""
+        return {m for m in self.names(*UNDETECTED) if self._listed(m) is not None}
 
     @property
     def scored(self) -> int:
@@ -86,13 +94,16 @@ class Score:
     @property
     def unexplained(self) -> list[str]:
         """Survivors (and mutants no test reaches) not listed as equivalent."""
-        return [m for m in self.names(*UNDETECTED) if m not in self.equivalent_names]
+        eq = self.equivalent
+        return [m for m in self.names(*UNDETECTED) if m not in eq]
 
     @property
-    def stale(self) -> list[str]:
-        """Listed equivalents that are killed, or no mutant of this run (not those not yet checked)."""
-        return sorted(e.mutant for e in self.equivalents
-                      if e.mutant not in self.status or self.status[e.mutant] in DETECTED)
+    def stale(self) -> list[Equivalent]:
+        """Entries that match no survivor of this run: killed now, or the code changed (not those
+        of a function whose mutants are not all checked yet)."""
+        matched = {id(self._listed(m)) for m in self.names(*UNDETECTED)}
+        waiting = {function_of(m) for m in self.unfinished}
+        return [e for e in self.equivalents if id(e) not in matched and e.function not in waiting]
 
     @property
     def unfinished(self) -> list[str]:
@@ -139,7 +150,7 @@ def _mutmut() -> str:
 
 
 def load_equivalents(path: Path | None = None) -> list[Equivalent]:
-    """The entries of EQUIVALENTS ([[equivalent]] tables: mutant, change, reason)."""
+    """The entries of EQUIVALENTS ([[equivalent]] tables: function, change, reason)."""
     path = path or paths.root() / EQUIVALENTS
     try:
         data = tomllib.loads(path.read_text())
@@ -147,12 +158,13 @@ def load_equivalents(path: Path | None = None) -> list[Equivalent]:
         raise PyMutantError(f"{path}: {e}") from None
     out: list[Equivalent] = []
     for i, e in enumerate(data.get("equivalent", [])):
-        missing = [k for k in ("mutant", "change", "reason") if not str(e.get(k, "")).strip()]
+        missing = [k for k in ("function", "change", "reason") if not str(e.get(k, "")).strip()]
         if missing:
             raise PyMutantError(f"{path.name}: equivalent[{i}]: missing {', '.join(missing)}")
-        if e["mutant"] in {x.mutant for x in out}:
-            raise PyMutantError(f"{path.name}: equivalent {e['mutant']!r} is listed twice")
-        out.append(Equivalent(e["mutant"], e["change"].strip(), " ".join(e["reason"].split())))
+        if (e["function"], e["change"].strip()) in {(x.function, x.change) for x in out}:
+            raise PyMutantError(f"{path.name}: equivalent {e['function']!r} changing {e['change'].strip()!r} is "
+                                "listed twice")
+        out.append(Equivalent(e["function"], e["change"].strip(), " ".join(e["reason"].split())))
     return out
 
 
@@ -230,17 +242,9 @@ def change(mutant: str) -> str:
     return "\n".join(x[1:].strip() for x in out.stdout.splitlines() if x.startswith("+") and not x.startswith("+++"))
 
 
-def score(equivalents: list[Equivalent] | None = None) -> tuple[Score, list[str]]:
-    """The Score of the last run, and what is wrong with the equivalents' entries: one whose
-    mutant now makes a different change than listed (the code changed, so its reason must be
-    read again)."""
+def score(equivalents: list[Equivalent] | None = None) -> Score:
+    """The Score of the last run, with the change of every survivor (`mutmut show` each: about a
+    second a mutant)."""
     eqs = load_equivalents() if equivalents is None else equivalents
-    s = Score(statuses(), eqs)
-    wrong = []
-    for e in eqs:
-        if e.mutant in s.status and s.status[e.mutant] in UNDETECTED:
-            now = change(e.mutant)
-            if now != e.change:
-                wrong.append(f"{e.mutant}: listed as changing {e.change!r}, now changes {now!r}: the code changed; "
-                             f"check the reason and update the entry in {EQUIVALENTS}")
-    return s, wrong
+    status = statuses()
+    return Score(status, eqs, {m: change(m) for m, s in status.items() if s in UNDETECTED})

@@ -1,0 +1,198 @@
+"""The result record (sam3d/results/record.py, docs/results.md): what a reader of result files
+observes. Real result files of every version read and migrate to the configuration they were
+measured in; anything else is one ResultError naming the file and the field; a record survives
+being written and read again unchanged."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import records
+from sam3d.results import record
+
+DATA = Path(__file__).parent / "data"
+# Real result files (tests/data/README.md says where each comes from) and the configuration
+# each was measured in.
+FIXTURES = {
+    "cpu-asan-run1.json": ("sam3d-bench-result/1", "CPU", "scattered", "profile", False, False),
+    "v2-vulkan-areas-levels-transfer-only.json": ("sam3d-bench-result/2", "Vulkan", "areas", "levels", True, False),
+    "v3-cuda-areas-levels-transfer-only.json": ("sam3d-bench-result/3", "CUDA", "areas", "levels", True, False),
+    "v3-lavapipe-areas-levels-transfer-only.json": ("sam3d-bench-result/3", "Vulkan", "areas", "levels", True,
+                                                    False),
+    "v3-vulkan-transfer-queue.json": ("sam3d-bench-result/3", "Vulkan", "scattered", "profile", False, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_every_version_reads_with_its_configuration_as_fields(name):
+    version, backend, layout, order, transfer_only, transfer_queue = FIXTURES[name]
+    r = record.read(DATA / name)
+    assert (r.migrated_from, r.backend) == (version, backend)
+    assert r.configuration() == {"layout": layout, "order": order, "transfer_only": transfer_only,
+                                 "transfer_queue": transfer_queue}
+    assert r.ok and r.rows and all(len(row.samples) == r.protocol.images for row in r.rows)
+
+
+def test_a_suffix_is_read_only_where_extra_lacks_the_field():
+    """Version 2 carried transfer_only in extra but not the layout or order: those come from the
+    backend's suffixes, and an extra field that says otherwise wins over a suffix."""
+    doc = json.loads((DATA / "v2-vulkan-areas-levels-transfer-only.json").read_text())
+    assert doc["backend"] == "Vulkan areas levels (transfer-only)" and "layout" not in doc["extra"]
+    doc["extra"]["transfer_only"] = False
+    r = record.parse(doc)
+    assert (r.backend, r.layout, r.order, r.transfer_only) == ("Vulkan", "areas", "levels", False)
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_a_record_written_and_read_again_is_unchanged(name, tmp_path):
+    r = record.read(DATA / name)
+    back = record.read(record.write(tmp_path / "r.json", r))
+    assert back == r and back.document() == r.document()
+    assert back.document()["schema"] == record.SCHEMA and back.migrated_from == r.migrated_from
+
+
+def test_the_written_version_round_trips_as_written(make_result):
+    doc = make_result(off_ms=[2.0, 2.5], on_ms=[1.0, 1.5], layout="areas", transfer_queue=True)
+    assert record.parse(copy.deepcopy(doc)).document() == doc
+
+
+def _doc():
+    return json.loads((DATA / "v3-cuda-areas-levels-transfer-only.json").read_text())
+
+
+def _set(doc: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(doc)
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return out
+
+
+def _drop(doc: dict, path: tuple) -> dict:
+    out = copy.deepcopy(doc)
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    del node[path[-1]]
+    return out
+
+
+# What a user sees for a file that does not fit: the file, the field, the problem.
+BAD = [
+    ("schema 5", lambda d: _set(d, ("schema",), "sam3d-bench-result/5"),
+     "field 'schema': is 'sam3d-bench-result/5': written by schema version 5; this reader reads version 4 or 3"),
+    ("no schema", lambda d: _drop(d, ("schema",)), "field 'schema': missing"),
+    ("a string for a time", lambda d: _set(d, ("rows", 1, "samples", 0, "wall_ms"), "1.5"),
+     "field 'rows[1].samples[0].wall_ms': Input should be a valid number"),
+    ("a negative count", lambda d: _set(d, ("rows", 0, "counters", "sync_uploads"), -1),
+     "field 'rows[0].counters.sync_uploads': Input should be greater than or equal to 0"),
+    ("an unknown top-level field", lambda d: _set(d, ("hostname",), "x"),
+     "field 'hostname': Extra inputs are not permitted"),
+    ("a mode twice", lambda d: _set(d, ("rows", 0, "batching"), "off"),
+     "field 'rows[1].batching': 'off' appears twice"),
+    ("a sample missing", lambda d: _set(d, ("rows", 0, "samples"), d["rows"][0]["samples"][:-1]),
+     "field 'rows[0].samples': has 4 entries but protocol.images is 5"),
+    ("an ok result without a device", lambda d: _drop(d, ("device",)), "field 'device': an ok result needs it"),
+    ("a failed result without a reason", lambda d: _set(d, ("status",), "failed"),
+     "field 'reason': a failed result needs a non-empty reason"),
+    ("an unknown mode", lambda d: _set(d, ("rows", 0, "batching"), "fast"),
+     "field 'rows[0].batching': Input should be 'off', 'on', 'zerocopy' or 'queued'"),
+    ("a floor as text", lambda d: _set(d, ("extra", "transfer_floor", "median_ms"), "1.2"),
+     "field 'extra.transfer_floor.median_ms': Input should be a valid number"),
+]
+
+
+@pytest.mark.parametrize("case, change, message", BAD, ids=[c[0] for c in BAD])
+def test_a_document_that_does_not_fit_is_one_error_naming_the_field(case, change, message):
+    with pytest.raises(record.ResultError) as e:
+        record.parse(change(_doc()), "r.json")
+    assert str(e.value).startswith(f"r.json: {message}"), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"\xff\xfe{", "not UTF-8 text"), (b'{"schema": "sam3d-bench-result/4",', "not valid JSON (line 1"),
+    (b"[1, 2]", "expected a JSON object, got list"), (b"[" * 100_000, "nested too deeply to be a result file")],
+    ids=["not utf-8", "truncated", "a list", "deep"])
+def test_bytes_that_are_not_a_result_are_one_error(tmp_path, data, words):
+    f = tmp_path / "r.json"
+    f.write_bytes(data)
+    with pytest.raises(record.ResultError) as e:
+        record.read(f)
+    assert str(e.value).startswith(str(f)) and words in str(e.value), str(e.value)
+
+
+# --- properties --------------------------------------------------------------------------------
+
+SOURCES = {name: (DATA / name).read_bytes() for name in FIXTURES}
+
+
+def _paths(node, prefix=()):
+    """Every (path, value) in a JSON document."""
+    yield prefix, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, (*prefix, i))
+
+
+def _accepts_or_refuses(data: bytes) -> None:
+    """The reader's contract on any bytes: a record, or ResultError; a record round-trips."""
+    try:
+        r = record.parse_text(data, "r.json")
+    except record.ResultError as e:
+        assert str(e).startswith("r.json") and "\n" not in str(e)
+        return
+    assert record.parse(r.document()) == r
+
+
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(SOURCES)), data=st.data())
+def test_truncated_or_flipped_bytes_are_a_record_or_the_readers_error(name, data):
+    raw = bytearray(SOURCES[name])
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    else:
+        for _ in range(data.draw(st.integers(1, 4))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= data.draw(st.integers(1, 255))
+    _accepts_or_refuses(bytes(raw))
+
+
+JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
+                        st.text(max_size=8), st.lists(st.integers(), max_size=3),
+                        st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(SOURCES)), data=st.data())
+def test_changed_added_or_missing_fields_are_a_record_or_the_readers_error(name, data):
+    doc = json.loads(SOURCES[name])
+    for _ in range(data.draw(st.integers(1, 3))):
+        path, value = data.draw(st.sampled_from(list(_paths(doc))))
+        what = data.draw(st.sampled_from(["type", "add", "drop"]))
+        if what == "type" and path:
+            doc = _set(doc, path, data.draw(JSON_VALUES))
+        elif what == "add" and isinstance(value, dict):
+            doc = _set(doc, (*path, data.draw(st.text(min_size=1, max_size=12))), data.draw(JSON_VALUES))
+        elif what == "drop" and path and isinstance(path[-1], str):
+            doc = _drop(doc, path)
+    _accepts_or_refuses(json.dumps(doc).encode())
+
+
+def test_records_helper_reads_documents_like_files(make_result):
+    """The tests' own helper (conftest.records) is the reader: a bad document fails there too."""
+    with pytest.raises(record.ResultError):
+        records(make_result(off_ms=[1.0], on_ms=[1.0], layout="diagonal"))
