@@ -30,6 +30,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
+from .results.evidence import markers
 from .results.record import ResultError, read, result_files
 from .results.stats import change
 from .running.bundle_run import junit_counts
@@ -132,7 +133,9 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     its path. Each expected job needs at least one result of its own variant, and every
     result must have status "ok" (a failed run keeps its file, marked as not accepted).
     With require_gpu, the results-gpu artifact must hold an accepted result of every variant
-    with the bundle role (what the GPU job's bundle packs) on each of its GPU backends.
+    with the bundle role (what the GPU job's bundle packs) on each of its GPU backends. An
+    evidence folder the files lie in that is marked NOT ACCEPTED (device tests or a checker
+    that failed, where the results themselves are ok) is a problem too.
     """
     if expected is None:
         expected = expected_results()
@@ -140,8 +143,8 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     found: dict[Expected, int] = {e: 0 for e in expected}
     gpu_ok: dict[tuple[str, str], int] = {(v.name, b): 0 for v in _variants.with_role(_variants.BUNDLE)
                                           for b in v.backends if b != "CPU"}
+    files = [Path(f) for f in files]
     for f in files:
-        f = Path(f)
         try:
             r = read(f)
         except ResultError as e:
@@ -161,6 +164,7 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
             problems.append(f"{f}: in {owner.run_name} but for variant {r.variant!r}")
             continue
         found[owner] += ok
+    problems += [f"{m}: the evidence folder is marked NOT ACCEPTED ({_first_line(m)})" for m in markers(files)]
     for e, n in found.items():
         if n == 0:
             problems.append(f"missing result: {e.variant} on {e.os} (no accepted result in "
@@ -170,6 +174,13 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
             problems.append(f"missing result: {variant} {backend} from the GPU job (no accepted result in "
                             f"artifact {GPU_ARTIFACT})")
     return problems
+
+
+def _first_line(path: Path) -> str:
+    try:
+        return (path.read_text(errors="replace").splitlines() or ["empty"])[0]
+    except OSError as e:
+        return str(e)
 
 
 def check_jobs(results: Mapping[str, str], optional: Iterable[str] = ()) -> list[str]:
@@ -341,10 +352,7 @@ def _command(args: argparse.Namespace) -> int:
     gpu = _truthy(args.gpu)
     jobs = _parse_jobs(args.job)
     problems = check_jobs(jobs, optional=() if gpu else ("gpu", "bundle"))
-    try:
-        files = result_files(args.folder)
-    except Sam3dError as e:  # a truncated result file: the merge is incomplete
-        files, problems = [], problems + [str(e)]
+    files = result_files(args.folder)
     problems += check_complete(files, require_gpu=gpu)
     expected = expected_results()
     print(f"sam3d.ci check: {len(files)} result files for {len(expected)} expected jobs"

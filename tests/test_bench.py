@@ -229,7 +229,11 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
     assert d["profile"] == COMMON["prof"]
     assert d["extra"]["peak_rss_bytes"] == 1 and d["extra"]["run_name"] == "x"
     assert set(d) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
-                      "backend", "transfer_only", "transfer_queue", "device", "caps", "protocol", "rows", "extra"}
+                      "backend", "layout", "order", "transfer_only", "transfer_queue", "device", "caps", "protocol",
+                      "rows", "extra"}
+    # a driver that names no configuration: the defaults, written out
+    assert r.configuration() == {"layout": "scattered", "order": "profile", "transfer_only": False,
+                                 "transfer_queue": False}
     assert record.parse(d) == r
 
 

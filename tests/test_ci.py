@@ -209,6 +209,18 @@ def test_check_complete_passes_when_every_job_delivered(tmp_path, result):
     assert ci.evidence_dirs(tmp_path) == sorted(tmp_path / e.artifact / e.run_name / "results" for e in es)
 
 
+def test_check_complete_fails_on_a_folder_marked_not_accepted(tmp_path, result):
+    """A run whose results are ok but whose device tests (or a checker) failed is marked only by
+    its folder's NOT-ACCEPTED file: the merge is not complete evidence then."""
+    es = ci.expected_results()
+    _lay_out(tmp_path, es, result)
+    marker = tmp_path / es[0].artifact / es[0].run_name / "NOT-ACCEPTED"
+    marker.write_text("release: device tests (plain) 80 passed, 4 failed, 0 skipped, exit 1\n")
+    assert ci.check_complete(ci.result_files(tmp_path), es) == [
+        f"{marker}: the evidence folder is marked NOT ACCEPTED (release: device tests (plain) 80 passed, 4 failed, "
+        "0 skipped, exit 1)"]
+
+
 def test_check_complete_names_a_missing_variant(tmp_path, result):
     es = ci.expected_results()
     gone = (es[-1].variant, es[-1].os)

@@ -196,3 +196,76 @@ def test_records_helper_reads_documents_like_files(make_result):
     """The tests' own helper (conftest.records) is the reader: a bad document fails there too."""
     with pytest.raises(record.ResultError):
         records(make_result(off_ms=[1.0], on_ms=[1.0], layout="diagonal"))
+
+
+# --- what a version-4 file may not say, and JSON that readers disagree on ----------------------
+
+def _v4() -> dict:
+    """A version-4 document as the benchmark writes one (not migrated)."""
+    doc = record.read(DATA / "v3-cuda-areas-levels-transfer-only.json").document()
+    del doc["migrated_from"]
+    return doc
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(backend="CUDA areas"), "field 'backend': ends in ' areas', a configuration suffix of "
+                                               "versions 1-3; version 4 names the backend alone"),
+    (lambda d: d.update(backend="Vulkan (transfer-only)"), "field 'backend': ends in ' (transfer-only)'"),
+    (lambda d: d["extra"].update(graph_order="levels"), "field 'extra.graph_order': a version 1-3 field; version 4 "
+                                                         "has it as the record's 'order'"),
+    (lambda d: d["rows"][0]["samples"][0].update(wall_ms=0.0), "field 'rows[0].samples[0].wall_ms': Input should "
+                                                               "be greater than 0"),
+    (lambda d: d["rows"][0]["samples"][0].update(wall_ms=1e308), "field 'rows[0].samples[0].wall_ms': Input should "
+                                                                 "be less than or equal to 1000000000"),
+], ids=["suffix", "transfer-only suffix", "old field", "zero wall", "huge wall"])
+def test_a_version_4_file_says_its_configuration_once_and_its_times_are_plausible(change, message):
+    doc = _v4()
+    change(doc)
+    with pytest.raises(record.ResultError) as e:
+        record.parse(doc, "r.json")
+    assert str(e.value).startswith(f"r.json: {message}"), str(e.value)
+
+
+def test_a_version_3_flag_that_is_not_a_boolean_is_refused_not_guessed():
+    doc = json.loads((DATA / "v3-vulkan-transfer-queue.json").read_text())
+    doc["extra"]["vulkan_transfer_queue"] = "false"
+    with pytest.raises(record.ResultError, match="field 'transfer_queue': Input should be a valid boolean"):
+        record.parse(doc, "r.json")
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"schema": "sam3d-bench-result/4", "status": "failed", "status": "ok"}',
+     "the key 'status' appears twice in one object"),
+    ('{"schema": "sam3d-bench-result/4", "extra": {"x": Infinity}}', "Infinity is not JSON"),
+    ('{"schema": "sam3d-bench-result/4", "n": 1' + "0" * 5000 + "}", "not a result file: Exceeds the limit"),
+    ('{"schema": "sam3d-bench-result/4", "extra": {"x": ' + "[" * 40 + "]" * 40 + "}}",
+     "nested more than 32 levels deep"),
+], ids=["duplicate key", "Infinity", "5000 digits", "deep extra"])
+def test_json_that_readers_would_read_differently_or_not_write_back_is_refused(text, words):
+    with pytest.raises(record.ResultError) as e:
+        record.parse_text(text.encode(), "r.json")
+    assert str(e.value).startswith("r.json: ") and words in str(e.value), str(e.value)
+
+
+def test_the_json_schema_refuses_what_it_can_say_of_the_record():
+    """result.schema.json (for other readers of the files) refuses a file without its schema, a
+    failed result without a reason and an ok one without its rows, as the reader does."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(record.json_schema())
+    good = _v4()
+    assert not list(validator.iter_errors(good))
+    for bad in ({k: v for k, v in good.items() if k != "schema"}, {**good, "status": "failed"},
+                {k: v for k, v in good.items() if k != "rows"}):
+        assert list(validator.iter_errors(bad)), bad.keys()
+        with pytest.raises(record.ResultError):
+            record.parse(bad)
+
+
+def test_the_run_facts_the_gpu_runner_records_are_the_records_configuration():
+    """run.py records these facts for device-import (running/bundle.py RUN_FACTS); the record takes
+    each as one configuration field."""
+    from sam3d.running import bundle
+
+    assert set(bundle.RUN_FACTS) == set(record.CONFIGURATION_FACTS)
+    assert set(record.CONFIGURATION_FACTS.values()) == set(record.CONFIGURATION)

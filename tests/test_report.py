@@ -388,9 +388,9 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
     (lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"),
      "field 'rows[0].samples[2].wall_ms': Input should be a valid number"),
     (lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0),
-     "field 'rows[0].samples[2].wall_ms': Input should be greater than or equal to 0"),
+     "field 'rows[0].samples[2].wall_ms': Input should be greater than 0"),
     (lambda r: r["rows"][0]["samples"][2].update(wall_ms=float("nan")),
-     "field 'rows[0].samples[2].wall_ms': Input should be a finite number"),
+     "NaN is not JSON (a time must be a finite number)"),
     (lambda r: r["rows"][0]["samples"][3].update(image=2), "field 'rows[0].samples[3].image': image 2 appears twice"),
     (lambda r: r["rows"][0]["samples"].pop(), "field 'rows[0].samples': has 19 entries but protocol.images is 20"),
     (lambda r: r["rows"][1].update(batching="off"), "field 'rows[1].batching': 'off' appears twice"),
@@ -1209,8 +1209,10 @@ def test_report_json(tmp_path, make_result, capsys):
     as text without Markdown."""
     save(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
     assert cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
-    text = capsys.readouterr().out.split("\nsam3d report:")[0]
-    doc = json.loads(text)
+    out = capsys.readouterr()
+    text = out.out
+    doc = json.loads(text)  # stdout is the document alone, for a pipe into jq
+    assert out.err.startswith("sam3d report: 1 result(s); evidence in ")
     assert doc["schema"] == "sam3d-report/1" and "**" not in text
     assert {r["batching"]: r["median_ms"] for r in doc["rows"]} == {"off": 100.95, "on": 95.95}
     off, on = doc["rows"]
@@ -1398,3 +1400,25 @@ def test_each_results_speedup_and_saving_come_from_its_own_rows(make_result):
         assert doc[("release", "zerocopy")].saved_vs_on_ms == pytest.approx(45.0)
     assert rows[("cpu-asan", "queued")]["saved vs on ms"] == ""
     assert doc[("cpu-asan", "queued")].saved_vs_on_ms is None
+
+
+def test_a_report_of_results_from_a_folder_not_accepted_is_not_accepted_either(tmp_path, make_result, capsys):
+    """Copying results out of a NOT-ACCEPTED evidence folder does not launder them: the new folder
+    is marked too, naming the marker it inherits, and a gate on it fails."""
+    src = tmp_path / "run"
+    save(src / "results" / "a.json", make_result(on_ms=ON, off_ms=OFF))
+    (src / "NOT-ACCEPTED").write_text("release: device tests (plain) 4 failed\n")
+    assert cli.main(["report", "--out", str(tmp_path), "--name", "again", str(src)]) == 1
+    marker = (tmp_path / "again" / "NOT-ACCEPTED").read_text()
+    assert marker.startswith(f"an input's evidence folder is not accepted: {src.resolve() / 'NOT-ACCEPTED'}")
+    capsys.readouterr()
+    assert cli.main(["compare", "--fail-on", "any", str(src), str(tmp_path / "again")]) == 1
+    assert "not accepted evidence" in capsys.readouterr().err
+
+
+def test_a_long_hostname_gives_a_file_name_the_file_system_takes(tmp_path, make_result):
+    save(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF, host="h" * 300))
+    assert cli.main(["report", "--out", str(tmp_path), "--name", "long", str(tmp_path / "in")]) == 0
+    (written,) = (tmp_path / "long" / "results").iterdir()
+    assert len(written.name) == 125 and written.name.startswith("01-release-CPU-hhh")
+    assert record.read(written).machine.hostname == "h" * 300

@@ -31,9 +31,9 @@ def wrap(variant: str, backend: str, doc: dict | None, *, reason: str | None, pr
     r: dict = {"schema": record.SCHEMA, "variant": variant, "status": "failed" if reason else "ok",
                "reason": reason, "machine": machine_info, "build": build, "git_commit": commit,
                "profile": {"path": prof["path"], "sha256": prof["sha256"], "version": prof["version"]},
-               "backend": backend, "layout": x.pop("layout", None), "order": x.pop("graph_order", None),
-               "transfer_only": bool(x.pop("transfer_only", False)),
-               "transfer_queue": bool(x.pop("vulkan_transfer_queue", False))}
+               # every configuration field written out, the defaults too: a result file says it all
+               "backend": backend, **{k: record.Record.model_fields[k].default for k in record.CONFIGURATION},
+               **record.configuration_of(x)}
     if doc is not None:
         r.update({"device": doc.get("device") or backend, "caps": doc.get("caps"), "protocol": doc.get("protocol"),
                   "rows": doc.get("rows")})
@@ -60,7 +60,7 @@ def result_of(v: Variant, backend: str, doc: dict | None, reason: str | None, **
         why = f"{reason + '; ' if reason else ''}driver output does not fit the result record: {e}"
         # The rows are lost; the configuration the driver reported is kept where it reads.
         said = (doc.get("extra") if isinstance(doc, dict) else None) or {}
-        configured = {k: said[k] for k in bundle.RUN_FACTS if k in said}
+        configured = {k: said[k] for k in record.CONFIGURATION_FACTS if k in said}
         try:
             return wrap(v.name, name, None, reason=why, **{**facts, "extra": {**configured, **(facts.get("extra") or {})}})
         except record.ResultError:

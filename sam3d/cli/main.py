@@ -20,6 +20,7 @@ from ..core.errors import Sam3dError, Terminated
 from ..core.files import staged_folder
 from ..core.host import log_tail
 from ..results import checks, compare, evidence, record, table
+from ..results.rows import config_words
 from ..running import bench as bench_runner
 from ..running import bundle, fuzz, generated_mutants, mutants, pymutants, validation
 from ..tools import conan, ctest, publish
@@ -132,17 +133,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Renders result files/folders into the one table (stdout) and an evidence folder."""
     out = Path(args.out) if args.out else paths.diagnostics_dir()
     folder = paths.new_folder(args.name or time.strftime("report-%Y%m%d-%H%M%S"), "--name", out, args.force)
-    rs = record.read_many(args.paths)  # before anything is written: a bad input replaces nothing
+    files = record.files_of(args.paths)
+    rs = [record.read(f) for f in files]  # before anything is written: a bad input replaces nothing
+    inherited = [f"an input's evidence folder is not accepted: {m}" for m in evidence.markers(files)]
     with staged_folder(folder, args.force) as staged:
-        evidence.write_evidence(rs, staged, title=folder.name)
-    if args.format == "json":
+        evidence.write_evidence(rs, staged, accepted=not inherited, reason="; ".join(inherited) or None,
+                                title=folder.name)
+    if args.format == "json":  # stdout is the document alone; the summary goes to stderr
         print(json.dumps(table.document(rs).model_dump(mode="json", by_alias=True), indent=1))
     else:
         print(table.render_terminal(rs, full=folder / "table.md"), end="")
-    problems = checks.problems(rs)
+    problems = inherited + checks.problems(rs)
     print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
           + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"
-             if problems else ""))
+             if problems else ""), file=sys.stderr if args.format == "json" else sys.stdout)
     return 1 if problems else 0
 
 
@@ -157,7 +161,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows, unmet = c.changed(args.fail_on), c.unmet(args.accept)
     if rows:
         print(f"sam3d compare: {len(rows)} row(s) {args.fail_on if args.fail_on != 'any' else 'changed'}: "
-              + "; ".join(f"{x.variant} {x.backend} {x.batching} B/A {x.ratio:.3f} (p {x.p:.2g})" for x in rows),
+              + "; ".join(" ".join([x.variant, x.backend, *config_words(x.configuration), x.batching])
+                          + f" B/A {x.ratio:.3f} (p {x.p:.2g})" for x in rows),
               file=sys.stderr)
     if unmet:
         print(f"sam3d compare: the gate cannot pass: {'; '.join(unmet)} (--accept "

@@ -10,11 +10,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from . import checks, limits, record, stats
-from .evidence import NOT_ACCEPTED_FILE
+from .evidence import markers
 from .record import Record
 from .rows import CONFIG_HEADERS, MODE_ORDER, ReportError, TableRow, config_cell, config_words, ms, order_key, rows
 from .table import Column, layout, tabulate_rows
@@ -34,7 +35,6 @@ FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "any": ("slower", "fast
 # result on either side, a side that is not accepted evidence (its folder's NOT-ACCEPTED marker,
 # or results outside their own output checks: results/checks.py).
 UNMET = {"missing": ("only in A", "only in B"), "failed": ("not comparable (failed)",), "not-accepted": ()}
-VERDICTS = ("slower", "faster", "no change", "only in A", "only in B", "not comparable (failed)")
 MIN_EFFECT = 0.05
 ALPHA = 0.05
 COMPARISON_SCHEMA = "sam3d-comparison/1"
@@ -60,9 +60,9 @@ class Line(BaseModel):
     variant: str
     backend: str
     device: str
-    configuration: dict
+    configuration: dict[str, str | bool]
     batching: str
-    verdict: str
+    verdict: Literal["slower", "faster", "no change", "only in A", "only in B", "not comparable (failed)"]
     a: Side | None
     b: Side | None
     ratio: float | None = None
@@ -151,7 +151,7 @@ class Comparison:
 
     def document(self) -> ComparisonDocument:
         """The comparison as data (`compare --format json`): numbers as numbers, no Markdown."""
-        return ComparisonDocument(a=self.where_a, b=self.where_b, min_effect=self.min_effect, alpha=self.alpha,
+        return ComparisonDocument(schema=COMPARISON_SCHEMA, a=self.where_a, b=self.where_b, min_effect=self.min_effect, alpha=self.alpha,
                                   forced=self.forced, not_accepted=self.not_accepted, rows=self.lines,
                                   changed=len(self.changed()))
 
@@ -163,7 +163,7 @@ class ComparisonDocument(BaseModel):
     """`sam3d compare --format json`: run B against run A, one row per compared configuration;
     changed counts the rows slower or faster."""
 
-    schema_: str = Field(COMPARISON_SCHEMA, alias="schema")
+    schema_: Literal["sam3d-comparison/1"] = Field(alias="schema")
     a: str
     b: str
     min_effect: float
@@ -241,8 +241,8 @@ def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A"
         if (wa is None) != (wb is None) and id(wa or wb) in used:
             del pairs[k]
     if not any(wa is not None and wb is not None for wa, wb in pairs.values()):
-        raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, "
-                          "device, layout, order, transfer-only, transfer queue, batching): nothing to compare; "
+        raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, device, "
+                          f"{', '.join(CONFIG_HEADERS.values())}, batching): nothing to compare; "
                           "compare runs of the same variants and configurations on the same device")
 
     def sort_key(k: tuple) -> tuple:
@@ -254,16 +254,16 @@ def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A"
     for k in sorted(pairs, key=sort_key):
         wa, wb = pairs[k]
         w = wa or wb
-        line = Line(variant=k[0], backend=k[1], device=k[2], configuration=w.result.configuration(),
-                    batching=k[-1], verdict="", a=_side(wa), b=_side(wb))
+        found: dict = {}
         if wa is None or wb is None:
-            line.verdict = "only in A" if wb is None else "only in B"
+            found["verdict"] = "only in A" if wb is None else "only in B"
         elif not (wa.ok and wb.ok):
-            line.verdict = "not comparable (failed)"
+            found["verdict"] = "not comparable (failed)"
         else:
             c = stats.change(wa.wall_ms, wb.wall_ms, min_effect=min_effect, alpha=alpha)
-            line.ratio, line.p, line.verdict = c.ratio, c.p, c.verdict
-        out.lines.append(line)
+            found = {"ratio": c.ratio, "p": c.p, "verdict": c.verdict}
+        out.lines.append(Line(variant=k[0], backend=k[1], device=k[2], configuration=w.result.configuration(),
+                              batching=k[-1], a=_side(wa), b=_side(wb), **found))
     return out
 
 
@@ -289,6 +289,4 @@ def _not_accepted(files: Sequence[Path], results: Sequence[Record]) -> list[str]
     """Why one side is not accepted evidence: the NOT-ACCEPTED marker of each evidence folder its
     result ``files`` lie in (the folder holding a result file, or the one holding its results/),
     and the output checks its ok results fail (a failed result is the gate's "failed")."""
-    folders = {f.resolve().parent for f in files}
-    markers = sorted({m for d in folders for m in (d / NOT_ACCEPTED_FILE, d.parent / NOT_ACCEPTED_FILE) if m.is_file()})
-    return [f"{m} is there" for m in markers] + checks.problems([r for r in results if r.ok])
+    return [f"{m} is there" for m in markers(files)] + checks.problems([r for r in results if r.ok])

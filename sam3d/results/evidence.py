@@ -116,9 +116,19 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
     return p
 
 
+def markers(files: Iterable[Path]) -> list[Path]:
+    """The NOT-ACCEPTED markers of the evidence folders result ``files`` lie in (the folder
+    holding a result file, or the one holding its results/): evidence read from a folder that is
+    not accepted is not accepted either, wherever it is copied."""
+    folders = {Path(f).resolve().parent for f in files}
+    return sorted({m for d in folders for m in (d / NOT_ACCEPTED_FILE, d.parent / NOT_ACCEPTED_FILE) if m.is_file()})
+
+
 def _result_filename(i: int, r: Record) -> str:
     variant, backend, _ = r.key()
-    name = "-".join([f"{i:02d}", variant, backend, *config_words(r), r.host() or "unknown"]) + ".json"
+    # At most 120 characters before ".json": a long hostname or device must not make the name
+    # one the file system refuses.
+    name = "-".join([f"{i:02d}", variant, backend, *config_words(r), r.host() or "unknown"])[:120] + ".json"
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 

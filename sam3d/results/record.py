@@ -40,7 +40,10 @@ _VERSIONED = re.compile(r"sam3d-bench-result/(\d+)")
 
 Text = Annotated[str, Field(pattern=r"\S", description="a non-empty string")]
 Count = Annotated[int, Field(ge=0)]
-Ms = Annotated[float, Field(ge=0, allow_inf_nan=False, description="a finite number of ms >= 0")]
+# A time: finite, not negative, and below a million seconds (a larger one is a broken clock, and
+# would overflow the plot's axis).
+MAX_MS = 1e9
+Ms = Annotated[float, Field(ge=0, le=MAX_MS, allow_inf_nan=False, description="a number of ms in [0, 1e9]")]
 Batching = Literal["off", "on", "zerocopy", "queued"]
 
 
@@ -108,7 +111,8 @@ class Sample(_Model):
     """One timed image of one row."""
 
     image: Count
-    wall_ms: Ms
+    wall_ms: Annotated[float, Field(gt=0, le=MAX_MS, allow_inf_nan=False,
+                                    description="the image's wall time, > 0 (ratios divide by it)")]
     enqueue_ms: Ms
     synchronize_ms: Ms
     copy_ms: Ms
@@ -300,7 +304,16 @@ class Record(_Model):
     row of protocol.images samples; a "failed" one needs a reason, and has what it got to
     (a build failure has no device)."""
 
-    schema_: Literal["sam3d-bench-result/4"] = Field(SCHEMA, alias="schema")
+    # What the validator below checks that a JSON Schema can say too: a failed result's reason,
+    # an ok result's fields (the rows' samples, duplicates and images are the reader's alone).
+    model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra={"allOf": [{
+        "if": {"properties": {"status": {"const": "failed"}}},
+        "then": {"required": ["reason"], "properties": {"reason": {"type": "string", "pattern": r"\S"}}},
+        "else": {"required": ["machine", "build", "git_commit", "profile", "backend", "device", "caps", "protocol",
+                              "rows"],
+                 "properties": {"rows": {"minItems": 1}}}}]})
+
+    schema_: Literal["sam3d-bench-result/4"] = Field(alias="schema")
     migrated_from: Literal["sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1"] | None = Field(
         None, description="the version of the file this record was read from, when older")
     variant: Text = Field(description="a name of sam3d/core/variants.py")
@@ -337,6 +350,15 @@ class Record(_Model):
                 raise ValueError(f"{missing[0]}: an ok result needs it")
             if not self.rows:
                 raise ValueError("rows: an ok result needs at least one row")
+        if self.migrated_from is None:
+            suffix = next((x for x, _, _ in _SUFFIXES if (self.backend or "").endswith(x)), None)
+            if suffix is not None:
+                raise ValueError(f"backend: ends in {suffix!r}, a configuration suffix of versions 1-3; version 4 "
+                                 "names the backend alone and the configuration in its fields (docs/results.md)")
+            old = next((k for k in CONFIGURATION_FACTS if k in (self.extra.model_extra or {})), None)
+            if old is not None:
+                raise ValueError(f"extra.{old}: a version 1-3 field; version 4 has it as the record's "
+                                 f"{CONFIGURATION_FACTS[old]!r}")
         floor = self.extra.transfer_floor
         check = floor.self_check if floor is not None else None
         if check is not None and self.migrated_from not in ("sam3d-bench-result/2", WITHOUT_LIMITS):
@@ -392,8 +414,6 @@ class Record(_Model):
 
 
 FALLBACK_REASONS = tuple(k for k in Fallbacks.model_fields)
-COUNTERS = tuple(k for k in Counters.model_fields if k != "fallbacks")
-SAMPLE_TIMES = tuple(k for k in Sample.model_fields if k.endswith("_ms"))
 BATCHING: tuple[str, ...] = Batching.__args__
 # Rows every driver run has: each row is compared with "off", the others also with "on".
 REQUIRED_ROWS = ("off", "on")
@@ -411,16 +431,26 @@ def json_schema() -> dict:
 # --- reading ---------------------------------------------------------------------------------
 
 _HINT = f" (the result record {SCHEMA}: docs/results.md)"
-# The backend-name suffixes versions 1-3 wrote for a configuration, in the order they were
-# appended, with the field and value each stood for: read only where the file's extra lacks
-# the field (_migrate).
+# The backend-name suffixes versions 1-3 wrote for a configuration, each with the field and
+# value it stood for, in the order they are stripped (the reverse of the order they were
+# appended): read only where the file's extra lacks the field (_migrate).
 _SUFFIXES = ((" (transfer-only)", "transfer_only", True), (" levels", "order", "levels"),
              (" areas", "layout", "areas"), (" transfer queue", "transfer_queue", True))
-# The extra fields versions 1-3 recorded the configuration in.
-_EXTRA_CONFIG = (("transfer_only", "transfer_only", lambda v: bool(v)),
-                 ("graph_order", "order", lambda v: v),
-                 ("layout", "layout", lambda v: v),
-                 ("vulkan_transfer_queue", "transfer_queue", lambda v: bool(v)))
+# The run facts (the driver's extra, run.py's summary entry; versions 1-3 kept them in extra)
+# that are the record's configuration fields: fact -> field.
+CONFIGURATION_FACTS = {"transfer_only": "transfer_only", "graph_order": "order", "layout": "layout",
+                       "vulkan_transfer_queue": "transfer_queue"}
+
+
+def configuration_of(facts: dict) -> dict:
+    """Takes the configuration facts out of ``facts`` (a run's extra) and returns them as the
+    record's fields (null facts left out); their values are checked as the fields'."""
+    out = {}
+    for fact, field in CONFIGURATION_FACTS.items():
+        value = facts.pop(fact, None)
+        if value is not None:
+            out[field] = value
+    return out
 
 
 def _migrate(doc: dict) -> dict:
@@ -435,11 +465,8 @@ def _migrate(doc: dict) -> dict:
         if isinstance(backend, str) and backend.endswith(suffix):
             backend = backend[: -len(suffix)]
             out[field] = value
-    for key, field, convert in _EXTRA_CONFIG if isinstance(extra, dict) else ():
-        if key in extra:
-            v = extra.pop(key)
-            if v is not None:
-                out[field] = convert(v)
+    if isinstance(extra, dict):
+        out.update(configuration_of(extra))
     if backend is not None:
         out["backend"] = backend
     out["extra"] = extra
@@ -486,13 +513,51 @@ def parse_text(data: bytes, source: str) -> Record:
     ResultError naming ``source``."""
     text = decode(data, source, ResultError)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+    except _NotJson as e:
+        raise ResultError(f"{source}: {e}{_HINT}") from None
     except json.JSONDecodeError as e:
         raise ResultError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); a truncated file "
                           f"means the run that wrote it did not finish{_HINT}") from None
     except RecursionError:
         raise ResultError(f"{source}: nested too deeply to be a result file{_HINT}") from None
+    except ValueError as e:  # an integer past Python's digit limit
+        raise ResultError(f"{source}: not a result file: {e}{_HINT}") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise ResultError(f"{source}: nested more than {MAX_DEPTH} levels deep: not a result file{_HINT}")
     return parse(doc, source)
+
+
+# The deepest nesting a result file has is 6 levels; past this one it is not a result file (and
+# could not be written back: pydantic's serializer stops at a depth too).
+MAX_DEPTH = 32
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotJson(f"{name} is not JSON (a time must be a finite number)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise _NotJson(f"the key {twice!r} appears twice in one object (JSON readers differ on which wins)")
+    return out
+
+
+def _depth(doc: Any) -> int:
+    """The nesting depth of a JSON value (an object or array inside one is 2), without recursion."""
+    deepest, todo = 0, [(doc, 1)]
+    while todo:
+        node, d = todo.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, d)
+            todo.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def read(path: str | os.PathLike) -> Record:

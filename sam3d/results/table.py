@@ -358,7 +358,7 @@ class ReportRow(BaseModel):
 class ReportDocument(BaseModel):
     """`sam3d report --format json`: the one table's rows as numbers, and its notes as text."""
 
-    schema_: str = Field(REPORT_SCHEMA, alias="schema")
+    schema_: Literal["sam3d-report/1"] = Field(alias="schema")
     rows: list[ReportRow]
     notes: list[str]
 
@@ -388,7 +388,7 @@ def document(results: Iterable[Record]) -> ReportDocument:
                 "waits_made": lim.waits_made if lim else None, "waits_mandatory": lim.round_trips if lim else None,
                 "counters": w.data.counters})
         out.append(row)
-    return ReportDocument(rows=out, notes=[n.replace("**", "") for n in t.notes])
+    return ReportDocument(schema=REPORT_SCHEMA, rows=out, notes=[n.replace("**", "") for n in t.notes])
 
 
 # The terminal's table: short headers, and the columns dropped in this order while the table is

@@ -480,8 +480,8 @@ def main():
                         "(sam3d_bench --order: profile, or levels, by dependency level; default: profile)")
     p.add_argument("--vulkan-transfer-queue", action="store_true",
                    help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
-                        "the device's dedicated transfer queue; recorded in each run's summary entry, and the table names such "
-                        "rows 'Vulkan transfer queue')")
+                        "the device's dedicated transfer queue; recorded in each run's summary entry: the result record's "
+                        "transfer_queue)")
     p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
