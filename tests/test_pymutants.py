@@ -184,3 +184,19 @@ def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_
                                                   "sam3d.results.stats.x_p95__mutmut_1": "return None"}
     assert s.equivalent == {"sam3d.results.stats.x_median__mutmut_2"}
     assert s.unexplained == ["sam3d.results.stats.x_p95__mutmut_1"] and s.stale == [eq[1]]
+
+
+def test_a_run_after_a_change_tests_against_todays_data_files(tmp_path):
+    """mutmut copies sam3d/'s non-Python files only into a mutants/ that lacks them: the runner
+    refreshes those that changed, so the schema a test compares against is today's."""
+    (tmp_path / "sam3d" / "results").mkdir(parents=True)
+    (tmp_path / "sam3d" / "results" / "result.schema.json").write_text('{"$id": "4"}')
+    (tmp_path / "sam3d" / "results" / "record.py").write_text("x = 1\n")
+    assert pymutants.refresh_data_files(tmp_path) == []  # no mutants/ yet: mutmut copies everything
+    (tmp_path / "mutants" / "sam3d" / "results").mkdir(parents=True)
+    (tmp_path / "mutants" / "sam3d" / "results" / "result.schema.json").write_text('{"$id": "3"}')
+    (tmp_path / "mutants" / "sam3d" / "results" / "record.py").write_text("x = 'mutated'\n")
+    assert pymutants.refresh_data_files(tmp_path) == [tmp_path / "mutants" / "sam3d" / "results" / "result.schema.json"]
+    assert (tmp_path / "mutants" / "sam3d" / "results" / "result.schema.json").read_text() == '{"$id": "4"}'
+    assert (tmp_path / "mutants" / "sam3d" / "results" / "record.py").read_text() == "x = 'mutated'\n"
+    assert pymutants.refresh_data_files(tmp_path) == []

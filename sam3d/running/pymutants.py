@@ -20,6 +20,7 @@ there, on a listed one that matches no survivor, and below TARGET.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -176,12 +177,32 @@ def run(names: list[str], jobs: int, log_path: Path, progress=print) -> None:
     run would stand even after a test that kills it was added: those survivors are run again,
     by name, after the mutants that are new."""
     earlier = [m for m, s in (_statuses_if_any() or {}).items() if s in UNDETECTED] if not names else []
+    refresh_data_files()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
         _mutmut_run(names, jobs, log, log_path, progress)
         if earlier:
             progress(f"mutmut: the {len(earlier)} survivors of earlier runs again, against today's tests")
             _mutmut_run(earlier, jobs, log, log_path, progress)
+
+
+def refresh_data_files(root: Path | None = None) -> list[Path]:
+    """Copies sam3d/'s files that are not Python (result.schema.json, the equivalents list) into
+    mutants/sam3d/ where they differ: mutmut copies those only into a mutants/ that lacks them,
+    so a run after a change would test against the old copies. Returns the files copied."""
+    root = root or paths.root()
+    copied = []
+    if not (root / "mutants").is_dir():
+        return copied  # mutmut makes it whole
+    for src in sorted((root / "sam3d").rglob("*")):
+        if not src.is_file() or src.suffix in (".py", ".pyc") or "__pycache__" in src.parts:
+            continue
+        dst = root / "mutants" / src.relative_to(root)
+        if not dst.is_file() or dst.read_bytes() != src.read_bytes():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+            copied.append(dst)
+    return copied
 
 
 def _mutmut_run(names: list[str], jobs: int, log, log_path: Path, progress) -> None:
