@@ -1,5 +1,6 @@
 """Bad command-line input fails at once, before any build, naming what is wrong."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -307,3 +308,17 @@ def test_checked_replays_are_listed_per_layout(tmp_path):
     assert "| cuda replay, 1 image, areas layout (memcheck) " in tests_md
     assert (folder / "NOT-ACCEPTED").read_text().strip() == \
         "release: the checked replay, areas layout (memcheck): exit 0, 2 compute-sanitizer error(s)"
+
+
+def test_every_command_says_what_it_does_in_its_own_help(capsys):
+    from sam3d.cli.main import parser
+
+    (commands,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, sub in commands.choices.items():
+        with pytest.raises(SystemExit):
+            sub.parse_args(["--help"])
+        text = capsys.readouterr().out
+        assert sub.description and " ".join(sub.description.split()[:4]) in " ".join(text.split()), name
+        for action in sub._actions:
+            if action.option_strings != ["-h", "--help"]:
+                assert action.help, f"{name} {action.dest}: no help text"

@@ -378,27 +378,33 @@ def _fraction(zero: bool, example: str):
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sam3d", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"sam3d {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    commands = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        """A command whose one-line help is also the description its own --help shows."""
+        return commands.add_parser(name, help=text, description=text)
+
     force = {"action": "store_true", "help": "replace an existing evidence folder of that name, once the new one is complete"}
 
-    s = sub.add_parser("variants", help="list the variants (--json: as records; sam3d.ci builds the CI matrix "
+    s = command("variants", "list the variants (--json: as records; sam3d.ci builds the CI matrix "
                                         "from the same records)")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: every variant; `sam3d variants` lists them)")
+    s.add_argument("--json", action="store_true", help="print the variants as JSON records (the registry's "
+                   "fields and roles: what sam3d.ci builds the CI matrix from)")
     s.set_defaults(func=cmd_variants)
 
-    s = sub.add_parser("build", help="build GGML and the core in each variant named (the default set when none is)")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s = command("build", "build GGML and the core in each variant named (the default set when none is)")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: the default set)")
     s.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("publish", help="upload each variant's GGML and core packages to the Conan remote "
+    s = command("publish", "upload each variant's GGML and core packages to the Conan remote "
                                        "(SAM3D_CONAN_REMOTE; the default set when no variant is named)")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: the default set)")
     s.set_defaults(func=cmd_publish)
 
-    s = sub.add_parser("ctest", help="build, then run a CTest label in each variant named (the default set when "
+    s = command("ctest", "build, then run a CTest label in each variant named (the default set when "
                                      "none is)")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: the default set)")
     s.add_argument("-L", "--label", default="normal", help="a CTest label of every variant named (default normal; "
                    "`ctest --print-labels` in a build folder lists them)")
     s.add_argument("--sanitizers-only", action="store_true", help="only the variants with a sanitizer")
@@ -409,12 +415,12 @@ def parser() -> argparse.ArgumentParser:
                         "reported (docs/gpu-checks.md)")
     s.set_defaults(func=cmd_ctest)
 
-    s = sub.add_parser("package", help="`conan create .` on each variant's profile (default release): the sam3d-core "
+    s = command("package", "`conan create .` on each variant's profile (default release): the sam3d-core "
                                        "package and its test_package")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: release)")
     s.set_defaults(func=cmd_package)
 
-    s = sub.add_parser("report", help="render result files/folders into one table and an evidence folder")
+    s = command("report", "render result files/folders into one table and an evidence folder")
     s.add_argument("paths", nargs="+", metavar="PATH", help="result files, or folders searched recursively")
     s.add_argument("--name", help="the evidence folder's name (default report-<date>-<time>)")
     s.add_argument("--out", metavar="DIR", help="where the evidence folder goes (default generated/diagnostics)")
@@ -424,7 +430,7 @@ def parser() -> argparse.ArgumentParser:
                    "(docs/schemas/report.schema.json)")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("compare", help="compare two runs (B against A): medians and a Mann-Whitney U test per "
+    s = command("compare", "compare two runs (B against A): medians and a Mann-Whitney U test per "
                                        "row; refuses different profiles or machines unless --force")
     s.add_argument("a", metavar="A", help="folder (or file) of the baseline run")
     s.add_argument("b", metavar="B", help="folder (or file) of the run compared with it")
@@ -443,10 +449,10 @@ def parser() -> argparse.ArgumentParser:
                    "(docs/schemas/comparison.schema.json)")
     s.set_defaults(func=cmd_compare)
 
-    s = sub.add_parser("bench", help="build, then run the transfer benchmark in each variant and backend; "
+    s = command("bench", "build, then run the transfer benchmark in each variant and backend; "
                                      "writes generated/diagnostics/<run-name>/; with no variant named, the default "
                                      "set's variants that run here (CUDA ones only with an NVIDIA GPU)")
-    s.add_argument("variants", nargs="*", metavar="VARIANT")
+    s.add_argument("variants", nargs="*", metavar="VARIANT", help="variant names (default: the default set's variants that run here)")
     s.add_argument("--name", help="run name, the evidence folder's name (default: bench-<UTC time>)")
     s.add_argument("--images", type=_at_least(1), default=20, help="timed images per batching mode (default 20)")
     s.add_argument("--warmups", type=_at_least(0), default=5, help="warm-up images per batching mode (default 5)")
@@ -457,7 +463,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--force", **force)
     s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("bundle", help="pack the GPU variants into a relocatable bundle for a machine "
+    s = command("bundle", "pack the GPU variants into a relocatable bundle for a machine "
                                       "with only a GPU driver and python3")
     s.add_argument("variants", nargs="*", metavar="VARIANT",
                    help="GPU variants (default: those with the bundle role)")
@@ -467,19 +473,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-build", action="store_true", help="pack the variants already built: no Conan call, no lock")
     s.set_defaults(func=cmd_bundle)
 
-    s = sub.add_parser("fuzz", help="build the fuzz variant, then run the libFuzzer target of the C API")
+    s = command("fuzz", "build the fuzz variant, then run the libFuzzer target of the C API")
     s.add_argument("--max-total-time", type=_at_least(1), metavar="S", help="stop after S seconds")
     s.add_argument("--runs", type=_at_least(1), metavar="N", help="stop after N inputs")
     s.add_argument("--no-build", action="store_true", help="run the target already built")
     s.set_defaults(func=cmd_fuzz)
 
-    s = sub.add_parser("device-import", help="wrap the bundle runner's raw files into result files and render them")
+    s = command("device-import", "wrap the bundle runner's raw files into result files and render them")
     s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
     s.add_argument("--force", **force)
     s.set_defaults(func=cmd_device_import)
 
-    s = sub.add_parser("mutants", help="apply each mutant of native/mutants.toml to a scratch copy of the core, "
+    s = command("mutants", "apply each mutant of native/mutants.toml to a scratch copy of the core, "
                                        "build it and run the normal suite; every mutant must be killed")
     s.add_argument("mutants", nargs="*", metavar="MUTANT", help="mutant names (default: all; with --python, "
                                                                 "mutmut's names, globs allowed)")
@@ -506,7 +512,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--fresh", action="store_true", help="with --generated: ignore the cached results")
     s.set_defaults(func=cmd_mutants)
 
-    s = sub.add_parser("generate", help="write the files and page parts derived from the code (the variant registry, "
+    s = command("generate", "write the files and page parts derived from the code (the variant registry, "
                                         "the sessions, these commands, the result schema)")
     s.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each derived file that differs")
     s.set_defaults(func=cmd_generate)
