@@ -166,6 +166,24 @@ def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepte
     assert "--accept says what a gate lets pass: it needs --fail-on" in capsys.readouterr().err
 
 
+def test_each_side_that_is_not_accepted_is_named_before_the_table(tmp_path, run1, capsys):
+    """A and B both marked NOT-ACCEPTED: the comparison names each side with its folder and its
+    marker, A first, as warnings under the sides' names and a blank line before the caption;
+    the gate names both, and --format json lists both."""
+    a, b = (Path(_folder(tmp_path, name, run1)) for name in ("a", "b"))
+    for folder in (a, b):
+        (folder / "NOT-ACCEPTED").write_text("a device test failed\n")
+    why = [f"A ({a}): {a.resolve() / 'NOT-ACCEPTED'} is there", f"B ({b}): {b.resolve() / 'NOT-ACCEPTED'} is there"]
+    assert cli.main(["compare", "--fail-on", "any", str(a), str(b)]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[:6] == [f"A: {a}", f"B: {b}", "", *(f"WARNING: not accepted evidence: {x}" for x in why),
+                                    ""]
+    assert out.splitlines()[6].startswith("all rows: variant=cpu-asan")
+    assert all(f"not accepted evidence: {x}" in err for x in why)
+    assert cli.main(["compare", "--format", "json", str(a), str(b)]) == 0
+    assert json.loads(capsys.readouterr().out)["not_accepted"] == why
+
+
 @pytest.mark.parametrize("argv", [["--alpha", "0"], ["--alpha", "1"], ["--alpha", "-0.1"], ["--accept", "slower"],
                                   ["--accept", ""]])
 def test_the_gate_s_settings_outside_their_range_are_refused(tmp_path, run1, capsys, argv):

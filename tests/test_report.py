@@ -742,6 +742,7 @@ def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, ma
         "- 1 of 2 rows changed."]
     doc = json.loads(c.json())
     assert c.json() == json.dumps(doc, indent=1) + "\n"     # one key a line, as the result files
+    assert doc["schema"] == "sam3d-comparison/1" and "schema_" not in doc       # docs/results.md
     assert {k: doc[k] for k in ("a", "b", "min_effect", "alpha", "forced", "changed")} == {
         "a": str(tmp_path / "a"), "b": str(tmp_path / "b"), "min_effect": 0.08, "alpha": 0.01,
         "forced": [forced.removeprefix("WARNING: forced: ")], "changed": 1}
@@ -924,6 +925,12 @@ def test_compare_refuses_a_side_that_is_not_one_run(make_record):
         compare.compare_results([one], [one, other], "runs/a", "runs/b")
     assert str(e.value) == (f"B (runs/b) mixes results from 2 profiles ({'a' * 64}, {'b' * 64}); a run uses one "
                             "profile file")
+    # two failed results of one configuration: the row a failed result stands as has no batching ("-")
+    failed = [make_record(status="failed", reason=why, on_ms=None, off_ms=None) for why in ("crash", "timeout")]
+    with pytest.raises(ReportError) as e:
+        compare.compare_results(failed, [one], "runs/a", "runs/b")
+    assert str(e.value).startswith("A (runs/a) holds two results for release CPU Test CPU - (hosts host-a (Test CPU), "
+                                   "host-a (Test CPU)); ")
     # without names the sides are called A and B
     c = compare.compare_results([one], [one])
     assert (c.where_a, c.where_b) == ("A", "B") and c.markdown().startswith("A: A\nB: B\n")
@@ -1045,6 +1052,10 @@ def test_compare_cells_of_one_sided_failed_and_compared_rows(make_record):
     _, _, cells = parse(c.markdown())
     on = by(cells, variant="release", batching="on")
     assert (on["A median ms"], on["B median ms"], on["B/A"], on["change"]) == ("95.950", "86.355", "0.900", "**faster**")
+    p = lines[("release", "on")].p                 # the test's p, to two significant digits
+    assert on["p"] == f"{p:.2g}" and float(on["p"]) == pytest.approx(p, rel=0.05) and p < 0.05
+    assert (by(cells, variant="cpu-asan", batching="on")["p"], by(cells, variant="cpu-asan", batching="on")["B/A"]) == (
+        "", "")                                     # one side only: no ratio, no test
     assert (by(cells, variant="cpu-asan", batching="on")["A median ms"],
             by(cells, variant="cpu-asan", batching="on")["B median ms"]) == ("95.950", "")
     assert (by(cells, variant="vulkan-ubsan", batching="on")["A median ms"],
@@ -1059,6 +1070,52 @@ def test_compare_cells_of_one_sided_failed_and_compared_rows(make_record):
     for row in parse(c.markdown())[2]:
         assert (row["A median ms"], row["change"]) == ("FAILED: timeout", "not comparable (failed)")
         assert row["B median ms"] == {"off": "100.950", "on": "86.355"}[row["batching"]]
+
+
+def test_compare_shows_a_column_per_configuration_field_off_its_default(make_record):
+    """As the table (docs/results.md, "Configuration"): a configuration field gets a column only
+    where some row is not at its default, each row's value in it ("yes"/"no" for a flag); a
+    field at its default in every row shows nowhere, and the same value in every row moves to
+    the caption."""
+    def run(**configuration):
+        return [make_record(on_ms=ON, off_ms=OFF), make_record(on_ms=ON, off_ms=OFF, **configuration)]
+
+    caption, header, rows = parse(compare.compare_results(run(layout="areas", transfer_only=True),
+                                                          run(layout="areas", transfer_only=True)).markdown())
+    assert header[:3] == ["layout", "transfer-only", "batching"]
+    assert [(r["layout"], r["transfer-only"], r["batching"]) for r in rows] == [
+        ("areas", "yes", "off"), ("areas", "yes", "on"), ("scattered", "no", "off"), ("scattered", "no", "on")]
+    assert not {"order", "transfer queue"} & (set(caption) | set(header))
+    caption, header, _ = parse(compare.compare_results(run(transfer_queue=True)[1:], run(transfer_queue=True)[1:])
+                               .markdown())
+    assert caption["transfer queue"] == "yes" and not {"layout", "order", "transfer-only"} & (set(caption) | set(header))
+    caption, header, _ = parse(compare.compare_results(run()[:1], run()[:1]).markdown())     # default runs
+    assert list(caption) == ["variant", "backend", "device"] and header[0] == "batching"
+
+
+def test_compare_numbers_are_right_aligned_and_each_sides_ratios_stay_in_the_table(make_result):
+    """Medians, B/A, p and each side's x floor and x limit are right-aligned numbers, the names
+    left-aligned (as in the table); a side's x floor and x limit are its rows' own
+    measurements, kept in the table even where only one row has one (off has no limit)."""
+    from sam3d.core import profile
+
+    def run():
+        r = make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF, profile_sha=profile.sha256())
+        r["extra"] = limits_extra()
+        return records(r)
+
+    md = compare.compare_results(run(), run()).markdown()
+    caption, header, rows = parse(md)
+    assert header == ["batching", "A median ms", "B median ms", "B/A", "p", "change", "A x floor", "B x floor",
+                      "A x limit", "B x limit"]
+    assert [(r["A x limit"], r["B x limit"]) for r in rows] == [("", ""), ("13.11x (7.320)", "13.11x (7.320)")]
+    assert by(rows, batching="off")["A x floor"] == "67.3x (1.500)"           # 100.95 / 1.5
+    rule = next(line for line in md.splitlines() if line.startswith("|:") or line.startswith("|-"))
+    marks = [c.strip() for c in rule.strip("|").split("|")]
+    assert {h: ("right" if m.endswith(":") and not m.startswith(":") else "left" if m.startswith(":") else "?")
+            for h, m in zip(header, marks)} == {
+        "batching": "left", "A median ms": "right", "B median ms": "right", "B/A": "right", "p": "right",
+        "change": "left", "A x floor": "right", "B x floor": "right", "A x limit": "right", "B x limit": "right"}
 
 
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_record):
@@ -1265,6 +1322,12 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
     q = rows[("release", "queued")]
     assert q.floor_ms == 1.5 and isinstance(q.limit_ms, float) and q.limit_ms > q.floor_ms
     assert isinstance(q.waits_mandatory, int) and q.waits_mandatory > 0
+    # waits made/mandatory per image (docs/benchmark.md): on makes one per call over G = 83 graphs; queued
+    # transfer-only its 50 dependency + 0 ring + 1 end wait points and 3 + 1 synchronous copies over W = 55
+    on = rows[("release", "on")]
+    assert [(x.waits_made, x.waits_mandatory) for x in (on, q)] == [(83, 83), (55, 55)]
+    assert [w["waits"] for w in t.rows if w["variant"] == "release"] == ["", "83/83", "55/55"]
+    assert rows[("release", "off")].waits_made is None and rows[("cpu-asan", None)].waits_made is None
     f = rows[("cpu-asan", None)]
     assert (f.status, f.reason, f.median_ms, f.n, f.counters, f.outputs_identical) == (
         "failed", "a | b", None, None, None, None)

@@ -100,7 +100,7 @@ def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[l
         if w.ok:
             groups.setdefault(replay_group(w), []).append(w)
     for (transfer_only, _), members in groups.items():
-        backends = sorted({w.result.backend or "-" for w in members})
+        backends = sorted({w.result.backend for w in members})   # ok rows: an ok record names its backend
         if len(backends) < 2:
             continue
         ref = majority(members)

@@ -73,7 +73,7 @@ def _side(w: TableRow | None) -> Side | None:
     if w is None:
         return None
     if not w.ok:
-        return Side(failed=w.result.reason or "failed")
+        return Side(failed=w.result.reason)   # a failed record's reason is never empty (record.py)
     med = stats.median(w.wall_ms)
     floor, lim = limits.floor_ms(w.result), limits.limit(w.result, w.data)
     return Side(median_ms=med, floor_ms=floor, x_floor=med / floor if floor else None,
