@@ -48,6 +48,11 @@ def _result(make_result, transfer_only=False, **extra):
     return _rec(_doc(make_result, transfer_only, **extra))
 
 
+def _row(r, batching):
+    """The row of ``r`` of that batching mode."""
+    return next(row for row in r.rows if row.batching == batching)
+
+
 def _recs(rs):
     """Records of documents or records."""
     return [_rec(r) if isinstance(r, dict) else r for r in rs]
@@ -149,21 +154,21 @@ def test_mandatory_waits_follow_the_issue_order(make_result):
     assert limits.mandatory_waits(four, compute=False, alignment=4, order=[0, 1, 3, 2]).dependency == 1
     d = _doc(make_result, transfer_only=True, floor=1.5, rt_download=0.03)
     r = _rec(d)
-    assert r.order == "profile" and limits.limit(r, r.row("queued")).round_trips == 55
+    assert r.order == "profile" and limits.limit(r, _row(r, "queued")).round_trips == 55
     d["order"] = "levels"
     r = _rec(d)
-    assert limits.limit(r, r.row("queued")).round_trips == 57
-    assert limits.limit(r, r.row("zerocopy")).round_trips == 83
+    assert limits.limit(r, _row(r, "queued")).round_trips == 57
+    assert limits.limit(r, _row(r, "zerocopy")).round_trips == 83
     d["order"] = "profile"
     r = _rec(d)
-    assert limits.limit(r, r.row("queued")).round_trips == 55
+    assert limits.limit(r, _row(r, "queued")).round_trips == 55
     # a version-3 file: the order in extra.graph_order, transfer-only as the backend's suffix
     v3 = _doc(make_result, floor=1.5, rt_download=0.03)
     v3.update(schema="sam3d-bench-result/3", backend="Vulkan (transfer-only)")
     v3["extra"].update(graph_order="levels", transfer_only=True)
     r = _rec(v3)
     assert (r.backend, r.order, r.transfer_only) == ("Vulkan", "levels", True)
-    assert limits.limit(r, r.row("queued")).round_trips == 57
+    assert limits.limit(r, _row(r, "queued")).round_trips == 57
 
 
 def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
@@ -184,12 +189,12 @@ def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
 
 def test_limits_with_compute_use_the_graph_round_trip(make_result):
     r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
-    on, zc, q = (limits.limit(r, r.row(m)) for m in ("on", "zerocopy", "queued"))
+    on, zc, q = (limits.limit(r, _row(r, m)) for m in ("on", "zerocopy", "queued"))
     assert on.ms == pytest.approx(83 * 0.04 + max(1.5, 4.0))   # 7.32: the copies overlap the floor
     assert zc.ms == pytest.approx(1.5 + 83 * 0.04)          # 4.82
     assert q.ms == pytest.approx(1.5 + 56 * 0.04)           # 3.74
     assert (on.round_trip, q.round_trips, q.waits.total) == ("graph", 56, 56)
-    assert limits.limit(r, r.row("off")) is None
+    assert limits.limit(r, _row(r, "off")) is None
     cells = _cells([r])
     assert cells[("Vulkan", "on")]["x limit"] == "1.38x (7.320)"        # 10.095 / 7.32
     assert cells[("Vulkan", "zerocopy")]["x limit"] == "1.26x (4.820)"  # 6.095 / 4.82
@@ -200,7 +205,7 @@ def test_limits_with_compute_use_the_graph_round_trip(make_result):
 
 def test_transfer_only_limits_use_the_download_round_trip(make_result):
     r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
-    on, zc, q = (limits.limit(r, r.row(m)).ms for m in ("on", "zerocopy", "queued"))
+    on, zc, q = (limits.limit(r, _row(r, m)).ms for m in ("on", "zerocopy", "queued"))
     assert (on, zc, q) == pytest.approx((83 * 0.03 + 4.0, 1.5 + 83 * 0.03, 1.5 + 55 * 0.03))
 
 
@@ -208,18 +213,18 @@ def test_staged_limit_counts_the_slower_of_floor_and_memcpy(make_result):
     # Pieces overlap the copies with the DMA (docs/contract.md, rule 2): a memcpy faster than
     # the floor leaves the floor.
     r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=0.5)
-    assert limits.limit(r, r.row("on")).ms == pytest.approx(83 * 0.04 + 1.5)
+    assert limits.limit(r, _row(r, "on")).ms == pytest.approx(83 * 0.04 + 1.5)
 
 
 def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
     # queued made = dependency + ring + end + 3 sync uploads + 1 sync download + 1 encoder compute.
     r = _result(make_result, dependency=50, ring=0, end=1)
-    assert limits.limit(r, r.row("queued")).waits_made == 56
+    assert limits.limit(r, _row(r, "queued")).waits_made == 56
     cells = _cells([r])
     assert cells[("Vulkan", "queued")]["waits"] == "56/56"
     assert cells[("Vulkan", "on")]["waits"] == "83/83" and cells[("Vulkan", "off")]["waits"] == ""
     inflated = _result(make_result, dependency=53, ring=1, end=1)
-    lim = limits.limit(inflated, inflated.row("queued"))
+    lim = limits.limit(inflated, _row(inflated, "queued"))
     assert (lim.waits_made, lim.round_trips, lim.excess) == (60, 56, 4)
     assert lim.ms == pytest.approx(1.5 + 56 * 0.04)  # the limit counts the mandatory waits only
     assert _cells([inflated])[("Vulkan", "queued")]["waits"] == "60/56 **+4**"
@@ -235,7 +240,7 @@ def test_no_limit_without_a_floor_or_another_profile(make_result):
     other = _doc(make_result)
     other["profile"]["sha256"] = "b" * 64
     other = _rec(other)
-    assert limits.limit(other, other.row("queued")) is None
+    assert limits.limit(other, _row(other, "queued")) is None
 
 
 # --- the floor --------------------------------------------------------------------------------
@@ -647,7 +652,7 @@ def test_transfer_only_queued_waits_count_no_compute(make_result):
     """Transfer-only rows have no compute: the synchronous graph's blocking steps are its 3
     uploads and 1 download, so 50 dependency + 0 ring + 1 end + 4 = 55 made, 55 mandatory."""
     r = _result(make_result, transfer_only=True, dependency=50, ring=0, end=1)
-    lim = limits.limit(r, r.row("queued"))
+    lim = limits.limit(r, _row(r, "queued"))
     assert (lim.waits_made, lim.round_trips, lim.excess) == (55, 55, 0)
     row = _cells([r])[("Vulkan", "queued")]
     assert (row["transfer-only"], row["waits"]) == ("yes", "55/55")
@@ -835,7 +840,7 @@ def test_waits_unknown_to_the_driver_show_a_question_mark(make_result):
     d = _doc(make_result)
     del d["extra"]["modes"]["queued"]["ring_wait_points_per_image"]
     r = _rec(d)
-    lim = limits.limit(r, r.row("queued"))
+    lim = limits.limit(r, _row(r, "queued"))
     assert (lim.waits_made, lim.excess) == (None, 0)
     assert _cells([r])[("Vulkan", "queued")]["waits"] == "?/56"
 
@@ -1018,16 +1023,16 @@ def test_no_limit_without_a_row_and_no_memcpy_beyond_staged(make_result):
     floor under the memcpy is still floor + G x RT."""
     r = _result(make_result, floor=0.5, memcpy=4.0)
     assert limits.limit(r, None) is None
-    zc = limits.limit(r, r.row("zerocopy"))
+    zc = limits.limit(r, _row(r, "zerocopy"))
     assert zc.memcpy_ms == 0.0 and zc.ms == pytest.approx(0.5 + 83 * 0.04)
 
 
 def test_a_limit_names_its_mode_and_terms(make_result):
     r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, memcpy=4.0)
-    q = limits.limit(r, r.row("queued"))
+    q = limits.limit(r, _row(r, "queued"))
     assert (q.mode, q.floor_ms, q.round_trip, q.round_trip_ms, q.round_trips, q.memcpy_ms) == (
         "queued", 1.5, "download", 0.03, 55, 0.0)
-    on = limits.limit(r, r.row("on"))
+    on = limits.limit(r, _row(r, "on"))
     assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
 
 
@@ -1164,3 +1169,98 @@ def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_
     assert note.endswith(", and it has no limits.")     # record.py: version 1 renders without limits
     old["extra"] = {}
     assert not any("earlier measurement" in n for n in _notes([old]))
+
+
+# --- the model's inputs where a result lacks some, and the plot's axes -----------------------
+
+def test_the_queued_limit_rounds_slots_to_the_drivers_staging_alignment(make_result):
+    """W counts ring waits with each slot rounded up to the staging alignment the driver
+    reports for the queued row (extra.modes.queued.staging_alignment): the committed profile
+    keeps about 13.6 MiB in flight, under the 32 MiB bound at any alignment up to 1 MiB (56
+    waits), but its slots at a 2 MiB alignment overflow it (79). A result that does not
+    record the alignment (or the queued row's facts at all) counts the bytes as they are."""
+    d = _doc(make_result, floor=1.5, rt_graph=0.04)
+    d["extra"]["modes"]["queued"]["staging_alignment"] = 2 * MIB
+    r = _rec(d)
+    lim = limits.limit(r, _row(r, "queued"))
+    assert (lim.round_trips, lim.waits.ring, lim.ms) == (79, 30, pytest.approx(1.5 + 79 * 0.04))
+    del d["extra"]["modes"]["queued"]["staging_alignment"]
+    r = _rec(d)
+    assert limits.limit(r, _row(r, "queued")).round_trips == 56
+    del d["extra"]["modes"]["queued"]
+    r = _rec(d)
+    lim = limits.limit(r, _row(r, "queued"))
+    assert (lim.round_trips, lim.waits_made, lim.ms) == (56, None, pytest.approx(1.5 + 56 * 0.04))
+
+
+def test_no_self_check_or_duplex_without_each_direction_alone():
+    """The self-check needs both directions together and each alone; the duplex line needs
+    each alone to set the duplex against: a floor missing any one of them has neither."""
+    up, down, both = _blocks(0.8), _blocks(0.75), _blocks(1.4)
+    assert limits.floor_check(_floor(None, up, down)) is None
+    assert limits.floor_check(_floor(both, None, down)) is None
+    assert limits.floor_check(_floor(both, up, down)) is not None
+    duplex = Series(**_blocks(1.0))
+    assert limits.duplex(_floor(upload=up, duplex=duplex)) is None
+    assert limits.duplex(_floor(download=down, duplex=duplex)) is None
+    assert limits.duplex(_floor(upload=up, download=down, duplex=duplex)) is not None
+
+
+def test_a_duplex_without_byte_counts_moves_no_counted_bytes():
+    """The duplex GB/s are the floor's recorded bytes over the duplex time: a floor that does
+    not record its byte counts shows 0.0 GB/s, however short the time."""
+    assert " 0.000 ms = 0.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=None,
+                                                                 download_bytes=None))
+    # one direction's bytes alone: 1,000 bytes in 1e-6 ms are 1,000 GB/s
+    assert " = 1000.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=None,
+                                                           download_bytes=1000))
+    assert " = 1000.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=1000,
+                                                           download_bytes=None))
+
+
+def test_the_event_wait_round_trips_are_shown_only_as_a_pair(make_result):
+    """The event-waited round trips (download and graph) are one diagnostic: a result that
+    recorded only one of them shows neither, and its limits line is still written."""
+    for only in ("download_event", "graph_event"):
+        d = _doc(make_result)
+        d["extra"]["round_trips"][only] = _blocks(0.05)
+        line = limits.describe(_rec(d))
+        assert line.startswith("floor 1.500 ms") and "event-wait" not in line, only
+
+
+def test_a_failed_result_without_a_backend_has_a_panel_named_dash(monkeypatch, tmp_path, make_result):
+    """A result that failed before it had a backend (a build failure) is drawn in a panel
+    titled "-" (the table's word for what a failed result does not record), saying FAILED and
+    why; the panels after it keep their own axes, fitted to their times."""
+    build = make_result(status="failed", reason="build failed: conan exit 1", backend=None, device=None,
+                        on_ms=None, off_ms=None)
+    fig = _drawn(monkeypatch, tmp_path, [build, make_result(on_ms=ON, off_ms=OFF)])
+    panels = {ax.get_title(loc="left"): ax for ax in fig.axes if ax.get_title(loc="left")}
+    assert list(panels) == ["-", "CPU"]
+    assert [t.get_text() for t in panels["-"].texts] == ["FAILED: build failed: conan exit 1"]
+    low, high = panels["CPU"].get_xlim()
+    assert low == 0 and max(OFF) < high <= 1.1 * max(OFF)
+
+
+@pytest.mark.parametrize("times", [ON + OFF, [1.0] * 10 + [30.0] * 10], ids=["linear", "log"])
+def test_a_panels_axis_fits_its_times(monkeypatch, tmp_path, make_result, times):
+    """The ms axis fits what the panel draws: linear from 0 to just past the slowest time, or
+    on a logarithmic axis (over 20x) from just below the fastest to just past the slowest, so
+    the times fill the panel."""
+    (ax,) = _drawn(monkeypatch, tmp_path, [make_result(on_ms=times[:20], off_ms=times[20:] or times)]).axes
+    low, high = ax.get_xlim()
+    fast, slow = min(times), max(times)
+    if ax.get_xscale() == "linear":
+        assert low == 0 and slow < high <= 1.1 * slow
+    else:
+        assert fast / 1.5 <= low < fast and slow < high <= 1.5 * slow
+
+
+def test_the_evidence_folder_is_made_with_the_folders_above_it(tmp_path, make_result):
+    """write_evidence() makes the folder it is given, and those above it, as plot() and
+    record.write() do for their files."""
+    from sam3d.results import evidence
+    d = evidence.write_evidence([_rec(make_result(on_ms=ON, off_ms=OFF))], tmp_path / "new" / "run-1")
+    assert d == tmp_path / "new" / "run-1"
+    assert (d / evidence.TABLE_FILE).is_file() and (d / evidence.PLOT_FILE).is_file()
+    assert len(list((d / evidence.RESULTS_SUBDIR).glob("*.json"))) == 1

@@ -269,3 +269,102 @@ def test_the_run_facts_the_gpu_runner_records_are_the_records_configuration():
 
     assert set(bundle.RUN_FACTS) == set(record.CONFIGURATION_FACTS)
     assert set(record.CONFIGURATION_FACTS.values()) == set(record.CONFIGURATION)
+
+
+# --- what the reader and the writer keep, and where a folder's results are found ------------
+
+def test_a_document_nested_32_levels_reads_and_writes_back_and_33_is_refused(tmp_path):
+    """Nesting past 32 levels is refused (docs/results.md); 32 itself is a result like any
+    other: it reads, and the record written reads back the same."""
+    def nested(levels: int) -> bytes:
+        doc = _v4()  # 1 level; extra 2; the list in it 3 and on
+        doc["extra"]["deep"] = json.loads("[" * (levels - 2) + "]" * (levels - 2))
+        return json.dumps(doc).encode()
+
+    r = record.parse_text(nested(32), "r.json")
+    assert record.read(record.write(tmp_path / "r.json", r)) == r
+    with pytest.raises(record.ResultError, match="^r.json: nested more than 32 levels deep"):
+        record.parse_text(nested(33), "r.json")
+
+
+def test_parsing_a_document_leaves_it_as_it_was():
+    """parse() reads the document it is given (a version-3 one carries its configuration in
+    extra, which the record takes out as fields): the caller's document is not changed."""
+    doc = json.loads((DATA / "v3-cuda-areas-levels-transfer-only.json").read_text())
+    before = copy.deepcopy(doc)
+    assert record.parse(doc).configuration() == {"layout": "areas", "order": "levels", "transfer_only": True,
+                                                 "transfer_queue": False}
+    assert doc == before
+    assert record.parse(doc).configuration() == record.parse(before).configuration()  # and reads the same again
+
+
+def test_an_older_result_written_again_keeps_its_reason_field():
+    """A version 1-3 result written again (the results/ copy `sam3d report` makes) is version 4
+    with the reason it was read with: an ok result says null, as the benchmark writes one; the
+    other facts those versions wrote as null are left out."""
+    for name in sorted(FIXTURES):
+        assert json.loads((DATA / name).read_text())["reason"] is None
+        written = record.read(DATA / name).document()
+        assert written["schema"] == record.SCHEMA and written["reason"] is None, name
+    failed = json.loads((DATA / "v3-vulkan-transfer-queue.json").read_text())
+    failed.update(status="failed", reason="the driver crashed", device=None, caps=None, protocol=None, rows=[])
+    written = record.parse(failed).document()
+    assert written["reason"] == "the driver crashed"
+    assert not {"device", "caps", "protocol"} & set(written)
+
+
+def test_a_drivers_nan_diagnostic_is_written_as_json_the_reader_reads(tmp_path):
+    """The driver's output is read with Python's json module, which takes NaN; a diagnostic in
+    its extra that is NaN (no field of the record, which refuses it) is written as null, so
+    the result file is JSON that read() reads back."""
+    from test_bench import COMMON, RELEASE
+    from test_bench import _doc as driver_doc
+
+    from sam3d.cli import bench
+
+    doc = driver_doc()
+    doc["extra"]["gpu_temperature_c"] = json.loads("NaN")
+    r = bench.wrap(RELEASE.name, "Vulkan", doc, reason=None, **COMMON)
+    back = record.read(record.write(tmp_path / "r.json", r))
+    assert back.extra.model_extra["gpu_temperature_c"] is None
+    assert back.rows == r.rows and back.status == "ok"
+
+
+def test_a_run_whose_checks_find_problems_is_a_failed_result_naming_them():
+    """cli/bench.py result_of(): a driver run whose output the checks find wrong is kept as a
+    "failed" result whose reason lists the problems, its rows kept; it reads back so."""
+    from test_bench import COMMON, RELEASE
+    from test_bench import _doc as driver_doc
+
+    from sam3d.cli import bench
+
+    doc = driver_doc()
+    doc["extra"]["problems"] = ["replay: graph 7 left 4 bytes unread"]
+    r = bench.result_of(RELEASE, "vulkan", doc, None, **COMMON)
+    assert (r.status, r.reason, r.ok) == ("failed", "driver: replay: graph 7 left 4 bytes unread", False)
+    assert [row.batching for row in r.rows] == ["on", "off"]
+    back = record.parse(r.document())
+    assert (back.status, back.reason, len(back.rows)) == ("failed", r.reason, 2)
+
+
+def test_a_folders_result_files_leave_hidden_folders_out_and_go_past_an_unreadable_file(tmp_path, monkeypatch):
+    """A folder is searched recursively for result files; hidden folders (an evidence folder
+    being written, .<run-name>.new-<pid>) are skipped (docs/results.md), and a file that cannot
+    be read does not end the search: the result files after it are found."""
+    text = (DATA / "v3-vulkan-transfer-queue.json").read_text()
+    for rel in ("run/results/a.json", "run/results/b.json", ".run.new-7/results/a.json", "run/.old/c.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert record.result_files(tmp_path) == [tmp_path / "run/results/a.json", tmp_path / "run/results/b.json"]
+    assert record.result_files(tmp_path / "run") == [tmp_path / "run/results/a.json",
+                                                     tmp_path / "run/results/b.json"]
+
+    read_bytes = Path.read_bytes
+
+    def unreadable_a(self):
+        if self.name == "a.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable_a)
+    assert tmp_path / "run/results/b.json" in record.result_files(tmp_path)

@@ -76,7 +76,7 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
             variant, _, device = w.result.key()
             labels.append(" ".join([variant, device[:32], w.mode or "-"] + ([w.host] if multi_host else [])))
             if not w.ok:
-                ax.text(0.01, y, f"FAILED: {(w.result.reason or '')[:100]}", transform=ax.get_yaxis_transform(),
+                ax.text(0.01, y, f"FAILED: {w.result.reason[:100]}", transform=ax.get_yaxis_transform(),
                         color="tab:red", **_FAILED_TEXT)
                 continue
             xs = w.wall_ms
@@ -98,14 +98,16 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
         ax.set_title(", ".join(group), fontsize=_TITLE_FONT, loc="left")
         ax.set_xlabel("wall time per image (ms)")
     for backend, span in spans.items():
-        low, high = (min(span), max(span)) if span else (0.0, 1.0)
-        log = low > 0 and high / low > 20
+        if not span:
+            continue  # its rows all failed: no times to fit
+        low, high = min(span), max(span)  # both > 0, as every wall time, floor and limit is
+        log = high / low > 20
         for ax in panels[backend]:
             if log:
                 ax.set_xscale("log")
                 ax.set_xlim(low / 1.25, high * 1.25)
             else:
-                ax.set_xlim(0, high * 1.05 or 1.0)
+                ax.set_xlim(0, high * 1.05)
     fig.legend(handles=[Line2D([], [], color="black", linewidth=_BAR["linewidth"], label="transfer floor (same run)"),
                         Line2D([], [], color="tab:red", linewidth=_BAR["linewidth"], label="modelled limit of the mode")],
                loc="outside upper right", fontsize=_LEGEND_FONT, ncols=2)

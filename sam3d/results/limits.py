@@ -300,7 +300,7 @@ def excluded_ms(result: Record, mode: str | None) -> tuple[list[float], list[flo
     """Per timed image, the host ms a zerocopy or queued row does not time: (the producer's
     writes into slots, the consumer's reads out of them); None for other rows. A result
     migrated from version 1 records their sum only: (sums, [])."""
-    m = result.extra.modes.get(mode or "")
+    m = result.extra.modes.get(mode)  # None (a failed result's row) names no mode
     if m is None:
         return None
     if m.excluded_ms is not None:

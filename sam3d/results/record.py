@@ -405,9 +405,6 @@ class Record(_Model):
     def profile_sha256(self) -> str | None:
         return self.profile.sha256 if self.profile else None
 
-    def row(self, batching: str) -> Row | None:
-        return next((r for r in self.rows if r.batching == batching), None)
-
     def document(self) -> dict:
         """The record as the JSON document it reads from and writes to."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True) | {"schema": SCHEMA}
@@ -423,7 +420,7 @@ def json_schema() -> dict:
     """The JSON Schema of the version written (result.schema.json is this, generated)."""
     s = Record.model_json_schema(by_alias=True)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA, **s,
-            "description": (Record.__doc__ or "").strip().replace("\n    ", " ")
+            "description": Record.__doc__.strip().replace("\n    ", " ")
             + " Generated from sam3d/results/record.py by `python -m sam3d generate`; versions 1-3 are read and "
             "migrated to this one (docs/results.md)."}
 
