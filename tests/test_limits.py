@@ -453,18 +453,18 @@ def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_d
 
 
 def test_duplex_of_zero_ms_times_renders(make_result):
-    """The schema takes 0 ms (times are >= 0): a direction of 0 ms has nothing to hide (0%),
-    a duplex of 0 ms moves no measurable GB/s (0.0) and is below the slower direction, a fault;
-    neither divides by zero."""
+    """The record takes 0 ms (times are >= 0): a direction of 0 ms has nothing to hide (0%),
+    a duplex of 0 ms gives no GB/s figure (nothing measurable) and is below the slower direction,
+    a fault; neither divides by zero."""
     assert "0% of the faster direction hidden" in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
     assert " 100%" not in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
     assert limits.duplex(_duplex_floor(0.8, 0.75, 0.0)).startswith(
-        "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 207% of the faster direction hidden (**")
+        "duplex (upload and download on two backends at once) 0.000 ms, 207% of the faster direction hidden (**")
     d = _doc(make_result, floor=1.5)
     d["extra"]["transfer_floor"]["download"] = _blocks(0.0)
     d["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": 0.0, "block_medians_ms": [0.0], "median_ms": 0.0,
                                               "n": 1, "samples_ms": [0.0]}
-    assert "duplex (upload and download on two backends at once) 0.000 ms = 0.0 GB/s, 0% of" in " ".join(
+    assert "duplex (upload and download on two backends at once) 0.000 ms, 0% of" in " ".join(
         _notes([d]))
 
 
@@ -1206,17 +1206,13 @@ def test_no_self_check_or_duplex_without_each_direction_alone():
     assert limits.duplex(_floor(upload=up, download=down, duplex=duplex)) is not None
 
 
-def test_a_duplex_without_byte_counts_moves_no_counted_bytes():
+def test_a_duplex_without_both_byte_counts_gives_no_rate():
     """The duplex GB/s are the floor's recorded bytes over the duplex time: a floor that does
-    not record its byte counts shows 0.0 GB/s, however short the time."""
-    assert " 0.000 ms = 0.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=None,
-                                                                 download_bytes=None))
-    # one direction's bytes alone: 1,000 bytes in 1e-6 ms are 1,000 GB/s
-    assert " = 1000.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=None,
-                                                           download_bytes=1000))
-    assert " = 1000.0 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 1e-6, upload_bytes=1000,
-                                                           download_bytes=None))
-
+    not record both byte counts gives no GB/s figure rather than a wrong one."""
+    for up, down in ((None, None), (None, 580_000), (1_000_000, None)):
+        line = limits.duplex(_duplex_floor(0.8, 0.75, 0.5, upload_bytes=up, download_bytes=down))
+        assert line.startswith("duplex (upload and download on two backends at once) 0.500 ms, ") and "GB/s" not in line
+    assert " 0.500 ms = 3.2 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 0.5))
 
 def test_the_event_wait_round_trips_are_shown_only_as_a_pair(make_result):
     """The event-waited round trips (download and graph) are one diagnostic: a result that
@@ -1264,3 +1260,19 @@ def test_the_evidence_folder_is_made_with_the_folders_above_it(tmp_path, make_re
     assert d == tmp_path / "new" / "run-1"
     assert (d / evidence.TABLE_FILE).is_file() and (d / evidence.PLOT_FILE).is_file()
     assert len(list((d / evidence.RESULTS_SUBDIR).glob("*.json"))) == 1
+
+
+def test_a_run_without_a_measurement_a_term_needs_shows_no_such_term(make_result):
+    """A run that did not record the staging memcpy has no staged limit (the other modes keep
+    theirs), and one whose floor lacks a direction has no same-run terms line: the table
+    renders, leaving out what was not measured."""
+    d = _doc(make_result, floor=1.5)
+    del d["extra"]["staging_memcpy"]
+    (r,) = records(d)
+    assert limits.limit(r, _row(r, "on")) is None and limits.limit(r, _row(r, "zerocopy")) is not None
+    assert "x limit" in table.render([r])
+    d = _doc(make_result, floor=1.5)
+    del d["extra"]["transfer_floor"]["upload"]
+    (r,) = records(d)
+    assert limits.describe(r) is None and limits.floor_ms(r) == 1.5
+    assert not any(n.startswith("limits, ") for n in table.build([r]).notes)

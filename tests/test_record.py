@@ -368,3 +368,29 @@ def test_a_folders_result_files_leave_hidden_folders_out_and_go_past_an_unreadab
 
     monkeypatch.setattr(Path, "read_bytes", unreadable_a)
     assert tmp_path / "run/results/b.json" in record.result_files(tmp_path)
+
+
+def test_an_unreadable_result_file_is_named_not_skipped(tmp_path, monkeypatch):
+    """A result file the reader cannot open (permissions; here injected, since root reads
+    anything) is named with the reason, not left out of the table."""
+    f = tmp_path / "run" / "results" / "r.json"
+    f.parent.mkdir(parents=True)
+    f.write_bytes((DATA / "v3-vulkan-transfer-queue.json").read_bytes())
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self == f:
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert record.result_files(tmp_path) == [f]
+    with pytest.raises(record.ResultError, match=r"r\.json: cannot be read: Permission denied"):
+        record.read_many([tmp_path])
+
+
+def test_marking_a_record_failed_checks_it_like_any_other():
+    r = record.read(DATA / "v3-vulkan-transfer-queue.json")
+    assert record.failed(r, "outputs differ").reason == "outputs differ"
+    with pytest.raises(record.ResultError, match="field 'reason': a failed result needs a non-empty reason"):
+        record.failed(r, " ")

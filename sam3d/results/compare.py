@@ -83,7 +83,7 @@ def _side(w: TableRow | None) -> Side | None:
 def _cells(line: Line, configs: Sequence[str]) -> dict[str, str]:
     """The Markdown table's cells of one line."""
     out = {"variant": line.variant, "backend": line.backend, "device": line.device,
-           **{CONFIG_HEADERS[k]: config_cell(k, line.configuration[k]) for k in configs},
+           **{CONFIG_HEADERS[k]: config_cell(line.configuration[k]) for k in configs},
            "batching": line.batching,
            "change": f"**{line.verdict}**" if line.verdict in ("slower", "faster") else line.verdict}
     for name, side in (("A", line.a), ("B", line.b)):

@@ -281,6 +281,8 @@ def limit(result: Record, row: Row | None) -> Limit | None:
     else:
         count = len(prof["graphs"])
         if mode == "on":
+            if x.staging_memcpy is None:
+                return None  # the staged limit's copy term was not measured
             memcpy = x.staging_memcpy.median_ms
     return Limit(mode=mode, floor_ms=floor, round_trip=kind, round_trip_ms=rt, round_trips=count,
                  memcpy_ms=memcpy, waits_made=_waits_made(result, mode, row), waits=waits)
@@ -328,9 +330,10 @@ def duplex(floor: TransferFloor) -> str | None:
     up, down, both = (s.best_median_ms for s in (floor.upload, floor.download, floor.duplex))
     share = (up + down - both) / min(up, down) if min(up, down) > 0 else 0.0
     moved = (floor.upload_bytes or 0) + (floor.download_bytes or 0)
-    gbs = moved / (both * 1e6) if both > 0 else 0.0
+    known = floor.upload_bytes is not None and floor.download_bytes is not None and both > 0
+    rate = f" = {moved / (both * 1e6):.1f} GB/s" if known else ""  # no figure without both byte counts
     fault = both < max(up, down) * (1 - DUPLEX_TOLERANCE)
-    return (f"duplex (upload and download on two backends at once) {both:.3f} ms = {gbs:.1f} GB/s, "
+    return (f"duplex (upload and download on two backends at once) {both:.3f} ms{rate}, "
             f"{share:.0%} of the faster direction hidden"
             + (" (**below the slower direction alone: a measurement fault**)" if fault else ""))
 
@@ -347,7 +350,7 @@ def describe(result: Record) -> str | None:
     and as diagnostics GGML's alternatives and the core's host time per image."""
     x = result.extra
     floor, rts = x.transfer_floor, x.round_trips
-    if floor_ms(result) is None or rts is None or floor.gb_per_s is None:
+    if floor_ms(result) is None or rts is None or None in (floor.gb_per_s, floor.upload, floor.download):
         return None
     g = floor.gb_per_s
     parts = [f"floor {floor.median_ms:.3f} ms (upload alone {floor.upload.best_median_ms:.3f} ms = "

@@ -583,6 +583,7 @@ def result_files(folder: str | os.PathLike) -> list[Path]:
         try:
             head = f.read_bytes()
         except OSError:
+            found.append(f)  # unreadable: read() names the file and why, rather than it vanishing
             continue
         text = head.decode("utf-8", errors="replace")
         if not _VERSIONED.search(text):
@@ -633,4 +634,4 @@ def write(path: str | os.PathLike, record: Record) -> Path:
 
 def failed(record: Record, reason: str) -> Record:
     """``record`` marked failed with ``reason`` (its rows kept)."""
-    return record.model_copy(update={"status": "failed", "reason": reason})
+    return parse({**record.document(), "status": "failed", "reason": reason}, f"the {record.variant} result")

@@ -35,7 +35,7 @@ def config_words(result: Record | dict) -> list[str]:
     return [CONFIG_WORDS[k][v] for k, v in configuration.items() if v in CONFIG_WORDS[k]]
 
 
-def config_cell(field: str, value) -> str:
+def config_cell(value) -> str:
     """One configuration column's cell: the value's word ("yes"/"no" for a flag)."""
     return ("yes" if value else "no") if isinstance(value, bool) else str(value)
 

@@ -267,7 +267,7 @@ def build(results: Iterable[Record]) -> Table:
         r = w.result
         variant, backend, device = r.key()
         cells = {"machine": w.host, "variant": variant, "backend": backend, "device": device,
-                 **{CONFIG_HEADERS[k]: config_cell(k, r.configuration()[k]) for k in configs},
+                 **{CONFIG_HEADERS[k]: config_cell(r.configuration()[k]) for k in configs},
                  "batching": w.mode or "-", "run": f"#{w.index}", "profile": _profile(r),
                  "outputs identical": outputs[id(w)]}
         if w.ok:
