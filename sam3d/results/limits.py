@@ -329,9 +329,9 @@ def duplex(floor: TransferFloor) -> str | None:
         return None
     up, down, both = (s.best_median_ms for s in (floor.upload, floor.download, floor.duplex))
     share = (up + down - both) / min(up, down) if min(up, down) > 0 else 0.0
-    moved = (floor.upload_bytes or 0) + (floor.download_bytes or 0)
     known = floor.upload_bytes is not None and floor.download_bytes is not None and both > 0
-    rate = f" = {moved / (both * 1e6):.1f} GB/s" if known else ""  # no figure without both byte counts
+    # no figure without both byte counts (or in no time)
+    rate = f" = {(floor.upload_bytes + floor.download_bytes) / (both * 1e6):.1f} GB/s" if known else ""
     fault = both < max(up, down) * (1 - DUPLEX_TOLERANCE)
     return (f"duplex (upload and download on two backends at once) {both:.3f} ms{rate}, "
             f"{share:.0%} of the faster direction hidden"
