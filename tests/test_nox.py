@@ -51,7 +51,8 @@ def test_outside_the_environment_a_session_stops_in_one_line():
 
 
 def test_no_uv_probe_noise():
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    # the environment ci/bootstrap.sh gives a session (its PATH and VIRTUAL_ENV), whoever runs pytest
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", VIRTUAL_ENV=sys.prefix)
     r = _nox("-s", "report", "--", "--help", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "uv binary not found" not in r.stdout + r.stderr
