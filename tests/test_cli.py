@@ -329,3 +329,21 @@ def test_every_command_says_what_it_does_in_its_own_help(capsys):
         for action in sub._actions:
             if action.option_strings != ["-h", "--help"]:
                 assert action.help, f"{name} {action.dest}: no help text"
+
+
+def test_bundle_no_build_of_a_variant_not_built_refuses_before_touching_the_bundle():
+    unbuilt = []
+    for v in variants.gpu_variants():
+        try:
+            bench_runner.require_built([v])
+        except NotBuilt:
+            unbuilt.append(v.name)
+    if not unbuilt:
+        pytest.skip("every GPU variant is built here")
+    bundle_dir = Path(__file__).resolve().parents[1] / "build" / "bundle"
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in bundle_dir.iterdir()) if bundle_dir.is_dir() else None
+    r = _run("bundle", "--no-build", unbuilt[0])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{unbuilt[0]} is not built" in r.stderr and "nox -s build -- " in r.stderr
+    after = sorted((p.name, p.stat().st_mtime_ns) for p in bundle_dir.iterdir()) if bundle_dir.is_dir() else None
+    assert after == before

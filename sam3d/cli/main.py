@@ -195,6 +195,8 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     if no_gpu:
         raise Sam3dError(f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
                          + ", ".join(v.name for v in variants.gpu_variants()))
+    if args.no_build:  # before anything is fetched or the previous bundle is replaced
+        bench_runner.require_built(vs)
     failed = [] if args.no_build else build_variants(vs)
     if failed:
         print(f"sam3d bundle: build failed: {', '.join(n for n, _ in failed)}", file=sys.stderr)
