@@ -1,8 +1,9 @@
 """What the builds produced: flags in compile_commands.json, one GGML binary per variant,
 instrumentation of GGML's libraries, and the sdist hash check of the GGML recipe.
 
-These read the build outputs: `nox -s tests` builds every variant before pytest runs; GGML's
-package is the one each build recorded (sam3d/tools/ggml_package.py).
+These read the build outputs: `nox -s tests` builds the default set before pytest runs, and
+each variant with a build folder is checked (pytest alone on a fresh clone checks none);
+GGML's package is the one each build recorded (sam3d/tools/ggml_package.py).
 """
 
 import json
@@ -17,9 +18,8 @@ from sam3d.core import paths, variants
 from sam3d.tools import conan, cuda, ggml_package
 
 OPT_LEVELS = {"-O0", "-O1", "-O2", "-O3", "-Os", "-Ofast", "-Og"}
-# What `nox -s tests` builds (the default set), and the variants built by name here.
-BUILT = [v.name for v in variants.VARIANTS
-         if v.default_local or paths.build_dir(v.name, v.build_type).is_dir()]
+# The variants built here: the default set after `nox -s tests`, and any built by name.
+BUILT = [v.name for v in variants.VARIANTS if paths.build_dir(v.name, v.build_type).is_dir()]
 
 
 def _ggml_package(v):
@@ -76,6 +76,7 @@ def test_ggml_compile_flags_are_the_variants(name):
     assert any("ggml-cuda.cu" in " ".join(c) for c in cmds) == v.cuda
 
 
+@pytest.mark.skipif(len(BUILT) < 2, reason="fewer than two variants built here")
 def test_one_ggml_binary_per_variant():
     records = [ggml_package.read(variants.get(n)) for n in BUILT]
     assert len({r.package_id for r in records}) == len({r.package_folder for r in records}) == len(BUILT)

@@ -248,9 +248,9 @@ def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, cap
 def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, capsys, argv):
     """What only uses the build folders runs beside another clone's build: the lock is never
     asked for. release's build folder holds, written here, a CTest suite of one test (`true`,
-    label normal) and the three binaries a bundle packs (copies of `true`), but no GGML record:
-    ctest runs the suite to the end, the bundle gets as far as the record and says how to build,
-    and the benchmark refuses before running (no compile_commands.json)."""
+    label normal) and the three binaries a bundle packs (copies of `true`), but no GGML record
+    and no compile_commands.json: ctest runs the suite to the end, the bundle and the benchmark
+    refuse before any work and say how to build."""
     import shutil
     from sam3d.cli.main import main
     from sam3d.core import paths
@@ -278,8 +278,7 @@ def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, caps
         assert "1/1 variants passed" in out.out
         return
     assert rc != 0 and "nox -s build -- release" in out.out + out.err
-    if argv[0] == "bundle":
-        assert f"{build / 'ggml-package.json'} is missing" in out.err
+    assert f"release is not built ({build / 'compile_commands.json'} is missing)" in out.err
 
 
 def test_bench_no_build_of_an_unbuilt_variant_refuses_at_once(monkeypatch, tmp_path, capsys):
