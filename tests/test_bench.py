@@ -8,6 +8,7 @@ import json
 import pytest
 
 from sam3d.core import profile, variants
+from sam3d.core.errors import NotBuilt
 from sam3d.results import checks
 from sam3d.cli import bench as bench_cli
 from sam3d.results import record
@@ -449,9 +450,12 @@ def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
 
 # ---------------------------------------------------------------- the driver's mode table and output schema
 def test_driver_mode_table_names_the_schemas_rows():
-    """The modes are declared once, in the driver; its rows are the result schema's. Needs a
-    built driver (`nox -s build`)."""
-    table = driver.mode_table(list(variants.VARIANTS))
+    """The modes are declared once, in the driver; its rows are the record's. Needs a built
+    driver (`nox -s build`): skips without one."""
+    try:
+        table = driver.mode_table(list(variants.VARIANTS))
+    except NotBuilt as e:
+        pytest.skip(str(e))
     assert [m["name"] for m in table] == ["staged", "off", "zerocopy", "queued"]
     assert sorted(m["row"] for m in table) == sorted(record.BATCHING)
     assert {m["row"] for m in table if m["required"]} == set(record.REQUIRED_ROWS)
