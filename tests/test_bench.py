@@ -590,3 +590,18 @@ def test_a_named_cuda_variant_runs_its_cuda_backend_only_with_an_nvidia_gpu(monk
     skipped = [ln for ln in capsys.readouterr().out.splitlines() if "skipped, no NVIDIA GPU here" in ln]
     assert ran == ([("cuda-release", "cpu"), ("cuda-release", "cuda")] if gpu else [("cuda-release", "cpu")])
     assert len(skipped) == (0 if gpu else 1)
+
+
+def test_a_runs_evidence_keeps_the_reports_of_its_own_variants_only(tmp_path, monkeypatch):
+    """ctest-<label>-<variant>.xml: a release run keeps release's reports (every label, the
+    validation layer's too) and not cuda-release's, whose name also ends in "release"."""
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
+    reports = tmp_path / "build" / "reports"
+    reports.mkdir(parents=True)
+    for name in ("ctest-normal-release.xml", "ctest-normal-vulkan-validation-release.xml",
+                 "ctest-normal-cuda-release.xml", "ctest-device-cuda-release.xml", "pytest.xml"):
+        (reports / name).write_text("<testsuites/>")
+    out = tmp_path / "run"
+    bench_cli._keep_reports([variants.get("release")], out)
+    assert sorted(p.name for p in (out / "reports").iterdir()) == [
+        "ctest-normal-release.xml", "ctest-normal-vulkan-validation-release.xml", "pytest.xml"]

@@ -138,7 +138,11 @@ def _keep_logs(staged: Path, run_name: str) -> None:
 def _keep_reports(vs: list[Variant], rd: Path) -> None:
     """Copies the JUnit reports of the variants' test runs (build/reports: ctest-*-<variant>.xml,
     and pytest.xml) into the evidence folder's reports/."""
-    found = [f for v in vs for f in paths.reports_dir().glob(f"ctest-*-{v.name}.xml")]
+    names = {v.name for v in vs}
+    # A report is its variant's whose name the file name ends with, the longest such name: so
+    # ctest-normal-cuda-release.xml is cuda-release's, not release's.
+    found = [f for f in sorted(paths.reports_dir().glob("ctest-*.xml"))
+             if max((n for n in variants.NAMES if f.name.endswith(f"-{n}.xml")), key=len, default=None) in names]
     found += [f for f in (paths.reports_dir() / "pytest.xml",) if f.is_file()]
     if found:
         (rd / "reports").mkdir(parents=True, exist_ok=True)
