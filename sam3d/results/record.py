@@ -569,13 +569,18 @@ def read(path: str | os.PathLike) -> Record:
     return parse_text(data, str(p))
 
 
+# A result file's own "schema" field (a JSON Schema's "$id" or "const" naming the version is not).
+_NAMES_SCHEMA = re.compile(r'"schema"\s*:\s*"sam3d-bench-result/\d+"')
+
+
 def result_files(folder: str | os.PathLike) -> list[Path]:
-    """Every result file under ``folder`` (recursively, sorted by path): each ``*.json`` that
-    names a sam3d-bench-result schema (any version: read() refuses one it does not read) as its
-    "schema", or mentions one and does not parse (read() names the file: a truncated result
-    must not vanish). Other JSON files (e.g. compile_commands.json, result.schema.json) are
-    skipped, and so is anything under a hidden folder (an evidence folder being written or
-    replaced, core/files.py staged_folder)."""
+    """Every result file under ``folder`` (recursively, sorted by path): each ``*.json`` whose
+    text has a "schema" field naming a sam3d-bench-result version (any version: read() refuses
+    one it does not read, and names a truncated file rather than letting it vanish), and each
+    one that cannot be opened or names a version but does not parse (read() names why). Other
+    JSON files (compile_commands.json, result.schema.json) are skipped, and so is anything under
+    a hidden folder (an evidence folder being written or replaced, core/files.py staged_folder).
+    A result file is parsed once, by read(), not here."""
     found = []
     for f in sorted(Path(folder).rglob("*.json")):
         if not f.is_file() or any(part.startswith(".") for part in f.relative_to(folder).parts):
@@ -586,15 +591,15 @@ def result_files(folder: str | os.PathLike) -> list[Path]:
             found.append(f)  # unreadable: read() names the file and why, rather than it vanishing
             continue
         text = head.decode("utf-8", errors="replace")
-        if not _VERSIONED.search(text):
-            continue
-        try:
-            doc = json.loads(text)
-        except (ValueError, RecursionError):
-            doc = None  # not JSON (truncated, not UTF-8): a result read() names what is wrong with
-        if doc is not None and not (isinstance(doc, dict) and _VERSIONED.fullmatch(str(doc.get("schema")))):
-            continue  # JSON that only mentions the schema (a JSON Schema: result.schema.json; a list)
-        found.append(f)
+        if _NAMES_SCHEMA.search(text):
+            found.append(f)
+        elif _VERSIONED.search(text):
+            # names a version elsewhere: a JSON Schema or a list (skipped), or a result too
+            # damaged to show its field (kept, for read() to name)
+            try:
+                json.loads(text)
+            except (ValueError, RecursionError):
+                found.append(f)
     return found
 
 
