@@ -21,7 +21,9 @@ import nox.virtualenv
 
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "none"
-nox.options.sessions = ["build"]
+# The cheapest useful session: lint builds nothing and checks every Python file and the duplicates
+# in seconds; the others build GGML first (minutes to half an hour on 2 cores).
+nox.options.sessions = ["lint"]
 # No session makes an environment (venv_backend "none"), so uv is never used: tell nox so
 # instead of letting it probe for uv and log "uv binary not found." in every session.
 nox.virtualenv.HAS_UV, nox.virtualenv.UV = False, "uv"
@@ -46,7 +48,9 @@ def _sam3d(session: nox.Session, *args: str) -> None:
 
 @nox.session(tags=["build"])
 def build(session: nox.Session) -> None:
-    """Build GGML and the core in the default set's variants (or the ones named)."""
+    """Build GGML and the core in the default set's variants that run here (or the ones named).
+
+    Without an NVIDIA GPU the CUDA variants are left out, in one line that says so."""
     _sam3d(session, "build")
 
 
@@ -70,18 +74,39 @@ def validate(session: nox.Session) -> None:
 
 @nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
-    """Build the default set, run the pytest suite, then `ctest -L normal` in its uninstrumented variants.
+    """Build the default set's variants that run here, run the pytest suite, then `ctest -L normal` in the uninstrumented ones.
 
     Three commands: `sam3d build`, pytest (arguments after `--` go to it) and `sam3d ctest`; the
-    sanitize session tests the default set's sanitizer variants."""
+    sanitize session tests the default set's sanitizer variants. Without an NVIDIA GPU the CUDA
+    variants are left out, in one line that says so."""
     _check_env(session)
     from sam3d.core.variants import select  # the registry; importable once _check_env passed
+    from sam3d.tools.build import runs_here
 
     session.run("python", "-m", "sam3d", "build", external=True)
     session.run("python", "-m", "pytest", "tests", "--junitxml=build/reports/pytest.xml", *session.posargs,
                 external=True)
-    session.run("python", "-m", "sam3d", "ctest", "-L", "normal", *(v.name for v in select(None) if not v.sanitizer),
+    here, _ = runs_here(select(None))
+    session.run("python", "-m", "sam3d", "ctest", "-L", "normal", *(v.name for v in here if not v.sanitizer),
                 external=True)
+
+
+@nox.session(tags=["lint"])
+def lint(session: nox.Session) -> None:
+    """Lint (ruff check), formatting (ruff format --check) and duplicate code (jscpd); builds nothing.
+
+    Their settings: [tool.ruff] in pyproject.toml, .jscpd.json. `ruff format` and
+    `ruff check --fix` write the fixes."""
+    _check_env(session)
+    session.run("ruff", "check", ".", external=True)
+    session.run("ruff", "format", "--check", ".", external=True)
+    session.run("ci/jscpd/node_modules/.bin/jscpd", "--config", ".jscpd.json", external=True)
+
+
+@nox.session(tags=["clean"])
+def clean(session: nox.Session) -> None:
+    """Remove the build folders (`-- VARIANT` for one; `-- --caches` also the shared compiler cache and Conan home)."""
+    _sam3d(session, "clean")
 
 
 @nox.session(tags=["fuzz"])

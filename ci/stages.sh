@@ -15,11 +15,22 @@ ci_sum_bootstrap() { echo "- .venv from requirements.lock (\`ci/bootstrap.sh\`)"
 ci_run_build() { ci/bootstrap.sh nox -s build -- "$@"; }
 ci_sum_build() { grep -E '^\[[0-9]+/[0-9]+\] .*: (built in|FAILED)|^sam3d build:' "$1" | sed 's/^/- /'; }
 
-# The README's test command: pytest, then the normal CTest suite in every variant.
-ci_run_test() { ci/bootstrap.sh nox -s tests sanitize validate; }
+# The README's test command: lint, pytest, then the normal CTest suite in every variant that runs here.
+ci_run_test() { ci/bootstrap.sh nox -s lint tests sanitize validate; }
 ci_sum_test() {
     grep -E '[0-9]+ (passed|failed)[ ,].* in [0-9.]+s|^sam3d ctest -L' "$1" | sed 's/^=* *//; s/ *=*$//; s/^/- /'
 }
+
+# The registry's names: the default set, and those of its variants that cannot run here (the test
+# command leaves them out; .ci/run builds them and runs their normal suite, the CPU cases, by name).
+default_variants() { ci/bootstrap.sh python -c 'from sam3d.core.variants import select; print(*(v.name for v in select(None)))'; }
+left_out_here() {
+    ci/bootstrap.sh python -c 'from sam3d.core.variants import select; from sam3d.tools.build import runs_here
+print(*(v.name for v in runs_here(select(None))[1]))'
+}
+
+ci_run_ctest() { ci/bootstrap.sh python -m sam3d ctest --no-build -L normal "$@"; }
+ci_sum_ctest() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }
 
 ci_run_sanitize() { ci/bootstrap.sh nox -s sanitize -- "$@"; }
 ci_sum_sanitize() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }

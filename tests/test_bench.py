@@ -119,7 +119,7 @@ def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatc
     v = variants.get("vulkan-asan")
     libs = driver.ctest.preload_libs(v)
     if not all(p.is_file() for p in libs.values()) or not (driver.ctest.build_folder(v) / "tests" / "device").is_dir():
-        pytest.skip("vulkan-asan is not built (nox -s build -- vulkan-asan)")
+        pytest.skip("vulkan-asan is not built (python -m sam3d build vulkan-asan)")
     assert driver.ctest.test_env(v, {})["LD_PRELOAD"] == ":".join(str(p) for p in libs.values())
     bundle.make(tmp_path, [v], limit=None)
     stage = tmp_path / bundle.BUNDLE_NAME
@@ -336,7 +336,7 @@ def test_build_info_reads_compile_commands(tmp_path, monkeypatch):
     assert (build["build_type"], build["sanitizer"], build["ggml_version"]) == ("Debug", "AddressUndefinedBehavior",
                                                                                  "0.20.2")
     assert problems == ["native/bench/sam3d_bench.cpp was compiled without the variant's -fno-omit-frame-pointer "
-                        "(compile_commands.json); rebuild: nox -s build -- cpu-asan"]
+                        "(compile_commands.json); rebuild: python -m sam3d build cpu-asan"]
 
 
 def test_run_name_is_a_safe_new_folder(tmp_path, monkeypatch):
@@ -491,7 +491,7 @@ def test_junit_counts_read_googletest_xml(tmp_path):
     device = folder / "tests" / "device" / "sam3d_device_tests"
     normal = folder / "tests" / "sam3d_normal_tests"
     if not device.is_file():
-        pytest.skip("release is not built (nox -s build -- release)")
+        pytest.skip("release is not built (python -m sam3d build release)")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", GGML_VK_VISIBLE_DEVICES="none")
     runs = ((device, "DeviceTwoGpus.*"), (normal, "Environment.DefaultOptionsReadBatchingFromTheEnvironment"),
             (normal, "NoSuchCase.*"))
@@ -515,7 +515,7 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
         (stage / rel).write_text(rel)
     (stage / "manifest.json").write_text("{}")
     manifest = {"bundle": "sam3d-device", "variants": {"cuda-release": {"cuda_libs": ["libcudart.so.13"]}}}
-    tarball = bundle._pack(stage, tmp_path / "b.tar.gz", "sam3d-device-cuda-release", manifest)  # pylint: disable=protected-access
+    tarball = bundle._pack(stage, tmp_path / "b.tar.gz", "sam3d-device-cuda-release", manifest)
     with tarfile.open(tarball) as t:
         names = sorted(n for n in t.getnames() if not t.getmember(n).isdir())
         packed = json.loads(t.extractfile("sam3d-device-cuda-release/manifest.json").read())
@@ -537,7 +537,7 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     manifest = {"bundle": "sam3d-device", "variants": {name: {} for name in sizes}}
     out = tmp_path / "out"
     out.mkdir()
-    split = bundle._split  # pylint: disable=protected-access
+    split = bundle._split
     assert [t.name for t in split(stage, out, manifest, None)] == ["sam3d-device.tar.gz"]
     assert [t.name for t in split(stage, out, manifest, 20_000)] == ["sam3d-device.tar.gz"]
     assert [t.name for t in split(stage, out, manifest, 11_000)] == ["sam3d-device-release.tar.gz",
@@ -563,7 +563,7 @@ def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
     place (GraphSpec::feeder) which download feeds an upload."""
     exe = driver.path(RELEASE)
     if not exe.is_file():
-        pytest.skip("release is not built (nox -s build -- release)")
+        pytest.skip("release is not built (python -m sam3d build release)")
     p = profile.load()
     g = next(g for g in p["graphs"] if g["depends_on_downloads"])
     g["depends_on_downloads"].append(dict(g["depends_on_downloads"][0]))

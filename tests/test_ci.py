@@ -116,7 +116,7 @@ def test_workflow_wiring():
     for fn in ("ci_run_build", "ci_run_sanitize", "ci_run_bench", "ci_run_test", "ci_run_package"):
         assert f"{fn}()" in stages and f"ci_sum_{fn[7:]}()" in stages
     # .ci/run still runs the README's test command, as a stage
-    assert "ci/bootstrap.sh nox -s tests sanitize" in stages and "ci_stage test" in (ROOT / ".ci" / "run").read_text()
+    assert "ci/bootstrap.sh nox -s lint tests sanitize validate" in stages and "ci_stage test" in (ROOT / ".ci" / "run").read_text()
     keys = " ".join(s["with"]["key"] for s in steps if s.get("uses", "").startswith("actions/cache@"))
     for f in ("requirements.lock", "sam3d/core/variants.py", "conan/**", "conanfile.py"):
         assert f"'{f}'" in keys

@@ -1,6 +1,7 @@
 """Bad command-line input fails at once, before any build, naming what is wrong."""
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -214,21 +215,24 @@ def test_a_missing_or_unreadable_path_is_one_line(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1 and "no such file" in r.stderr
 
 
+@pytest.mark.parametrize("command", ["bench", "build"])
 @pytest.mark.parametrize("gpu", [False, True])
-def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, capsys, gpu):
+def test_with_no_variant_named_a_command_runs_what_this_machine_can(monkeypatch, capsys, gpu, command):
     """Without an NVIDIA GPU the default set's CUDA variants are left out, in one line that says
-    why and how to run them; named, a CUDA variant is built and run (its CPU rows) anyway."""
+    why and how to run them; named, a CUDA variant is taken (its CPU parts) anyway."""
     from sam3d.cli import bench as bench_cmd
-    from sam3d.cli.main import main
+    cli = importlib.import_module("sam3d.cli.main")
+    commands = importlib.import_module("sam3d.cli.commands")
     from sam3d.core import variants
     from sam3d.tools import system
     ran = []
     monkeypatch.setattr(system, "has_nvidia_gpu", lambda: gpu)
     monkeypatch.setattr(bench_cmd, "bench", lambda vs, **kw: ran.append([v.name for v in vs]) or 0)
+    monkeypatch.setattr(commands, "build_variants", lambda vs: ran.append([v.name for v in vs]) or [])
     default = [v.name for v in variants.select(None)]
     cuda = [v.name for v in variants.select(None) if v.cuda]
     assert cuda, "the default set has a CUDA variant"
-    assert main(["bench"]) == 0
+    assert cli.main([command]) == 0
     out = capsys.readouterr().out.splitlines()
     left = [line for line in out if "left out" in line]
     if gpu:
@@ -236,10 +240,10 @@ def test_bench_with_no_variant_named_runs_what_this_machine_can(monkeypatch, cap
     else:
         assert ran == [[n for n in default if n not in cuda]]
         (line,) = left
-        assert all(n in line for n in cuda) and "no NVIDIA GPU" not in line and "NVIDIA GPU" in line
-        assert f"`nox -s bench -- {cuda[0]}`" in line and "`nox -s bundle`" in line
+        assert line.startswith(f"sam3d {command}: left out {', '.join(cuda)}: CUDA needs an NVIDIA GPU")
+        assert f"`python -m sam3d {command} {cuda[0]}`" in line and "`python -m sam3d bundle`" in line
     ran.clear()
-    assert main(["bench", cuda[0]]) == 0
+    assert cli.main([command, cuda[0]]) == 0
     assert ran == [[cuda[0]]] and "left out" not in capsys.readouterr().out
 
 
@@ -277,7 +281,7 @@ def test_no_build_commands_never_take_the_conan_lock(monkeypatch, tmp_path, caps
         assert "100% tests passed, 0 tests failed out of 1" in log
         assert "1/1 variants passed" in out.out
         return
-    assert rc != 0 and "nox -s build -- release" in out.out + out.err
+    assert rc != 0 and "python -m sam3d build release" in out.out + out.err
     assert f"release is not built ({build / 'compile_commands.json'} is missing)" in out.err
 
 
@@ -293,7 +297,7 @@ def test_bench_no_build_of_an_unbuilt_variant_refuses_at_once(monkeypatch, tmp_p
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     assert main(["bench", "--no-build", "--name", "unbuilt", "release"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("sam3d bench: release is not built (") and "nox -s build -- release" in line
+    assert line.startswith("sam3d bench: release is not built (") and "python -m sam3d build release" in line
     assert not (tmp_path / "generated" / "diagnostics" / "unbuilt").exists()
 
 
@@ -343,6 +347,47 @@ def test_bundle_no_build_of_a_variant_not_built_refuses_before_touching_the_bund
     before = sorted((p.name, p.stat().st_mtime_ns) for p in bundle_dir.iterdir()) if bundle_dir.is_dir() else None
     r = _run("bundle", "--no-build", unbuilt[0])
     assert r.returncode == 2, r.stdout + r.stderr
-    assert f"{unbuilt[0]} is not built" in r.stderr and "nox -s build -- " in r.stderr
+    assert f"{unbuilt[0]} is not built" in r.stderr and "python -m sam3d build " in r.stderr
     after = sorted((p.name, p.stat().st_mtime_ns) for p in bundle_dir.iterdir()) if bundle_dir.is_dir() else None
     assert after == before
+
+
+def test_variants_json_says_which_variants_this_checkout_has_built(monkeypatch, tmp_path, capsys):
+    """built_here: a finished build folder (CTest suite, core library, compile_commands.json) of
+    this checkout; the registry's built stays true for every variant that takes roles."""
+    from sam3d.cli.main import main
+    from sam3d.core import paths, variants
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
+    assert main(["variants", "--json", "release", "cpu-tsan"]) == 0
+    assert [(r["name"], r["built"], r["built_here"]) for r in json.loads(capsys.readouterr().out)] == [
+        ("cpu-tsan", True, False), ("release", True, False)]
+    v = variants.get("release")
+    d = paths.build_dir(v.name, v.build_type)
+    d.mkdir(parents=True)
+    for f in ("CTestTestfile.cmake", "libsam3d_core.a"):
+        (d / f).write_text("")
+    assert main(["variants", "--json", "release"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["built_here"] is False  # no compile_commands.json: unfinished
+    (d / "compile_commands.json").write_text("[]")
+    assert main(["variants", "--json", "release"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["built_here"] is True
+
+
+def test_clean_removes_the_build_folders_and_keeps_the_evidence_and_the_caches(monkeypatch, tmp_path, capsys):
+    from sam3d.cli.main import main
+    monkeypatch.setenv("SAM3D_ROOT", str(tmp_path / "checkout"))
+    monkeypatch.setenv("SAM3D_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "checkout"
+    for f in ("build/release/Release/libsam3d_core.a", "build/cpu-tsan/RelWithDebInfo/x", "build/logs/a.log",
+              "mutants/sam3d/x.py", "generated/diagnostics/run/table.md", "../cache/ccache/x"):
+        (root / f).parent.mkdir(parents=True, exist_ok=True)
+        (root / f).write_text("x" * 10)
+    assert main(["clean", "release"]) == 0
+    assert not (root / "build/release").exists() and (root / "build/cpu-tsan/RelWithDebInfo/x").is_file()
+    assert main(["clean"]) == 0
+    out = capsys.readouterr().out
+    assert not (root / "build").exists() and not (root / "mutants").exists()
+    assert (root / "generated/diagnostics/run/table.md").is_file() and (tmp_path / "cache/ccache/x").is_file()
+    assert "--caches removes them" in out
+    assert main(["clean", "--caches"]) == 0
+    assert not (tmp_path / "cache").exists() and (root / "generated/diagnostics/run/table.md").is_file()

@@ -123,7 +123,7 @@ def _fake_install(folder, pins, version):
 def test_verify_accepts_a_complete_install_and_adds_the_unversioned_links(tmp_path):
     pins = list(_pins().values())
     root = _fake_install(tmp_path, pins, "13.0.88")
-    cuda._add_links(root, "13")  # pylint: disable=protected-access
+    cuda._add_links(root, "13")
     assert cuda.verify(tmp_path, pins, "13.0.88") == root
     assert (root / "lib" / "libcudart.so").resolve() == (root / "lib" / "libcudart.so.13").resolve()
     assert (root / "lib64").resolve() == (root / "lib").resolve()
@@ -153,7 +153,7 @@ def test_an_installed_wheel_of_another_version_is_named(tmp_path):
 def test_a_missing_link_is_named_with_the_fix(tmp_path, rel):
     pins = list(_pins().values())
     root = _fake_install(tmp_path, pins, "13.0.88")
-    cuda._add_links(root, "13")  # pylint: disable=protected-access
+    cuda._add_links(root, "13")
     (root / rel).unlink()
     with pytest.raises(cuda.CudaToolkitError, match=rf"lacks {rel} \(a link its install adds\): remove {tmp_path}"):
         cuda.verify(tmp_path, pins, "13.0.88")

@@ -96,7 +96,7 @@ def test_ggml_recipe_switches_are_the_registry_s():
     for setting in (None, *variants.SANITIZER_SETTINGS):
         for cuda in (False, True):
             scope = {"sanitizer": setting or "", "self": SimpleNamespace(options=SimpleNamespace(cuda=cuda))}
-            got = {k: bool(eval(e, {}, scope)) for k, e in exprs.items()}  # pylint: disable=eval-used
+            got = {k: bool(eval(e, {}, scope)) for k, e in exprs.items()}
             v = variants.Variant(name="x", summary="", build_type="Debug", opt_flags=(), roles=(),
                                  sanitizer=setting, cuda=cuda)
             assert got == v.ggml_switches, (setting, cuda)
@@ -148,7 +148,7 @@ def test_commands_that_take_the_default_set_say_so():
     """Every command that names no variant takes the default set (variants.select): its help, and
     its session's docstring, say so rather than "every variant" (the generated pages show both)."""
     sessions = generate.sessions_table()
-    for name, text, _ in generate._subcommands(parser()):  # pylint: disable=protected-access
+    for name, text, _ in generate._subcommands(parser()):
         if name in ("build", "publish", "ctest"):
             assert "default set" in text, name
     for name in ("build", "publish", "sanitize", "tests", "bench"):

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RELEASE, TSAN, CUDA = variants.get("release"), variants.get("cpu-tsan"), variants.get("cuda-release")
 HOLD_ENV, FAIL_ENV = "SAM3D_TEST_GGML_HOLD", "SAM3D_TEST_CORE_FAIL"
 CLI = importlib.import_module("sam3d.cli.main")  # the module: sam3d.cli.main is also its main()
+COMMANDS = importlib.import_module("sam3d.cli.commands")
 
 GGML_RECIPE = f'''
 import os
@@ -240,7 +241,7 @@ def test_a_cuda_record_keeps_the_toolkit_id_and_goes_stale_with_the_toolkit_lock
     assert other != ident
     assert str(e.value) == (f"{ggml_package.path(CUDA)}: its GGML package ({rec.ref}:{rec.package_id}) has "
                             f"conf.{ggml_package.TOOLKIT_CONF}={ident!r}, the variant asks for {other!r} now: "
-                            "rebuild it (nox -s build -- cuda-release)")
+                            "rebuild it (python -m sam3d build cuda-release)")
     ggml_package.read(CUDA)
 
 
@@ -263,7 +264,7 @@ def test_a_record_of_another_binary_than_the_variant_asks_for_is_stale(built, no
         ggml_package.read(RELEASE)
     assert str(e.value) == (f"{record}: its GGML package ({rec.ref}:{rec.package_id}) has {group}.{name}={value!r}, "
                             f"the variant asks for {want} now: rebuild it "
-                            "(nox -s build -- release)")
+                            "(python -m sam3d build release)")
 
 
 def test_a_remote_configured_since_the_build_makes_the_record_stale(built, no_conan, monkeypatch):
@@ -307,7 +308,7 @@ def test_a_record_is_read_at_once_while_another_build_holds_the_lock(built, monk
         rc = proc.wait(timeout=120)
     assert rc == 0, out.read_text()
     assert str(e.value) == (f"{ggml_package.path(TSAN)} is missing (or a build of it is running: PID {proc.pid} "
-                            "of this clone holds the Conan lock): build the variant first (nox -s build -- cpu-tsan)")
+                            "of this clone holds the Conan lock): build the variant first (python -m sam3d build cpu-tsan)")
     assert ggml_package.read(TSAN).package_id != rec.package_id
 
 
@@ -333,7 +334,7 @@ def test_bundle_no_build_packs_ggml_from_the_record_without_conan(built, no_cona
     of the recorded package; without the record it stops with the build command. (A Vulkan
     variant's bundle packs libglvnd's libraries too: bundle.GLVND_LIBS, from the Debian
     packages system.VULKAN_PACKAGES installs.)"""
-    monkeypatch.setattr(CLI, "build_variants", lambda vs: pytest.fail(f"built {[v.name for v in vs]}"))
+    monkeypatch.setattr(COMMANDS, "build_variants", lambda vs: pytest.fail(f"built {[v.name for v in vs]}"))
     _fake_build(RELEASE, ggml_package.read(RELEASE).lib_dir, tmp_path)
     assert CLI.main(["bundle", "--no-build", "release"]) == 0, capsys.readouterr().err
     with tarfile.open(built.root / "build" / "bundle" / "sam3d-device.tar.gz") as t:
@@ -348,14 +349,14 @@ def test_bundle_no_build_packs_ggml_from_the_record_without_conan(built, no_cona
         assert CLI.main(["bundle", "--no-build", "release"]) == 2
     finally:
         record.write_text(text)
-    assert f"{record} is missing: build the variant first (nox -s build -- release)" in capsys.readouterr().err
+    assert f"{record} is missing: build the variant first (python -m sam3d build release)" in capsys.readouterr().err
 
 
 def test_no_record_means_not_built(built, no_conan):
     v = variants.get("vulkan-ubsan")
     with pytest.raises(NotBuilt) as e:
         ggml_package.read(v)
-    assert str(e.value) == f"{ggml_package.path(v)} is missing: build the variant first (nox -s build -- vulkan-ubsan)"
+    assert str(e.value) == f"{ggml_package.path(v)} is missing: build the variant first (python -m sam3d build vulkan-ubsan)"
 
 
 @pytest.mark.parametrize("holder, running", [("this clone", True), ("another clone", False),
@@ -372,7 +373,7 @@ def test_a_missing_record_names_a_running_build_of_this_clone_only(built, no_con
         ggml_package.read(v)
     said = f" (or a build of it is running: PID {pid} of this clone holds the Conan lock)"
     assert str(e.value) == (f"{ggml_package.path(v)} is missing{said if running else ''}: build the variant first "
-                            "(nox -s build -- vulkan-ubsan)")
+                            "(python -m sam3d build vulkan-ubsan)")
 
 
 def test_a_record_of_another_recipe_state_is_stale(built, no_conan):
@@ -380,7 +381,7 @@ def test_a_record_of_another_recipe_state_is_stale(built, no_conan):
     with _changed(recipe, recipe.read_text() + "# another state\n"), pytest.raises(NotBuilt) as e:
         ggml_package.read(RELEASE)
     assert "the GGML recipe (conan/recipes/ggml/) changed since the variant was built" in str(e.value)
-    assert str(e.value).endswith("(nox -s build -- release)")
+    assert str(e.value).endswith("(python -m sam3d build release)")
     ggml_package.read(RELEASE)  # the same state again: fresh
 
 
@@ -429,7 +430,7 @@ def test_a_record_whose_package_is_gone_is_stale(built, no_conan, what):
     finally:
         aside.rename(gone)
     assert f"{gone} of its GGML package ({rec.ref}:{rec.package_id}) is gone from the Conan cache" in str(e.value)
-    assert str(e.value).endswith("(nox -s build -- release)")
+    assert str(e.value).endswith("(python -m sam3d build release)")
 
 
 @pytest.mark.parametrize("schema", ["sam3d-ggml-package/0", "sam3d-ggml-package/1"])
@@ -437,7 +438,7 @@ def test_a_record_of_another_schema_is_stale(built, no_conan, schema):
     record = ggml_package.path(RELEASE)
     with _changed(record, _record_with(RELEASE, schema=schema)), pytest.raises(NotBuilt) as e:
         ggml_package.read(RELEASE)
-    assert f"{record}: field 'schema'" in str(e.value) and str(e.value).endswith("(nox -s build -- release)")
+    assert f"{record}: field 'schema'" in str(e.value) and str(e.value).endswith("(python -m sam3d build release)")
 
 
 def _without_folder(node: dict, tmp: Path) -> None:

@@ -225,7 +225,7 @@ def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
     manifest = {"variants": {"vk": {"backends": ["vulkan"]}, "cu": {"backends": ["cuda"]}}}
     names = {}
     for only in ("vk", "cu"):
-        tb = bundle._pack(stage, tmp_path / f"{only}.tar.gz", "top",  # pylint: disable=protected-access
+        tb = bundle._pack(stage, tmp_path / f"{only}.tar.gz", "top",
                           {"variants": {only: manifest["variants"][only]}})
         with tarfile.open(tb) as t:
             names[only] = {n.split("/")[1] for n in t.getnames() if n.count("/") >= 1}

@@ -569,7 +569,7 @@ def test_the_floor_probe_runs_beside_the_driver(tmp_path):
     from sam3d.running import driver
     release = variants.get("release")
     if not driver.path(release, driver.PROBE).is_file():
-        pytest.skip("release is not built (nox -s build -- release)")
+        pytest.skip("release is not built (python -m sam3d build release)")
     doc, why = driver.run_probe(release, "cpu", tmp_path / "p.log", upload_bytes=profile.UPLOAD_BYTES,
                                 download_bytes=profile.DOWNLOAD_BYTES, env={})
     assert why is None and doc["schema"] == driver.PROBE_SCHEMA

@@ -16,7 +16,7 @@ CTEST = paths.tool("ctest")
 def _built(name):
     v = variants.get(name)
     if not (ctest.build_folder(v) / "CTestTestfile.cmake").is_file():
-        pytest.skip(f"{name} is not built (nox -s build -- {name})")
+        pytest.skip(f"{name} is not built (python -m sam3d build {name})")
     ctest.write_presets(v)
     return v
 

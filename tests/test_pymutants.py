@@ -108,7 +108,7 @@ def test_an_unfinished_run_fails():
 
 def test_without_mutmut_the_error_names_the_bootstrap(monkeypatch, tmp_path):
     monkeypatch.setattr(pymutants.sys, "executable", str(tmp_path / "bin" / "python"))
-    with pytest.raises(pymutants.PyMutantError, match=r"run through ci/bootstrap.sh.*nox -s mutants -- --python"):
+    with pytest.raises(pymutants.PyMutantError, match=r"run through ci/bootstrap.sh.*python -m sam3d mutants --python"):
         pymutants._mutmut()
 
 

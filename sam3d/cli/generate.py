@@ -199,8 +199,8 @@ def sessions_table(noxfile: Path | None = None) -> str:
 
 
 def _subcommands(p: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
-    (sub,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access
-    helps = {c.dest: c.help for c in sub._choices_actions}  # pylint: disable=protected-access
+    (sub,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in sub._choices_actions}
     return [(name, helps.get(name, ""), s) for name, s in sub.choices.items()]
 
 
@@ -209,10 +209,10 @@ def _argument(s: argparse.ArgumentParser, a: argparse.Action) -> str:
     if a.option_strings:
         name = ", ".join(a.option_strings)
         if a.nargs != 0:
-            name += " " + fmt._format_args(a, a.dest.upper())  # pylint: disable=protected-access
+            name += " " + fmt._format_args(a, a.dest.upper())
     else:
-        name = fmt._format_args(a, a.dest)  # pylint: disable=protected-access
-    text = fmt._expand_help(a) if a.help else ""  # pylint: disable=protected-access
+        name = fmt._format_args(a, a.dest)
+    text = fmt._expand_help(a) if a.help else ""
     return f"- `{name}`" + (f": {text}" if text else "")
 
 
@@ -221,11 +221,11 @@ def cli_reference(p: argparse.ArgumentParser) -> str:
     out = []
     for name, text, s in _subcommands(p):
         fmt = argparse.HelpFormatter(s.prog, width=10_000)
-        fmt.add_usage(s.usage, s._actions, s._mutually_exclusive_groups, prefix="")  # pylint: disable=protected-access
+        fmt.add_usage(s.usage, s._actions, s._mutually_exclusive_groups, prefix="")
         out += [f"### `sam3d {name}`", "", text[:1].upper() + text[1:] + ".", "", f"    {fmt.format_help().strip()}",
                 ""]
-        actions = s._actions  # pylint: disable=protected-access
-        out += [_argument(s, a) for a in actions if not isinstance(a, argparse._HelpAction)]  # pylint: disable=protected-access
+        actions = s._actions
+        out += [_argument(s, a) for a in actions if not isinstance(a, argparse._HelpAction)]
         out.append("")
     return "\n".join(out).rstrip()
 

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from . import checks, limits, record, stats
+from .gate import ALPHA, FAIL_ON, MIN_EFFECT, UNMET
 from .evidence import markers
 from .record import Record
 from .rows import CONFIG_HEADERS, MODE_ORDER, ReportError, TableRow, config_cell, config_words, ms, order_key, rows
@@ -29,14 +30,6 @@ class MachineMismatch(ReportError):
     """Two runs were measured on different machines; compared only when forced."""
 
 
-# --fail-on: which verdicts make `compare` exit 1.
-FAIL_ON = {"slower": ("slower",), "faster": ("faster",), "any": ("slower", "faster")}
-# What else a gate (--fail-on) fails on unless --accept names it: a row on one side only, a failed
-# result on either side, a side that is not accepted evidence (its folder's NOT-ACCEPTED marker,
-# or results outside their own output checks: results/checks.py).
-UNMET = {"missing": ("only in A", "only in B"), "failed": ("not comparable (failed)",), "not-accepted": ()}
-MIN_EFFECT = 0.05
-ALPHA = 0.05
 COMPARISON_SCHEMA = "sam3d-comparison/1"
 
 

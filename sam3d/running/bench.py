@@ -79,25 +79,6 @@ def facts() -> Facts:
                  machine=provenance.machine(), commit=commit, dirty=dirty)
 
 
-def left_out_here(vs: list[Variant]) -> tuple[list[Variant], list[Variant]]:
-    """(the variants whose every backend runs on this machine, the others): a CUDA variant's CUDA
-    backend needs an NVIDIA GPU (it has no CPU implementation); Vulkan always runs, on a GPU or
-    on Mesa's lavapipe. `bench` with no variant named runs the first list only, so a first run
-    does not spend most of its time building what it cannot measure; runs() skips the CUDA
-    backend of the others when they are named."""
-    gpu = system.has_nvidia_gpu()
-    left = [v for v in vs if v.cuda and not gpu]
-    return [v for v in vs if v not in left], left
-
-
-def left_out_line(left: list[Variant]) -> str:
-    """The one line naming the variants `bench` left out, why, and how to run them."""
-    names = ", ".join(v.name for v in left)
-    return (f"sam3d bench: left out {names}: CUDA needs an NVIDIA GPU and there is none here; "
-            f"`nox -s bench -- {left[0].name}` builds it anyway (its CPU rows), "
-            "`nox -s bundle` packs the GPU variants for a GPU machine")
-
-
 def default_run_name() -> str:
     return "bench-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
@@ -115,7 +96,7 @@ def require_built(vs: list[Variant]) -> None:
         need = (driver.path(v), driver.path(v, driver.PROBE), paths.build_dir(v.name, v.build_type) / "compile_commands.json")
         missing = next((p for p in need if not p.is_file()), None)
         if missing is not None:
-            raise NotBuilt(f"{v.name} is not built ({missing} is missing): build it first (nox -s build -- {v.name}), "
+            raise NotBuilt(f"{v.name} is not built ({missing} is missing): build it first (python -m sam3d build {v.name}), "
                            "or leave --no-build out")
 
 
@@ -135,9 +116,9 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, run_name: str, images: int, w
                 shutil.copyfile(src, logs / src.name)
     glslc = provenance.glslc_version() if any(v.vulkan for v in vs) else None
     jobs = [(v, b) for v in vs for b in driver.backends(v)]
-    _, no_cuda = left_out_here(vs)  # their CUDA rows come from the GPU bundle
+    _, no_cuda = building.runs_here(vs)  # their CUDA rows come from the GPU bundle
     for v in no_cuda:
-        print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (run it on a GPU machine: nox -s bundle)", flush=True)
+        print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (pack it for a GPU machine: python -m sam3d bundle)", flush=True)
     jobs = [(v, b) for v, b in jobs if not (b == "cuda" and v in no_cuda)]
     for i, (v, b) in enumerate(jobs, 1):
         run = DriverRun(v, b, f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",

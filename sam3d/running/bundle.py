@@ -177,7 +177,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
                 binaries[canary] = build / "tests" / canary
         for name, src in binaries.items():
             if not src.is_file():
-                raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
+                raise NotBuilt(f"{src} is missing: build the variant first (python -m sam3d build {v.name})")
         vdir = stage / v.name
         (vdir / "bin").mkdir(parents=True)
         (vdir / "lib").mkdir()
@@ -199,7 +199,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         preload = ctest.preload_libs(v)
         for soname, src in preload.items():
             if not src.is_file():
-                raise NotBuilt(f"{src} is missing: build the variant first (nox -s build -- {v.name})")
+                raise NotBuilt(f"{src} is missing: build the variant first (python -m sam3d build {v.name})")
             libs[soname] = src
         files = []
         for name, src in binaries.items():

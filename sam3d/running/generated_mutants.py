@@ -609,11 +609,11 @@ def available(names: list[str], progress=print) -> list[str]:
         if presets.is_file():
             out.append(name)
         elif name in REQUIRED:
-            raise GeneratedError(f"{presets} is missing: build {name} first (nox -s build -- {name}), or leave it "
+            raise GeneratedError(f"{presets} is missing: build {name} first (python -m sam3d build {name}), or leave it "
                                  f"out by naming the variants to run (--variant release)")
         else:
             progress(f"mutants: {name} is not built ({presets} is missing): skipped; its mutants run in "
-                     f"{', '.join(n for n in names if n != name)} only (build it with nox -s build -- {name})")
+                     f"{', '.join(n for n in names if n != name)} only (build it with python -m sam3d build {name})")
     return out
 
 

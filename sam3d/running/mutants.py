@@ -148,7 +148,7 @@ def _configure(v: Variant, src: Path, build: Path, log) -> None:
     """Configures `build` from `src` exactly as the variant's own build folder was (its Conan preset)."""
     presets = paths.build_dir(v.name, v.build_type) / "generators" / "CMakePresets.json"
     if not presets.is_file():
-        raise MutantError(f"{presets} is missing: build the variant first (nox -s build -- {v.name})")
+        raise MutantError(f"{presets} is missing: build the variant first (python -m sam3d build {v.name})")
     preset = json.loads(presets.read_text())["configurePresets"][0]
     args = [paths.tool("cmake"), "-S", str(src / "native"), "-B", str(build), "-G", preset.get("generator", "Ninja")]
     toolchain = preset.get("toolchainFile") or preset.get("cacheVariables", {}).get("CMAKE_TOOLCHAIN_FILE")

@@ -38,7 +38,7 @@ LOG = "mutants-python.log"
 # mutmut's verdicts (mutmut/stats.py): what each counts as here.
 DETECTED = ("killed", "timeout", "segfault", "caught by type check")
 UNDETECTED = ("survived", "no tests")
-BOOTSTRAP = "ci/bootstrap.sh nox -s mutants -- --python"
+BOOTSTRAP = "ci/bootstrap.sh python -m sam3d mutants --python"
 
 
 class PyMutantError(Sam3dError):

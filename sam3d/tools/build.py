@@ -21,6 +21,31 @@ def prepare(vs: list[Variant]) -> None:
     conan.ensure_home(vs)
 
 
+def runs_here(vs: list[Variant]) -> tuple[list[Variant], list[Variant]]:
+    """(the variants whose every backend runs on this machine, the others): a CUDA variant's CUDA
+    backend needs an NVIDIA GPU (GGML's CUDA backend has no CPU fallback); Vulkan always runs,
+    on a GPU or on Mesa's lavapipe. build, ctest and bench with no variant named take the first
+    list only, so a first run does not spend most of its time building what it cannot run here."""
+    gpu = system.has_nvidia_gpu()
+    left = [v for v in vs if v.cuda and not gpu]
+    return [v for v in vs if v not in left], left
+
+
+def built_here(v: Variant) -> bool:
+    """Whether the variant's build folder holds what a finished build leaves: its CTest suite, the
+    core's library and compile_commands.json (the registry's ``built`` says something else: that
+    the variant has been built and tested at all, so it may take roles)."""
+    d = paths.build_dir(v.name, v.build_type)
+    return all((d / f).is_file() for f in ("CTestTestfile.cmake", "libsam3d_core.a", "compile_commands.json"))
+
+
+def left_out_line(command: str, left: list[Variant]) -> str:
+    """The one line a command with no variant named prints for the variants runs_here() left out."""
+    return (f"sam3d {command}: left out {', '.join(v.name for v in left)}: CUDA needs an NVIDIA GPU and there is "
+            f"none here; name it to {command} it anyway (`python -m sam3d {command} {left[0].name}`: its CPU "
+            "parts), or pack the GPU variants for a GPU machine (`python -m sam3d bundle`)")
+
+
 def log_path(v: Variant) -> Path:
     """The log of the variant's last real build (one that compiled something, or failed); a
     build with nothing to do leaves it alone and logs to noop_log_path()."""

@@ -133,7 +133,7 @@ def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None
     matches."""
     folder = build_folder(v)
     if not (folder / "CTestTestfile.cmake").is_file():
-        raise NotBuilt(f"{folder} has no CTest suite: build the variant first (nox -s build -- {v.name})")
+        raise NotBuilt(f"{folder} has no CTest suite: build the variant first (python -m sam3d build {v.name})")
     junit = junit_path(v, report or label)
     junit.parent.mkdir(parents=True, exist_ok=True)
     cmd = [paths.tool("ctest"), "--test-dir", str(folder), "-L", label, *OPTIONS, "--output-junit", str(junit),

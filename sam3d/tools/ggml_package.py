@@ -146,7 +146,7 @@ def expected(v: Variant) -> dict[str, str | None]:
 
 # The fix for a graph without what write() takes: it was not written by the Conan this checkout pins.
 _NOT_CONANS = ("; not the graph of `conan build --format=json` of the Conan that requirements.lock pins: "
-               "build through ci/bootstrap.sh (nox -s build)")
+               "build through ci/bootstrap.sh (ci/bootstrap.sh python -m sam3d build)")
 
 
 def _ggml_node(graph: Path, error: type[Sam3dError]) -> dict:
@@ -169,7 +169,7 @@ def write(v: Variant, graph: Path, recipe: str, error: type[Sam3dError] = Sam3dE
     --format=json --out-file` wrote, once the build has succeeded; ``recipe`` is
     recipe_sha256() as it was when the build exported the recipe (the recipe may be edited
     while GGML compiles). A graph that lacks what the record takes is ``error`` in one line."""
-    rebuild = f"nox -s build -- {v.name}"
+    rebuild = f"python -m sam3d build {v.name}"
     node = check_schema(_ggml_node(graph, error), NODE_SCHEMA, f"{graph}: {NAME}'s node", error, _NOT_CONANS)
     folder = Path(node["immutable_package_folder"])
     if not (folder / "lib").is_dir():
@@ -189,7 +189,7 @@ def write(v: Variant, graph: Path, recipe: str, error: type[Sam3dError] = Sam3dE
 def read(v: Variant) -> Record:
     """The variant's record, when it still describes its build folder's GGML (the module's
     rules); NotBuilt naming the variant's build command otherwise. No Conan call, no lock."""
-    p, rebuild = path(v), f"nox -s build -- {v.name}"
+    p, rebuild = path(v), f"python -m sam3d build {v.name}"
     if not p.is_file():
         pid = conan_lock.live_holder_in(paths.conan_home(), paths.root())  # each build holds it meanwhile
         running = f" (or a build of it is running: PID {pid} of this clone holds the Conan lock)" if pid else ""

@@ -62,14 +62,14 @@ def compile_commands_flags(v: Variant) -> dict[str, list[str]]:
     the build really used), sorted by file."""
     cc = paths.build_dir(v.name, v.build_type) / "compile_commands.json"
     if not cc.is_file():
-        raise NotBuilt(f"{cc} is missing: build the variant first (nox -s build -- {v.name})")
+        raise NotBuilt(f"{cc} is missing: build the variant first (python -m sam3d build {v.name})")
     out: dict[str, list[str]] = {}
     for e in json.loads(cc.read_text()):
         _, sep, rel = e.get("file", "").rpartition("native/")
         if sep and rel.startswith(MEASURED_SOURCES):
             out[rel] = flags_of(e.get("arguments") or shlex.split(e.get("command", "")))
     if not any(f.startswith("src/") for f in out):
-        raise NotBuilt(f"{cc} has no entry for native/src/: rebuild the variant (nox -s build -- {v.name})")
+        raise NotBuilt(f"{cc} has no entry for native/src/: rebuild the variant (python -m sam3d build {v.name})")
     return dict(sorted(out.items()))
 
 
@@ -84,7 +84,7 @@ def build_info(v: Variant, glslc: str | None) -> tuple[dict, dict, list[str]]:
         missing = [f for f in v.compile_flags if f not in fl]
         if missing:
             problems.append(f"native/{src} was compiled without the variant's {' '.join(missing)} "
-                            f"(compile_commands.json); rebuild: nox -s build -- {v.name}")
+                            f"(compile_commands.json); rebuild: python -m sam3d build {v.name}")
     build = {"compile_flags": core, "build_type": v.build_type, "sanitizer": v.sanitizer,
              "ggml_version": conan.ggml_version(), "glslc": glslc}
     extra = {"variant_compile_flags": list(v.compile_flags), "compile_commands_flags": per_file,
