@@ -16,7 +16,8 @@ ci_run_build() { ci/bootstrap.sh nox -s build -- "$@"; }
 ci_sum_build() { grep -E '^\[[0-9]+/[0-9]+\] .*: (built in|FAILED)|^sam3d build:' "$1" | sed 's/^/- /'; }
 
 # The README's test command: lint, pytest, then the normal CTest suite in every variant that runs here.
-ci_run_test() { ci/bootstrap.sh nox -s lint tests sanitize validate; }
+ci_test_command() { echo "ci/bootstrap.sh nox -s lint tests sanitize validate"; }
+ci_run_test() { $(ci_test_command); }
 ci_sum_test() {
     grep -E '[0-9]+ (passed|failed)[ ,].* in [0-9.]+s|^sam3d ctest -L' "$1" | sed 's/^=* *//; s/ *=*$//; s/^/- /'
 }
@@ -31,6 +32,33 @@ print(*(v.name for v in runs_here(select(None))[1]))'
 
 ci_run_ctest() { ci/bootstrap.sh python -m sam3d ctest --no-build -L normal "$@"; }
 ci_sum_ctest() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }
+
+# The README's commands as written: each indented line of README.md, its trailing "# note"
+# dropped, in order. A command that only makes the environment and then runs (it starts
+# `ci/bootstrap.sh true &&`: the pytest suite alone) runs in a fresh clone of this commit, where
+# nothing is built; the others here, after the build. Skipped, each in a line: the test command
+# (the test stage runs it) and the GPU machine's lines ("# there", and the import of their results
+# after them: docs/gpu.md; the device run checks them).
+readme_commands() { awk '/^```/ {f = !f} !f && /^    [^ ]/ {sub(/^    /, ""); print}' README.md; }
+ci_run_readme() {
+    local cmd there=0 rc=0 fresh
+    while IFS= read -r cmd; do
+        case $cmd in *"# there"*) there=1 ;; esac
+        cmd=${cmd%%  #*}
+        cmd=${cmd%"${cmd##*[! ]}"}
+        if [ "$cmd" = "$(ci_test_command)" ]; then echo "readme: $cmd: the test stage's command"; continue; fi
+        if [ $there = 1 ]; then echo "readme: $cmd: on the GPU machine (docs/gpu.md)"; continue; fi
+        echo "readme: $cmd"
+        case $cmd in
+            "ci/bootstrap.sh true && "*)
+                fresh=$(mktemp -d) && git clone -q . "$fresh/clone" && (cd "$fresh/clone" && bash -c "$cmd") \
+                    && rm -rf "$fresh" || { echo "readme: FAILED: $cmd (in a fresh clone, $fresh/clone)"; rc=1; } ;;
+            *) (bash -c "$cmd") || { echo "readme: FAILED: $cmd"; rc=1; } ;;
+        esac
+    done < <(readme_commands)
+    return $rc
+}
+ci_sum_readme() { grep -E '^readme: ' "$1" | sed 's/^readme: /- /'; }
 
 ci_run_sanitize() { ci/bootstrap.sh nox -s sanitize -- "$@"; }
 ci_sum_sanitize() { grep -E '^sam3d ctest -L' "$1" | sed 's/^/- /'; }

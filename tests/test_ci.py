@@ -354,3 +354,43 @@ def test_stage_functions_keep_a_log_an_exit_file_and_a_summary(tmp_path):
     assert "unknown variant 'no-such-variant'" in (tmp_path / "build.log").read_text()
     summary = (tmp_path / "summary.md").read_text()
     assert "| bootstrap | ok |" in summary and "| build | FAILED (exit 1) |" in summary
+
+
+def test_the_readme_stage_runs_each_readme_command_as_written(tmp_path):
+    """ci_run_readme: every indented line of the README in order, the note after "  #" dropped;
+    a failing one fails the stage (the rest still run); `ci/bootstrap.sh true && ...` runs in a
+    fresh clone of the commit; the test stage's command and the GPU machine's lines ("# there"
+    and what follows them) are skipped, each in a line."""
+    repo = tmp_path / "repo"
+    (repo / "ci").mkdir(parents=True)
+    shutil.copy(ROOT / "ci" / "stages.sh", repo / "ci" / "stages.sh")
+    (repo / "README.md").write_text("""# x
+
+    echo one > one.txt            # here
+
+```
+    echo not-a-command > fenced.txt
+```
+
+    false
+    ci/bootstrap.sh nox -s lint tests sanitize validate
+    ci/bootstrap.sh true && pwd > where.txt
+    echo there > there.txt        # there
+    echo after > after.txt        # here: the import
+""")
+    (repo / "ci" / "bootstrap.sh").write_text("#!/bin/sh\n[ $# -eq 0 ] || exec \"$@\"\n")
+    (repo / "ci" / "bootstrap.sh").chmod(0o755)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    r = subprocess.run(["bash", "-c", ". ci/stages.sh && ci_run_readme"], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("readme: ")]
+    assert lines == ["readme: echo one > one.txt", "readme: false", "readme: FAILED: false",
+                     "readme: ci/bootstrap.sh nox -s lint tests sanitize validate: the test stage's command",
+                     "readme: ci/bootstrap.sh true && pwd > where.txt",
+                     "readme: echo there > there.txt: on the GPU machine (docs/gpu.md)",
+                     "readme: echo after > after.txt: on the GPU machine (docs/gpu.md)"]
+    assert (repo / "one.txt").read_text() == "one\n"
+    assert not any((repo / f).exists() for f in ("fenced.txt", "there.txt", "after.txt", "where.txt"))

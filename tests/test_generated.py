@@ -139,7 +139,8 @@ def test_pages_and_docstrings_name_the_current_result_schema():
 
 def test_ci_run_runs_the_test_command_the_readme_names():
     stages = (ROOT / "ci" / "stages.sh").read_text()
-    (command,) = re.findall(r"^ci_run_test\(\) \{ (.+); \}$", stages, re.M)
+    (command,) = re.findall(r'^ci_test_command\(\) \{ echo "(.+)"; \}$', stages, re.M)
+    assert re.search(r"^ci_run_test\(\) \{ \$\(ci_test_command\); \}$", stages, re.M)
     assert f"\n    {command}\n" in (ROOT / "README.md").read_text()
     assert re.search(r"^\[ \$rc -ne 0 \] \|\| ci_stage test ", (ROOT / ".ci" / "run").read_text(), re.M)
 
