@@ -57,3 +57,14 @@ def test_no_uv_probe_noise():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "uv binary not found" not in r.stdout + r.stderr
     assert "usage: " in r.stdout
+
+
+def test_plain_nox_runs_lint_alone_the_session_that_builds_nothing():
+    """`nox -l` marks the sessions plain `nox` runs with "*": lint only, and lint names no sam3d
+    command that builds (ruff and jscpd)."""
+    listing = _nox("-l").stdout.splitlines()
+    assert [line[2:].split(" ")[0] for line in listing if line.startswith("* ")] == ["lint"]
+    src = (ROOT / "noxfile.py").read_text()
+    body = src[src.index("def lint("):src.index("\n@nox.session", src.index("def lint("))]
+    assert '"ruff", "check"' in body and '"ruff", "format", "--check"' in body and "jscpd" in body
+    assert "_sam3d(" not in body and "\"sam3d\"" not in body
