@@ -53,13 +53,24 @@ const char * row_name(Mode m);
 json mode_table_json(const std::vector<Mode> & modes);
 
 // ---------------------------------------------------------------- options (options.cpp)
+// A value of a flag with a fixed set of choices: its name on the command line and in the
+// output, and what it does. Each table lists them in enum order, the default first, and
+// `--list-modes` prints them beside the modes (the GPU bundle's run.py runs and checks them all).
+template <class T>
+struct Choice {
+    T value;
+    const char * name;
+    const char * description;
+};
 // The replay's device layout (--layout): the profile's (tensors in creation order, one GGML
 // copy per descriptor), or per-graph I/O areas (docs/contract.md, rule 10; docs/benchmark.md).
 enum class Layout { Scattered, Areas };
+extern const Choice<Layout> kLayoutTable[2];
 const char * layout_name(Layout l);
 // The order the replay issues the graphs in (--order): the profile's, or by dependency level
 // (level_order; docs/benchmark.md, "Issue order").
 enum class Order { Profile, Levels };
+extern const Choice<Order> kOrderTable[2];
 const char * order_name(Order o);
 
 struct Options {
@@ -85,6 +96,9 @@ struct Options {
     unsigned staging_copy_threads = 0;
     Layout layout = Layout::Scattered;
     Order order = Order::Profile;
+    // --uninitialized-areas: the areas are not cleared where they are created (Replay::place_areas),
+    // so a download span's read of a gap reads bytes nothing wrote (compute-sanitizer initcheck's canary).
+    bool uninitialized_areas = false;
 };
 
 // The result's name of a --backend value ("cpu" -> "CPU", "vulkan" -> "Vulkan", "cuda" -> "CUDA").

@@ -192,7 +192,7 @@ int bench(const Options & o) {
     Replay replay(profile, backend.get(), o.transfer_only);
     replay.prepare(ctx.get());
     if (o.layout == Layout::Areas) {
-        replay.place_areas(sam3d_session_staging_alignment(on));
+        replay.place_areas(sam3d_session_staging_alignment(on), !o.uninitialized_areas);
         for (Mode mode : o.modes) replay.declare_areas(sessions[mode].s);
     }
     std::unique_ptr<ggml_backend_buffer, decltype(&ggml_backend_buffer_free)> buffer(

@@ -11,7 +11,7 @@ namespace sam3d_bench {
 
 void die(int code, const std::string & message) { throw Error(code, message); }
 
-const char * const kModesSchema = "sam3d-bench-modes/1";
+const char * const kModesSchema = "sam3d-bench-modes/2";
 
 // In the order the output lists the rows (the default protocol first).
 const ModeInfo kModeTable[kModeCount] = {
@@ -27,7 +27,29 @@ const ModeInfo kModeTable[kModeCount] = {
      "the synchronous graph, and at the end of the image"},
 };
 
+// The device layouts (--layout) and issue orders (--order), the default first.
+const Choice<Layout> kLayoutTable[2] = {
+    {Layout::Scattered, "scattered", "the profile's: tensors in creation order, one GGML copy per descriptor"},
+    {Layout::Areas, "areas",
+     "each graph's inputs and outputs in one declared area each (coalesced copies, rule 10)"},
+};
+const Choice<Order> kOrderTable[2] = {
+    {Order::Profile, "profile", "the profile's"},
+    {Order::Levels, "levels", "by dependency level, each level's graphs together (queued waits on older calls)"},
+};
+
 const char * row_name(Mode m) { return kModeTable[m].row; }
+
+namespace {
+
+template <class T, size_t N>
+json choices_json(const Choice<T> (&table)[N]) {
+    json out = json::array();
+    for (const Choice<T> & c : table) out.push_back(json{{"name", c.name}, {"description", c.description}});
+    return out;
+}
+
+}  // namespace
 
 json mode_table_json(const std::vector<Mode> & modes) {
     json out = json::array();
@@ -35,7 +57,8 @@ json mode_table_json(const std::vector<Mode> & modes) {
         const ModeInfo & i = kModeTable[m];
         out.push_back(json{{"name", i.name}, {"row", i.row}, {"required", i.required}, {"description", i.description}});
     }
-    return json{{"schema", kModesSchema}, {"modes", out}};
+    return json{{"schema", kModesSchema}, {"modes", out}, {"layouts", choices_json(kLayoutTable)},
+                {"orders", choices_json(kOrderTable)}};
 }
 
 namespace {
@@ -62,11 +85,14 @@ std::string usage() {
          "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
          "  --staging-copy-threads N  the batched sessions' threads copying each piece, the caller's\n"
          "              included (default: SAM3D_STAGING_COPY_THREADS, at most the processors)\n"
-         "  --layout scattered|areas  the device layout: the profile's (default), or each graph's inputs\n"
-         "              and outputs in one declared area each (coalesced copies, rule 10)\n"
-         "  --order profile|levels  the order the graphs are issued in: the profile's (default), or by\n"
-         "              dependency level, each level's graphs together (queued waits on older calls)\n"
-         "  --list-modes  print the mode table (or the --modes given) as JSON and exit\n"
+         "  --layout L  the device layout (default scattered):\n";
+    for (const Choice<Layout> & c : kLayoutTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
+    u += "  --order O   the order the graphs are issued in (default profile):\n";
+    for (const Choice<Order> & c : kOrderTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
+    u += "  --uninitialized-areas  leave the areas layout's areas unwritten where no tensor lies (the replay\n"
+         "              clears them once; this is the canary compute-sanitizer initcheck must report)\n"
+         "  --list-modes  print the mode table (or the --modes given), the layouts and the orders as JSON\n"
+         "              and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
 }
@@ -91,6 +117,17 @@ size_t parse_piece_bytes(const std::string & flag, const char * v) {
         die(1, flag + " " + v + ": expected bytes from 1 to " + std::to_string(SAM3D_STAGING_BOUND_BYTES) + ", or max");
     }
     return static_cast<size_t>(x);
+}
+
+// The value of a table's flag (--layout, --order), or a one-line refusal naming the choices.
+template <class T, size_t N>
+T parse_choice(const std::string & flag, const std::string & v, const Choice<T> (&table)[N]) {
+    std::string names;
+    for (const Choice<T> & c : table) {
+        if (v == c.name) return c.value;
+        names += std::string(names.empty() ? "" : ", ") + c.name;
+    }
+    die(1, flag + " " + v + ": expected one of " + names);
 }
 
 // The --modes value as modes in table order; refuses unknown and missing required names.
@@ -131,8 +168,8 @@ Options parse_args(int argc, char ** argv) {
             std::fputs(usage().c_str(), stdout);
             std::exit(0);
         }
-        if (a == "--transfer-only" || a == "--list-modes") {
-            (a == "--transfer-only" ? o.transfer_only : o.list_modes) = true;
+        if (a == "--transfer-only" || a == "--list-modes" || a == "--uninitialized-areas") {
+            (a == "--transfer-only" ? o.transfer_only : a == "--list-modes" ? o.list_modes : o.uninitialized_areas) = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -158,13 +195,9 @@ Options parse_args(int argc, char ** argv) {
         } else if (a == "--staging-piece-bytes") {
             o.staging_piece_bytes = parse_piece_bytes(a, v);
         } else if (a == "--layout") {
-            const std::string l = v;
-            if (l != "scattered" && l != "areas") die(1, a + " " + l + ": expected scattered or areas");
-            o.layout = l == "areas" ? Layout::Areas : Layout::Scattered;
+            o.layout = parse_choice(a, v, kLayoutTable);
         } else if (a == "--order") {
-            const std::string l = v;
-            if (l != "profile" && l != "levels") die(1, a + " " + l + ": expected profile or levels");
-            o.order = l == "levels" ? Order::Levels : Order::Profile;
+            o.order = parse_choice(a, v, kOrderTable);
         } else if (a == "--staging-copy-threads") {
             const int n = parse_int(a, v, 1);
             if (n > static_cast<int>(SAM3D_STAGING_COPY_THREADS_MAX)) {
@@ -189,8 +222,8 @@ Options parse_args(int argc, char ** argv) {
     return o;
 }
 
-const char * layout_name(Layout l) { return l == Layout::Areas ? "areas" : "scattered"; }
-const char * order_name(Order o) { return o == Order::Levels ? "levels" : "profile"; }
+const char * layout_name(Layout l) { return kLayoutTable[static_cast<int>(l)].name; }
+const char * order_name(Order o) { return kOrderTable[static_cast<int>(o)].name; }
 
 const char * backend_name(const std::string & backend) {
     static const std::pair<const char *, const char *> kBackends[] = {

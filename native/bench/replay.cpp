@@ -124,7 +124,7 @@ struct Replay::State {
 
     static size_t aligned(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-    void place_areas(size_t staging_alignment) {
+    void place_areas(size_t staging_alignment, bool clear) {
         area_alignment = std::max(ggml_backend_get_alignment(backend), std::max<size_t>(staging_alignment, 1));
         const size_t ng = graphs.size();
         ggml_init_params ip = {ggml_tensor_overhead() * 2 * ng, nullptr, true};
@@ -146,6 +146,9 @@ struct Replay::State {
         }
         area_buffer = ggml_backend_alloc_ctx_tensors(area_ctx, backend);
         if (!area_buffer) die(1, "allocating the I/O areas failed");
+        // Once, where the areas are created: a coalesced download span reads the gaps between
+        // outputs (rule 10), which no tensor write ever reaches; cleared, they hold defined bytes.
+        if (clear) ggml_backend_buffer_clear(area_buffer, 0);
         for (size_t g = 0; g < ng; ++g) {
             for (int out = 0; out < 2; ++out) {
                 const std::vector<ggml_tensor *> & ts = out ? graphs[g].outputs : graphs[g].inputs;
@@ -421,7 +424,7 @@ size_t Replay::context_bytes(const Profile & profile) {
 
 void Replay::prepare(ggml_context * ctx) { s_->prepare(ctx); }
 void Replay::fill_outputs() { s_->fill_outputs(); }
-void Replay::place_areas(size_t staging_alignment) { s_->place_areas(staging_alignment); }
+void Replay::place_areas(size_t staging_alignment, bool clear) { s_->place_areas(staging_alignment, clear); }
 void Replay::declare_areas(sam3d_session * s) { s_->declare_areas(s); }
 double Replay::run(sam3d_session * s, Mode mode, int data) { return s_->run(s, mode, data); }
 std::string Replay::digest(Mode mode) { return s_->digest(mode); }

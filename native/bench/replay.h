@@ -25,8 +25,11 @@ class Replay {
     // outputs in one output area (ggml_backend_tensor_alloc, at offsets aligned to the larger of
     // the device's and the staging alignment), in a buffer of their own, before the rest of the
     // context is allocated; zero-copy slots are then requested at the same aligned sizes, so
-    // a call's slots lie as far apart as its tensors. Declare the areas with declare_areas.
-    void place_areas(size_t staging_alignment);
+    // a call's slots lie as far apart as its tensors. `clear`: the area buffer is cleared once
+    // (ggml_backend_buffer_clear), so the gaps a coalesced download reads hold defined bytes
+    // (docs/contract.md, rule 10); false only for compute-sanitizer initcheck's canary
+    // (--uninitialized-areas). Declare the areas with declare_areas.
+    void place_areas(size_t staging_alignment, bool clear);
     // sam3d_session_add_area of every area on `s` (none in the scattered layout).
     void declare_areas(sam3d_session * s);
     // Transfer-only replay: writes the fixed pattern into the output tensors (after allocation).

@@ -196,7 +196,9 @@ sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * ou
 
 // Declares the bytes of `area` (its data, ggml_nbytes of them) the caller's own whole (rule 10):
 // a batched call may then copy descriptors inside it as one range across the gaps between them,
-// writing the gap bytes on the device, on upload, with unspecified values.
+// writing the gap bytes on the device, on upload, with unspecified values, and reading them on
+// download: initialize the area once where it is created (ggml_backend_buffer_clear of its
+// buffer, or one ggml_backend_tensor_set over it), or downloads read bytes nothing wrote.
 // Held until sam3d_session_remove_area or the session's free (remove it before freeing its
 // buffer); areas may not overlap.
 // Errors: SAM3D_ERR_INVALID_ARGUMENT (null session, overlaps a declared area), SAM3D_ERR_NULL_TENSOR,
