@@ -162,6 +162,19 @@ def test_mandatory_waits_follow_the_issue_order(make_result):
     d["order"] = "profile"
     r = _rec(d)
     assert limits.limit(r, _row(r, "queued")).round_trips == 55
+    # the order the driver recorded it issued (extra.issue_order) is the one counted, whatever the
+    # order field says; a file without it is counted in the order its field names
+    names = [g["name"] for g in prof["graphs"]]
+    d["order"] = "levels"
+    d["extra"]["issue_order"] = names
+    r = _rec(d)
+    assert limits.limit(r, _row(r, "queued")).round_trips == 55
+    d["extra"]["issue_order"] = [names[g] for g in profile.level_order(prof)]
+    r = _rec(d)
+    assert limits.limit(r, _row(r, "queued")).round_trips == 57
+    assert limits.issued(prof, names[:-1]) is None and limits.issued(prof, names[:-1] + names[:1]) is None
+    del d["extra"]["issue_order"]
+    d["order"] = "profile"
     # a version-3 file: the order in extra.graph_order, transfer-only as the backend's suffix
     v3 = _doc(make_result, floor=1.5, rt_download=0.03)
     v3.update(schema="sam3d-bench-result/3", backend="Vulkan (transfer-only)")

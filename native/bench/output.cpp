@@ -154,6 +154,9 @@ json document(const Measured & m, const Checks & c) {
     doc["extra"]["staging_piece_bytes"] = o.staging_piece_bytes;
     doc["extra"]["layout"] = layout_name(o.layout);
     doc["extra"]["graph_order"] = order_name(o.order);
+    json issued = json::array();  // the graphs' names in the order they were issued
+    for (size_t g : m.profile->order) issued.push_back(m.profile->graphs[g].name);
+    doc["extra"]["issue_order"] = issued;
     doc["extra"]["staging_copy_threads"] = sam3d_session_copy_threads(m.runs[kOn].session);
     return doc;
 }

@@ -211,6 +211,13 @@ def profile_of(result: Record) -> dict | None:
     return prof if result.profile_sha256() == sha else None
 
 
+def issued(prof: dict, names: list[str]) -> list[int] | None:
+    """The issue order a result records (its graphs' names, extra.issue_order) as positions ->
+    graph indices of ``prof``; None when the names are not the profile's graphs, each once."""
+    index = {g["name"]: i for i, g in enumerate(prof["graphs"])}
+    return [index[n] for n in names] if sorted(names) == sorted(index) else None
+
+
 @dataclass(frozen=True)
 class Limit:
     """One row's modelled limit (ms) and its terms, with the waits the mode made (None when the
@@ -275,7 +282,8 @@ def limit(result: Record, row: Row | None) -> Limit | None:
     if mode == "queued":
         facts = x.modes.get(mode)
         alignment = (facts.staging_alignment if facts else None) or 1
-        order = profiles.level_order(prof) if result.order == "levels" else None
+        order = issued(prof, x.issue_order) if x.issue_order is not None else (
+            profiles.level_order(prof) if result.order == "levels" else None)  # files before issue_order
         waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment, order=order)
         count = waits.total
     else:

@@ -291,6 +291,9 @@ class Extra(_Open):
     floor_probe_error: str | None = None
     modes: dict[str, ModeFacts] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list, description="what the driver found wrong")
+    issue_order: list[str] | None = Field(
+        None, description="the graphs' names in the order the driver issued them (its --order); absent in "
+                          "files written before the driver recorded it")
 
 
 # The configuration fields beyond variant, backend and device: a row of the table is one value
