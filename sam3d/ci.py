@@ -30,10 +30,10 @@ from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
+from .device.run import junit_counts
 from .results.evidence import markers
 from .results.record import ResultError, read, result_files
 from .results.stats import change
-from .running.bundle_run import junit_counts
 
 # os slug (used in job, artifact and run names) -> the container image the job runs in.
 CONTAINERS: dict[str, str] = {

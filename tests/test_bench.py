@@ -74,48 +74,56 @@ def test_asan_leaves_the_shadow_gap_to_the_cuda_driver_in_cuda_variants_only():
 
 
 def test_gpu_runner_env_for_cuda_requires_a_device_and_strips_inherited_flags(monkeypatch, tmp_path):
-    from sam3d.running import bundle_run
+    from sam3d.device import run as device_run
+    from sam3d.running import bundle
+    bundle.pack_program(tmp_path)  # the registry's sanitizer options beside run.pyz
+    monkeypatch.setattr(device_run, "HERE", tmp_path)
     monkeypatch.setattr(os, "environ", dict(INHERITED, LD_LIBRARY_PATH="/x"))
     vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["cuda"], "cuda_libs": ["libcudart.so.13"]}
-    env = bundle_run.variant_env("cuda-asan", vm, [str(tmp_path)])
+    env = device_run.variant_env("cuda-asan", vm, ["/cuda/lib"])
     assert env["SAM3D_REQUIRE_CUDA_DEVICE"] == "1"
     assert "protect_shadow_gap=0" in env["ASAN_OPTIONS"]
-    assert env["LD_LIBRARY_PATH"] == f"{bundle_run.HERE / 'cuda-asan' / 'lib'}:{tmp_path}:/x"
+    assert env["LSAN_OPTIONS"].startswith(f"suppressions={tmp_path / 'lsan.supp'}:")
+    assert env["LD_LIBRARY_PATH"] == f"{tmp_path / 'cuda-asan' / 'lib'}:/cuda/lib:/x"
     assert not set(INHERITED) & set(env)
-    vk = bundle_run.variant_env("release", {"sanitizer": None})  # a manifest before CUDA: Vulkan
+    vk = device_run.variant_env("release", {"sanitizer": None})  # a manifest before CUDA: Vulkan
     assert "SAM3D_REQUIRE_CUDA_DEVICE" not in vk
 
 
 def test_gpu_runner_preloads_what_the_manifest_names_ahead_of_an_inherited_preload(monkeypatch, tmp_path):
     """vulkan-asan's runs preload the registry's vulkan_preload (docs/gpu.md, "vulkan-asan on
-    NVIDIA"); a missing library or a path ld.so would split stops run.py, naming it."""
-    from sam3d.running import bundle_run
+    NVIDIA"); a missing library or a path ld.so would split stops run.pyz, naming it."""
+    from sam3d.device import run as device_run
+    from sam3d.running import bundle
     monkeypatch.setattr(os, "environ", {"LD_PRELOAD": "/other.so"})
     lib = tmp_path / "vulkan-asan" / "lib" / "libsam3d_keep_loaded.so"
     lib.parent.mkdir(parents=True)
     lib.write_bytes(b"")
-    monkeypatch.setattr(bundle_run, "HERE", tmp_path)
+    bundle.pack_program(tmp_path)
+    monkeypatch.setattr(device_run, "HERE", tmp_path)
     vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["vulkan"],
           "preload": ["vulkan-asan/lib/libsam3d_keep_loaded.so"]}
-    assert bundle_run.variant_env("vulkan-asan", vm)["LD_PRELOAD"] == f"{lib}:/other.so"
-    assert bundle_run.variant_env("release", {"sanitizer": None}).get("LD_PRELOAD") == "/other.so"
+    assert device_run.variant_env("vulkan-asan", vm)["LD_PRELOAD"] == f"{lib}:/other.so"
+    assert device_run.variant_env("release", {"sanitizer": None}).get("LD_PRELOAD") == "/other.so"
     lib.unlink()
     with pytest.raises(SystemExit, match=f"vulkan-asan: {lib} is missing"):
-        bundle_run.variant_env("vulkan-asan", vm)
+        device_run.variant_env("vulkan-asan", vm)
     spaced = tmp_path / "GPU runs"
     (spaced / "vulkan-asan" / "lib").mkdir(parents=True)
     (spaced / "vulkan-asan" / "lib" / "libsam3d_keep_loaded.so").write_bytes(b"")
-    monkeypatch.setattr(bundle_run, "HERE", spaced)
+    bundle.pack_program(spaced)
+    monkeypatch.setattr(device_run, "HERE", spaced)
     with pytest.raises(SystemExit, match="space or colon cannot be preloaded"):
-        bundle_run.variant_env("vulkan-asan", vm)
+        device_run.variant_env("vulkan-asan", vm)
     assert variants.get("vulkan-asan").preloads == ("sam3d_keep_loaded",)
     assert variants.get("cuda-asan").preloads == variants.get("release").preloads == ()
 
 
 def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatch, tmp_path):
     """A bundle of a variant with preloads carries each library in its lib/, the manifest names it
-    relative to run.py, and the runner's LD_PRELOAD is that file; ctest's is the build's."""
-    from sam3d.running import bundle, bundle_run
+    relative to run.pyz, and the runner's LD_PRELOAD is that file; ctest's is the build's."""
+    from sam3d.device import run as device_run
+    from sam3d.running import bundle
     v = variants.get("vulkan-asan")
     libs = driver.ctest.preload_libs(v)
     if not all(p.is_file() for p in libs.values()) or not (driver.ctest.build_folder(v) / "tests" / "device").is_dir():
@@ -128,15 +136,15 @@ def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatc
     for rel in vm["preload"]:  # the keeper (debug info split off, as every packed file's)
         assert " T dlclose" in subprocess.run(["nm", "-D", "--defined-only", str(stage / rel)],
                                               capture_output=True, text=True, check=True).stdout
-    monkeypatch.setattr(bundle_run, "HERE", stage)
+    monkeypatch.setattr(device_run, "HERE", stage)
     monkeypatch.setattr(os, "environ", {})
-    assert bundle_run.variant_env(v.name, vm)["LD_PRELOAD"] == ":".join(str(stage / r) for r in vm["preload"])
+    assert device_run.variant_env(v.name, vm)["LD_PRELOAD"] == ":".join(str(stage / r) for r in vm["preload"])
 
 
 def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders(tmp_path, monkeypatch):
     """The layouts of NVIDIA's wheels: nvidia/cu13/lib (CUDA 13) and nvidia/<name>/lib (CUDA 12);
     a missing soname is named with the other versions seen."""
-    from sam3d.running import bundle_run
+    from sam3d.device import run as device_run
     site = tmp_path / "opt" / "lib" / "python3.12" / "site-packages"
     for rel in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcublas.so.13",
                 "nvidia/cublas/lib/libcublasLt.so.12"):
@@ -147,23 +155,23 @@ def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders
     python.chmod(0o755)
     monkeypatch.setenv("LD_LIBRARY_PATH", "")
     # This machine's own places (/usr/local/cuda, ldconfig) are searched too: keep only the environment's.
-    dirs = [d for d in bundle_run.cuda_lib_dirs([str(python)]) if tmp_path in d.parents]
+    dirs = [d for d in device_run.cuda_lib_dirs([str(python)]) if tmp_path in d.parents]
     assert dirs == [site / "nvidia/cu13/lib", site / "nvidia/cublas/lib"]
-    found, problems = bundle_run.find_cuda_libs(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"], dirs)
+    found, problems = device_run.find_cuda_libs(["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13"], dirs)
     assert found == {"libcudart.so.13": site / "nvidia/cu13/lib", "libcublas.so.13": site / "nvidia/cu13/lib"}
     assert len(problems) == 1 and problems[0].startswith("libcublasLt.so.13 not found (other versions: ")
     assert "libcublasLt.so.12" in problems[0]
 
 
 def test_gpu_runner_names_the_wheels_to_install_when_cuda_libraries_are_missing(monkeypatch):
-    from sam3d.running import bundle_run
-    monkeypatch.setattr(bundle_run, "cuda_lib_dirs", lambda pythons: [])
+    from sam3d.device import run as device_run
+    monkeypatch.setattr(device_run, "cuda_lib_dirs", lambda pythons: [])
     vm = {"cuda_libs": ["libcudart.so.13"], "cuda_runtime_wheels": ["nvidia-cuda-runtime==13.0.96"]}
-    info, why = bundle_run.cuda_check(vm, [])
+    info, why = device_run.cuda_check(vm, [])
     assert info is None
     assert why.startswith("libcudart.so.13 not found. Searched LD_LIBRARY_PATH")
     assert "ENV/bin/pip install nvidia-cuda-runtime==13.0.96" in why and "--cuda-python" in why
-    assert bundle_run.cuda_check({"cuda_libs": []}, []) == ({"lib_dirs": []}, None)
+    assert device_run.cuda_check({"cuda_libs": []}, []) == ({"lib_dirs": []}, None)
 
 
 def test_base_environment_is_not_modified():
@@ -485,7 +493,7 @@ def test_driver_output_must_carry_its_schema(tmp_path):
 def test_junit_counts_read_googletest_xml(tmp_path):
     """The GPU runner's counts from a real GoogleTest XML report: the device tests skip without
     a GPU, a normal case passes, and a filter naming no case leaves an empty report."""
-    from sam3d.running import bundle_run
+    from sam3d.device import run as device_run
     from sam3d.tools import ctest as ctest_tool
     folder = ctest_tool.build_folder(variants.get("release"))
     device = folder / "tests" / "device" / "sam3d_device_tests"
@@ -500,7 +508,7 @@ def test_junit_counts_read_googletest_xml(tmp_path):
         report = tmp_path / f"r{i}.xml"
         subprocess.run([str(binary), f"--gtest_filter={filt}", f"--gtest_output=xml:{report}"], env=env,
                        capture_output=True, timeout=120, check=False)
-        counts.append(bundle_run.junit_counts(report))
+        counts.append(device_run.junit_counts(report))
     assert counts == [(0, 0, 1), (1, 0, 0), (0, 0, 0)]
 
 
@@ -510,7 +518,7 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
 
     from sam3d.running import bundle
     stage = tmp_path / "stage"
-    for rel in ("run.py", "host.py", "lsan.supp", "release/bin/sam3d_bench", "cuda-release/lib/libggml-cuda.so"):
+    for rel in ("run.pyz", "sanitizers.json", "lsan.supp", "release/bin/sam3d_bench", "cuda-release/lib/libggml-cuda.so"):
         (stage / rel).parent.mkdir(parents=True, exist_ok=True)
         (stage / rel).write_text(rel)
     (stage / "manifest.json").write_text("{}")
@@ -520,7 +528,7 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
         names = sorted(n for n in t.getnames() if not t.getmember(n).isdir())
         packed = json.loads(t.extractfile("sam3d-device-cuda-release/manifest.json").read())
     assert names == ["sam3d-device-cuda-release/" + n for n in
-                     ("cuda-release/lib/libggml-cuda.so", "host.py", "lsan.supp", "manifest.json", "run.py")]
+                     ("cuda-release/lib/libggml-cuda.so", "lsan.supp", "manifest.json", "run.pyz", "sanitizers.json")]
     assert packed == manifest
 
 
@@ -533,7 +541,7 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     for name, n in sizes.items():
         (stage / name / "bin").mkdir(parents=True)
         (stage / name / "bin" / "payload").write_bytes(os.urandom(n))
-    (stage / "run.py").write_text("run")
+    (stage / "run.pyz").write_text("run")
     manifest = {"bundle": "sam3d-device", "variants": {name: {} for name in sizes}}
     out = tmp_path / "out"
     out.mkdir()
@@ -553,8 +561,26 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     ("80-virtual", (9, 0), True), ("90-virtual", (8, 9), False), ("80", (12, 0), True), ("80-real;90-real", (9, 0), True),
     ("native", (7, 5), True), ("", (9, 0), False)])
 def test_cuda_code_runs_on_a_compute_capability_by_nvidias_rules(archs, cc, runs):
-    from sam3d.running import bundle_run
-    assert bundle_run.runs_on(archs, cc) is runs
+    from sam3d.device import run as device_run
+    assert device_run.runs_on(archs, cc) is runs
+
+
+def test_the_driver_records_the_order_it_issued_and_its_levels_are_the_python_twin_s(tmp_path):
+    """sam3d_bench --order levels writes the graphs' names in the order it issued them
+    (extra.issue_order, which the limit model counts); for the results written before it, the
+    model recomputes the order with sam3d/core/profile.py's level_order, which must agree."""
+    exe = driver.path(RELEASE)
+    if not exe.is_file():
+        pytest.skip("release is not built (nox -s build -- release)")
+    p = profile.load()
+    r = subprocess.run([str(exe), "--profile", str(profile.path()), "--backend", "cpu", "--warmups", "0", "--images",
+                        "1", "--order", "levels", "--transfer-only", "--out", str(tmp_path / "o.json")],
+                       capture_output=True, text=True, check=False, timeout=300,
+                       env=driver.driver_env(RELEASE, dict(os.environ)))
+    assert r.returncode == 0, r.stderr
+    issued = json.loads((tmp_path / "o.json").read_text())["extra"]["issue_order"]
+    assert issued == [p["graphs"][g]["name"] for g in profile.level_order(p)]
+    assert issued != [g["name"] for g in p["graphs"]]
 
 
 def test_the_driver_refuses_an_upload_fed_twice(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import yaml
 
 from sam3d import ci
 from sam3d.core import variants
+from sam3d.device import run as device_run
 from sam3d.results import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +129,26 @@ def test_workflow_wiring():
     assert "self-hosted" in jobs["gpu"]["runs-on"] and "inputs.gpu" in jobs["gpu"]["if"]
     assert jobs["merge"]["if"] == "${{ always() }}"
     assert set(jobs["merge"]["needs"]) == {"matrix", "variant", "bundle", "gpu"}
+
+
+
+def test_the_gpu_job_runs_the_bundle_and_both_checkers_over_every_configuration_the_driver_lists():
+    """The GPU job's run.pyz commands parse with run.pyz's own flags; the benchmark takes every
+    mode, layout and order from the driver ("all"), and each checker runs even after a failed
+    step before it, into a folder of its own that is uploaded."""
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["gpu"]["steps"]
+    commands = [line.strip() for st in steps for line in st.get("run", "").splitlines()
+                if line.strip().startswith("python3 sam3d-device/run.pyz ")]
+    parsed = [device_run.parser(["release"]).parse_args(shlex.split(c)[2:]) for c in commands]
+    plain, validation, sanitizer = parsed
+    assert (plain.modes, plain.layout, plain.order, plain.transfer_only) == ("all", "all", "all", True)
+    assert validation.vulkan_validation and not validation.compute_sanitizer
+    assert sanitizer.compute_sanitizer == "all" and not sanitizer.vulkan_validation
+    assert len({str(a.out) for a in parsed}) == 3
+    checks = [st for st in steps if "--vulkan-validation" in st.get("run", "") or "--compute-sanitizer" in st.get("run", "")]
+    assert [st.get("if") for st in checks] == ["${{ !cancelled() }}"] * 2
+    uploaded = {st["with"]["path"].rstrip("/") for st in steps if st.get("uses", "").startswith("actions/upload-artifact@")}
+    assert all(any(a.out == Path(p) or Path(p) in a.out.parents for p in uploaded) for a in parsed)
 
 
 # --- completeness check --------------------------------------------------------------------

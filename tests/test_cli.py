@@ -69,7 +69,7 @@ def test_version_and_console_script():
 
 
 def _summary(tmp_path, **change):
-    """A summary.json as run.py writes it (one variant, one benchmark entry), with ``change``
+    """A summary.json as run.pyz writes it (one variant, one benchmark entry), with ``change``
     applied as dotted paths."""
     s = {"machine": {"hostname": "gpu-host", "cpu": "x", "os": "Linux", "glibc": "2.39", "gpu": ""},
          "manifest": {"profile": {"sha256": "a" * 64, "version": 1}, "git_commit": "0" * 40, "build_machine": {},
@@ -125,7 +125,7 @@ _DEFAULT = {"layout": "scattered", "order": "profile", "transfer_only": False, "
      {"layout": "areas", "order": "levels", "transfer_only": True}),
 ])
 def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, configuration):
-    """A failed bench run (no driver output) is imported under the configuration run.py's
+    """A failed bench run (no driver output) is imported under the configuration run.pyz's
     summary entry records (layout, issue order, transfer-only, Vulkan transfer queue), so it never lands in
     another configuration's row of the table."""
     raw = _summary(tmp_path, variants__release__bench=[{"exit_code": 1, "driver_output": None,
@@ -301,12 +301,15 @@ def test_bench_no_build_of_an_unbuilt_variant_refuses_at_once(monkeypatch, tmp_p
     assert not (tmp_path / "generated" / "diagnostics" / "unbuilt").exists()
 
 
-def test_checked_replays_are_listed_per_layout(tmp_path):
-    """run.py runs a checked replay per --layout (bundle_run.run_checked): the device-tests
-    table names the areas one apart from the scattered one, and a finding in it names its
-    layout among the reasons the evidence is not accepted."""
+def test_checked_replays_are_listed_per_configuration(tmp_path):
+    """run.pyz runs a checked replay per layout, order and compute or transfer-only (device/run.py
+    run_checked): the device-tests table names each apart, and a finding in one names its
+    configuration among the reasons the evidence is not accepted."""
     replays = [{"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "scattered", "sanitizer_errors": 0},
-               {"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "areas", "sanitizer_errors": 2}]
+               {"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "areas", "graph_order": "profile",
+                "transfer_only": False, "sanitizer_errors": 0},
+               {"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "areas", "graph_order": "levels",
+                "transfer_only": True, "sanitizer_errors": 2}]
     raw = _summary(tmp_path, variants__release__checked_replays=replays, variants__release__bench=[],
                    manifest__variants__release__build={"compile_flags": ["-O2"], "build_type": "Release",
                                                        "ggml_version": "0.20.2"})
@@ -314,10 +317,32 @@ def test_checked_replays_are_listed_per_layout(tmp_path):
     assert "Traceback" not in r.stderr
     folder = tmp_path / "root" / "generated" / "diagnostics" / "checked"
     tests_md = (folder / "device-tests.md").read_text()
-    assert "| cuda replay, 1 image (memcheck) " in tests_md
-    assert "| cuda replay, 1 image, areas layout (memcheck) " in tests_md
+    assert "| cuda replay, 1 image, scattered layout (memcheck) " in tests_md
+    assert "| cuda replay, 1 image, areas layout, profile order (memcheck) " in tests_md
+    assert "| cuda replay, 1 image, areas layout, levels order, transfer-only (memcheck) " in tests_md
     assert (folder / "NOT-ACCEPTED").read_text().strip() == \
-        "release: the checked replay, areas layout (memcheck): exit 0, 2 compute-sanitizer error(s)"
+        "release: the checked replay, areas layout, levels order, transfer-only (memcheck): exit 0, 2 compute-sanitizer error(s)"
+
+
+def test_the_folders_of_a_split_matrix_import_into_one_evidence_folder(tmp_path):
+    """A checker matrix split over run.pyz commands (per checker here) is imported in one call:
+    one device-tests table with the runs of every folder, the findings of any one keeping the
+    evidence from being accepted."""
+    build = {"compile_flags": ["-O2"], "build_type": "Release", "ggml_version": "0.20.2"}
+    raws = []
+    for tool, errors in (("memcheck", 0), ("initcheck", 3)):
+        (tmp_path / tool).mkdir()
+        replay = {"backend": "cuda", "exit_code": 0, "checker": tool, "layout": "areas", "graph_order": "levels",
+                  "transfer_only": False, "sanitizer_errors": errors}
+        raws.append(str(_summary(tmp_path / tool, variants__release__checked_replays=[replay],
+                                 variants__release__bench=[], manifest__variants__release__build=build)))
+    r = _run("device-import", *raws, "--name", "split", root=tmp_path / "root")
+    assert "Traceback" not in r.stderr
+    folder = tmp_path / "root" / "generated" / "diagnostics" / "split"
+    tests_md = (folder / "device-tests.md").read_text()
+    assert "areas layout, levels order (memcheck)" in tests_md and "areas layout, levels order (initcheck)" in tests_md
+    assert (folder / "NOT-ACCEPTED").read_text().strip() == \
+        "release: the checked replay, areas layout, levels order (initcheck): exit 0, 3 compute-sanitizer error(s)"
 
 
 def test_every_command_says_what_it_does_in_its_own_help(capsys):

@@ -7,7 +7,6 @@ matrix and the README table with no other edit than its registry entry."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -21,7 +20,8 @@ import pytest
 
 from sam3d.cli import generate
 from sam3d.cli.main import parser
-from sam3d.core import host, variants
+from sam3d.core import variants
+from sam3d.device import host, run
 from sam3d.results import record
 from sam3d.running import bundle
 
@@ -102,15 +102,16 @@ def test_ggml_recipe_switches_are_the_registry_s():
             assert got == v.ggml_switches, (setting, cuda)
 
 
-def test_the_bundle_s_host_py_gives_the_same_sanitizer_options(tmp_path):
-    bundle.pack_host(tmp_path)
-    spec = importlib.util.spec_from_file_location("host", tmp_path / "host.py")
-    packed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(packed)
+def test_the_bundle_s_sanitizer_options_are_the_registry_s(tmp_path):
+    """run.pyz reads the registry's sanitizer options from the file the bundle writes beside it
+    (run.RUNTIME_FILE): for every setting the same options as the build machine's tests."""
+    bundle.pack_program(tmp_path)
+    packed = json.loads((tmp_path / run.RUNTIME_FILE).read_text())
     for setting in (None, *variants.SANITIZER_SETTINGS):
         for cuda in (False, True):
-            assert packed.sanitizer_env(setting, tmp_path, cuda) == host.sanitizer_env(setting, tmp_path, cuda)
-    asan = host.sanitizer_env("Address", tmp_path, cuda=True)
+            assert (host.sanitizer_env(packed, setting, tmp_path, cuda)
+                    == host.sanitizer_env(variants.sanitizer_runtime(), setting, tmp_path, cuda))
+    asan = host.sanitizer_env(packed, "Address", tmp_path, cuda=True)
     assert asan["ASAN_OPTIONS"].endswith(":protect_shadow_gap=0")
     assert asan["LSAN_OPTIONS"].startswith(f"suppressions={tmp_path / 'lsan.supp'}:")
 

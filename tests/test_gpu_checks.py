@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sam3d.core import gpu_checks, paths, variants
+from sam3d.core import paths, variants
+from sam3d.device import gpu_checks
 from sam3d.running import validation
 from sam3d.tools import checkers
 
@@ -199,19 +200,19 @@ def test_the_device_table_has_a_column_per_checker_and_import_names_each_finding
 
 
 def test_a_checked_run_passes_only_with_the_checker_live_and_silent():
-    from sam3d.running import bundle_run
+    from sam3d.device import run as device_run
     loaded = 'INFO | LAYER:     Insert instance layer "VK_LAYER_KHRONOS_validation" (/x.so)\n'
-    ok = bundle_run.check_counts(bundle_run.VALIDATION_TAG, loaded + "[ RUN      ] A.b\n[       OK ] A.b\n")
-    assert ok["layer_loaded"] and ok["validation_messages"] == 0 and bundle_run.checked_ok(ok)
+    ok = device_run.check_counts(device_run.VALIDATION_TAG, loaded + "[ RUN      ] A.b\n[       OK ] A.b\n")
+    assert ok["layer_loaded"] and ok["validation_messages"] == 0 and device_run.checked_ok(ok)
     # A loader that could not load the layer leaves it out silently: no messages, and no proof.
-    absent = bundle_run.check_counts(bundle_run.VALIDATION_TAG, "[ RUN      ] A.b\n[       OK ] A.b\n")
-    assert absent["validation_messages"] == 0 and not bundle_run.checked_ok(absent)
-    found = bundle_run.check_counts(bundle_run.VALIDATION_TAG, loaded + GTEST)
-    assert found["validation_messages"] == 3 and not bundle_run.checked_ok(found)
-    assert bundle_run.checked_ok(bundle_run.check_counts("memcheck", CLEAN))
-    assert not bundle_run.checked_ok(bundle_run.check_counts("memcheck", MEMCHECK))
-    assert not bundle_run.checked_ok(bundle_run.check_counts("racecheck", "no summary"))
-    assert bundle_run.check_counts("", "anything") == {} and bundle_run.checked_ok({})
+    absent = device_run.check_counts(device_run.VALIDATION_TAG, "[ RUN      ] A.b\n[       OK ] A.b\n")
+    assert absent["validation_messages"] == 0 and not device_run.checked_ok(absent)
+    found = device_run.check_counts(device_run.VALIDATION_TAG, loaded + GTEST)
+    assert found["validation_messages"] == 3 and not device_run.checked_ok(found)
+    assert device_run.checked_ok(device_run.check_counts("memcheck", CLEAN))
+    assert not device_run.checked_ok(device_run.check_counts("memcheck", MEMCHECK))
+    assert not device_run.checked_ok(device_run.check_counts("racecheck", "no summary"))
+    assert device_run.check_counts("", "anything") == {} and device_run.checked_ok({})
 
 
 def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
@@ -221,7 +222,7 @@ def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
     for d in ("validation", "compute-sanitizer", "vk", "cu"):
         (stage / d).mkdir(parents=True)
         (stage / d / "f").write_text(d)
-    (stage / "run.py").write_text("")
+    (stage / "run.pyz").write_text("")
     manifest = {"variants": {"vk": {"backends": ["vulkan"]}, "cu": {"backends": ["cuda"]}}}
     names = {}
     for only in ("vk", "cu"):
@@ -229,5 +230,5 @@ def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
                           {"variants": {only: manifest["variants"][only]}})
         with tarfile.open(tb) as t:
             names[only] = {n.split("/")[1] for n in t.getnames() if n.count("/") >= 1}
-    assert names["vk"] == {"run.py", "vk", "validation", "manifest.json"}
-    assert names["cu"] == {"run.py", "cu", "compute-sanitizer", "manifest.json"}
+    assert names["vk"] == {"run.pyz", "vk", "validation", "manifest.json"}
+    assert names["cu"] == {"run.pyz", "cu", "compute-sanitizer", "manifest.json"}

@@ -1,10 +1,12 @@
 """sam3d/'s layers (docs/architecture.md, "The layers of `sam3d/`"): every import goes down the fixed layer order, or
-stays in its layer, and the imports form no cycle. Read from the source with ast, so a lazy
-import inside a function counts as much as one at the top."""
+stays in its layer, and the imports form no cycle; the GPU machine's program (device/, layer 0)
+imports the standard library only. Read from the source with ast, so a lazy import inside a
+function counts as much as one at the top."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +15,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "sam3d"
 
 # Bottom up. A module's layer is its subpackage's; the modules directly in sam3d/ are the
 # package itself (nothing in it), `python -m sam3d` and `python -m sam3d.ci`.
-LAYERS = {"core": 1, "tools": 2, "running": 3, "results": 4, "cli": 5}
+LAYERS = {"device": 0, "core": 1, "tools": 2, "running": 3, "results": 4, "cli": 5}
 TOP_LEVEL = {"sam3d": 1, "sam3d.__main__": 5, "sam3d.ci": 5}
 # Which layers each layer may import (its own included). Reading results (4) uses only the
-# core: results from any machine are read without the tools or the runners.
-MAY_USE = {1: {1}, 2: {1, 2}, 3: {1, 2, 3}, 4: {1, 4}, 5: {1, 2, 3, 4, 5}}
+# core (and the device program's host facts): results from any machine are read without the
+# tools or the runners.
+MAY_USE = {0: {0}, 1: {0, 1}, 2: {0, 1, 2}, 3: {0, 1, 2, 3}, 4: {0, 1, 4}, 5: {0, 1, 2, 3, 4, 5}}
 NAMES = {v: k for k, v in LAYERS.items()}
 
 
@@ -32,8 +35,9 @@ def _is_package(path: Path) -> bool:
     return path.name == "__init__.py"
 
 
-def imports(root: Path) -> dict[str, set[str]]:
-    """{module: the sam3d modules it imports} for every .py file under root (the package)."""
+def imports(root: Path, outside: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """{module: the sam3d modules it imports} for every .py file under root (the package);
+    ``outside``, when given, gets {module: the top-level names of what else it imports}."""
     files = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     out: dict[str, set[str]] = {}
     for name, path in files.items():
@@ -57,6 +61,8 @@ def imports(root: Path) -> dict[str, set[str]]:
                     mod = f"{mod}.{attr}"  # `from . import x` of a module x
                 if mod in files:
                     found.add(mod)
+                elif outside is not None and mod != "__future__":
+                    outside.setdefault(name, set()).add(mod.split(".")[0])
         out[name] = found - {name}
     return out
 
@@ -116,9 +122,23 @@ def test_imports_have_no_cycle():
     assert cycles(imports(PACKAGE)) == []
 
 
+def standard_library_only(outside: dict[str, set[str]], layer_name: str) -> list[str]:
+    """The imports of a layer's modules that are neither sam3d's nor the standard library's."""
+    return [f"{mod} imports {dep}, which is not in the standard library" for mod, deps in sorted(outside.items())
+            if mod.split(".")[1:2] == [layer_name] for dep in sorted(deps) if dep not in sys.stdlib_module_names]
+
+
+def test_the_gpu_machine_s_program_uses_the_standard_library_only():
+    """device/ runs on a machine with nothing but python3 (the bundle's run.pyz)."""
+    outside: dict[str, set[str]] = {}
+    imports(PACKAGE, outside)
+    assert "subprocess" in outside["sam3d.device.run"]
+    assert standard_library_only(outside, "device") == []
+
+
 def test_the_walk_sees_relative_lazy_and_module_imports():
     graph = imports(PACKAGE)
-    assert "sam3d.core.host" in graph["sam3d.running.bundle_run"]  # inside `if __package__:`
+    assert "sam3d.device.gpu_checks" in graph["sam3d.device.run"]  # `from . import gpu_checks`
     assert "sam3d.tools.provenance" in graph["sam3d.running.bench"]  # `from ..tools import provenance`
     assert "sam3d.cli.main" in graph["sam3d.cli"]
 
@@ -145,12 +165,21 @@ def test_the_checks_find_an_upward_import_a_sideways_one_and_a_cycle(tmp_path):
     graph = imports(root)
     problems = violations(graph)
     assert problems == [
-        "sam3d.core.paths (layer 1) imports sam3d.tools.conan (layer 2); layer 1 may use layers [1]",
-        "sam3d.results.table (layer 4) imports sam3d.running.bench (layer 3); layer 4 may use layers [1, 4]",
-        "sam3d.running.bench (layer 3) imports sam3d.cli.main (layer 5); layer 3 may use layers [1, 2, 3]",
+        "sam3d.core.paths (layer 1) imports sam3d.tools.conan (layer 2); layer 1 may use layers [0, 1]",
+        "sam3d.results.table (layer 4) imports sam3d.running.bench (layer 3); layer 4 may use layers [0, 1, 4]",
+        "sam3d.running.bench (layer 3) imports sam3d.cli.main (layer 5); layer 3 may use layers [0, 1, 2, 3]",
     ]
     assert cycles(graph) == [["sam3d.cli.main", "sam3d.results.table", "sam3d.running.bench", "sam3d.cli.main"],
                              ["sam3d.core.paths", "sam3d.tools.conan", "sam3d.core.paths"]]
+
+
+def test_a_third_party_import_in_the_device_program_is_named(tmp_path):
+    root = _tree(tmp_path, {"device/run.py": "import json\nfrom . import host\n", "device/host.py": "import yaml\n",
+                            "core/paths.py": "import yaml\n"})
+    outside: dict[str, set[str]] = {}
+    imports(root, outside)
+    assert standard_library_only(outside, "device") == ["sam3d.device.host imports yaml, which is not in the standard "
+                                                        "library"]
 
 
 def test_a_module_outside_the_layers_is_named(tmp_path):

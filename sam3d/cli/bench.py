@@ -23,7 +23,7 @@ def wrap(variant: str, backend: str, doc: dict | None, *, reason: str | None, pr
     is then "failed" with no rows): its device, caps, protocol and rows are validated here, as
     the record's. "failed" when ``reason`` is given. ``backend`` is GGML's backend name;
     ``prof`` the profile's {"path", "sha256", "version"}; ``extra`` (the runner's facts: the
-    floor probe's output, run.py's flags) is merged over the driver's own extra, and the
+    floor probe's output, run.pyz's flags) is merged over the driver's own extra, and the
     configuration (layout, graph_order, transfer_only, vulkan_transfer_queue) taken out of it
     into the record's fields. The floor's self-check (limits.floor_check) is recorded as
     extra.transfer_floor.self_check. Raises ResultError when the document does not fit."""
@@ -150,7 +150,7 @@ def _keep_reports(vs: list[Variant], rd: Path) -> None:
             shutil.copyfile(f, rd / "reports" / f.name)
 
 
-# What a run under a GPU checker counts (bundle_run.py check_counts()).
+# What a run under a GPU checker counts (device/run.py check_counts()).
 CHECKER_COUNTS = ("validation_messages", "sanitizer_errors")
 
 
@@ -165,69 +165,79 @@ def checker_findings(t: dict) -> str | None:
     return None
 
 
-def device_import(raw_dir: Path, name: str | None = None, force: bool = False
+def device_import(raw_dirs: list[Path], name: str | None = None, force: bool = False
                   ) -> tuple[Path, list[record.Record], bool]:
-    """Wraps the bundle runner's raw files (raw_dir/summary.json and the driver outputs) into
+    """Wraps the bundle runner's raw files (each raw_dir/summary.json and the driver outputs) into
     result files in generated/diagnostics/<name>/ and renders the one table and the device-test
-    table. Returns (evidence folder, results, accepted)."""
-    summary = bundle.read_summary(raw_dir)
-    manifest = summary["manifest"]
-    prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
-    rd = runner.run_dir_for(name or f"device-{summary['machine']['hostname']}", force)
+    table, of all the folders together (the runs of a matrix split over several run.pyz
+    commands). Returns (evidence folder, results, accepted)."""
+    summaries = [(raw_dir, bundle.read_summary(raw_dir)) for raw_dir in raw_dirs]
+    rd = runner.run_dir_for(name or f"device-{summaries[0][1]['machine']['hostname']}", force)
     with staged_folder(rd, force) as out:
         written, reasons, tests = [], [], []
-        for vname, vrun in summary["variants"].items():
-            v = variants.get(vname)
-            vm = manifest["variants"][vname]
-            extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
-                     "build_machine": manifest["build_machine"]}
-            if vrun.get("error"):
-                reasons.append(f"{vname}: {vrun['error']}")
-            for n, entry in enumerate(vrun.get("bench", [])):
-                backend = entry.get("backend", "vulkan")  # bundles before CUDA ran Vulkan only
-                doc, why = bundle.driver_output(raw_dir, entry)
-                r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
-                              commit=manifest["git_commit"], build=vm["build"],
-                              extra={**extra, **bundle.probe_output(raw_dir, entry),
-                                     **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
-                if not r.ok:
-                    reasons.append(f"{vname}: {r.reason}")
-                written.append(r)
-            for kind, t in (vrun.get("device_tests") or {}).items():
-                tests.append((vname, kind, t))
-                if t.get("not_applicable"):
-                    continue
-                if t.get("report"):  # the GoogleTest XML report, kept with the evidence
-                    src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
-                    if src.exists() or src.is_symlink():
-                        (out / "reports").mkdir(parents=True, exist_ok=True)
-                        (out / "reports" / src.name).write_bytes(read_untrusted(src, bundle.BundleError))
-                if t["failed"] or t["exit_code"] or not t["passed"]:
-                    reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
-                                   f"{t['skipped']} skipped, exit {t['exit_code']}")
-                if checker_findings(t):
-                    reasons.append(f"{vname}: device tests ({kind}): {checker_findings(t)}")
-            for ctag, c in (vrun.get("canaries") or {}).items():
-                tests.append((vname, f"canary ({ctag})", {"exit_code": c["exit_code"], "passed": int(c["caught"]),
-                                                          "failed": int(not c["caught"]), "skipped": 0,
-                                                          **{k: c[k] for k in CHECKER_COUNTS if k in c}}))
-                if not c["caught"]:
-                    reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
-            for b in vrun.get("checked_replays") or []:
-                ok = b["exit_code"] == 0
-                layout = "" if b.get("layout", "scattered") == "scattered" else f", {b['layout']} layout"
-                tests.append((vname, f"{b['backend']} replay, 1 image{layout} ({b['checker']})",
-                              {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
-                               **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
-                if not ok or checker_findings(b):
-                    reasons.append(f"{vname}: the checked replay{layout} ({b['checker']}): exit {b['exit_code']}"
-                                   + (f", {checker_findings(b)}" if checker_findings(b) else ""))
+        for raw_dir, summary in summaries:
+            _import_summary(raw_dir, summary, out, written, reasons, tests)
         accepted = not reasons
         report_evidence(written, out, rd, accepted, "; ".join(reasons) or None)
-        text = table.device_tests(summary["machine"], tests)
+        text = table.device_tests(summaries[0][1]["machine"], tests)
         (out / "device-tests.md").write_text(text)
         print(text, flush=True)
     return rd, written, accepted
+
+
+def _import_summary(raw_dir: Path, summary: dict, out: Path, written: list, reasons: list[str], tests: list) -> None:
+    """One folder's runs: its results into ``written``, what keeps them from being accepted into
+    ``reasons``, its device tests, canaries and checked replays into ``tests``."""
+    manifest = summary["manifest"]
+    prof = {**manifest["profile"], "path": str(profile.RELATIVE_PATH)}
+    for vname, vrun in summary["variants"].items():
+        v = variants.get(vname)
+        vm = manifest["variants"][vname]
+        extra = {**vm["extra"], "device_tests": vrun.get("device_tests"), "bundle_git_commit": manifest["git_commit"],
+                 "build_machine": manifest["build_machine"]}
+        if vrun.get("error"):
+            reasons.append(f"{vname}: {vrun['error']}")
+        for n, entry in enumerate(vrun.get("bench", [])):
+            backend = entry.get("backend", "vulkan")  # bundles before CUDA ran Vulkan only
+            doc, why = bundle.driver_output(raw_dir, entry)
+            r = result_of(v, backend, doc, why, prof=prof, machine_info=summary["machine"],
+                          commit=manifest["git_commit"], build=vm["build"],
+                          extra={**extra, **bundle.probe_output(raw_dir, entry),
+                                 **{k: entry[k] for k in bundle.RUN_FACTS if k in entry}})
+            if not r.ok:
+                reasons.append(f"{vname}: {r.reason}")
+            written.append(r)
+        for kind, t in (vrun.get("device_tests") or {}).items():
+            tests.append((vname, kind, t))
+            if t.get("not_applicable"):
+                continue
+            if t.get("report"):  # the GoogleTest XML report, kept with the evidence
+                src = inside(raw_dir, t["report"], "summary.json's device_tests report", bundle.BundleError)
+                if src.exists() or src.is_symlink():
+                    (out / "reports").mkdir(parents=True, exist_ok=True)
+                    (out / "reports" / src.name).write_bytes(read_untrusted(src, bundle.BundleError))
+            if t["failed"] or t["exit_code"] or not t["passed"]:
+                reasons.append(f"{vname}: device tests ({kind}) {t['passed']} passed, {t['failed']} failed, "
+                               f"{t['skipped']} skipped, exit {t['exit_code']}")
+            if checker_findings(t):
+                reasons.append(f"{vname}: device tests ({kind}): {checker_findings(t)}")
+        for ctag, c in (vrun.get("canaries") or {}).items():
+            tests.append((vname, f"canary ({ctag})", {"exit_code": c["exit_code"], "passed": int(c["caught"]),
+                                                      "failed": int(not c["caught"]), "skipped": 0,
+                                                      **{k: c[k] for k in CHECKER_COUNTS if k in c}}))
+            if not c["caught"]:
+                reasons.append(f"{vname}: the {ctag} canary went unreported (exit {c['exit_code']}): the checker is not live")
+        for b in vrun.get("checked_replays") or []:
+            ok = b["exit_code"] == 0
+            # Its configuration, as run.pyz recorded it (older summaries: the layout at most).
+            layout = "".join(f", {b[k]} {word}" for k, word in (("layout", "layout"), ("graph_order", "order"))
+                             if k in b) + (", transfer-only" if b.get("transfer_only") else "")
+            tests.append((vname, f"{b['backend']} replay, 1 image{layout} ({b['checker']})",
+                          {"exit_code": b["exit_code"], "passed": int(ok), "failed": int(not ok), "skipped": 0,
+                           **{k: b[k] for k in CHECKER_COUNTS if k in b}}))
+            if not ok or checker_findings(b):
+                reasons.append(f"{vname}: the checked replay{layout} ({b['checker']}): exit {b['exit_code']}"
+                               + (f", {checker_findings(b)}" if checker_findings(b) else ""))
 
 
 def check_modes(vs: list[Variant], modes: str) -> None:

@@ -15,7 +15,7 @@ from .. import __version__
 from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.files import staged_folder
-from ..core.host import log_tail
+from ..device.host import log_tail
 from ..results import checks, compare, evidence, gate, record, table
 from ..results.rows import config_words
 from ..running import bench as bench_runner
@@ -239,7 +239,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     for tarball in bundle.make(vs=vs, **limit):
         top = tarball.name.removesuffix(".tar.gz")
         print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB); on the GPU machine: "
-              f"tar xzf {tarball.name} && python3 {top}/run.py --out results-{top}", flush=True)
+              f"tar xzf {tarball.name} && python3 {top}/run.pyz --out results-{top}", flush=True)
     return 0
 
 
@@ -256,7 +256,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_device_import(args: argparse.Namespace) -> int:
-    """Renders the raw files of the bundle's run.py into result files and the one table."""
+    """Renders the raw files of the bundle's run.pyz into result files and the one table."""
     rd, _, accepted = bench_cmd.device_import(args.raw, name=args.name, force=args.force)
     print(f"sam3d device-import: evidence in {rd}{'' if accepted else ' (NOT ACCEPTED)'}")
     return 0 if accepted else 1

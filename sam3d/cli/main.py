@@ -167,7 +167,9 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func="fuzz")
 
     s = command("device-import", "wrap the bundle runner's raw files into result files and render them")
-    s.add_argument("raw", type=Path, metavar="DIR", help="the folder run.py wrote (--out)")
+    s.add_argument("raw", type=Path, nargs="+", metavar="DIR",
+                   help="the folder run.pyz wrote (--out); several: the runs of one matrix split over several "
+                        "run.pyz commands (per variant, per checker), imported into one evidence folder")
     s.add_argument("--name", help="the evidence folder's name (default device-<GPU hostname>)")
     s.add_argument("--force", **force)
     s.set_defaults(func="device_import")

@@ -56,7 +56,7 @@ def read_json(path: Path, error: type[Sam3dError] = Sam3dError, untrusted: bool 
                     "a truncated file means the run that wrote it did not finish") from None
 
 
-# The most a file that another machine's run leaves may hold: the bundle's run.py writes files
+# The most a file that another machine's run leaves may hold: the bundle's run.pyz writes files
 # well under it (summary.json, driver and probe outputs, GoogleTest reports).
 MAX_UNTRUSTED_BYTES = 16 * 2**20
 

@@ -9,7 +9,7 @@ What reads it:
 - SANITIZERS (one entry per sanitizer) and SANITIZER_SETTINGS (each ``compiler.sanitizer``
   value and the sanitizers it turns on): the -fsanitize= flags of the profiles, the GGML
   switches (conan/recipes/ggml/conanfile.py makes the same choice; a test compares them), the
-  runtime options every test run and the GPU bundle use (core/host.py sanitizer_env), the
+  runtime options every test run and the GPU bundle use (device/host.py sanitizer_env), the
   canaries native/tests/CMakeLists.txt adds (a test compares them), the suppression files and
   what their entries may name (a test checks every entry).
 - VARIANTS: each entry declares its roles (ROLES): the default set, the CI matrix, the GPU
@@ -45,7 +45,7 @@ class Sanitizer:
         ``{suppressions}`` is the path of its suppression file. Any report is fatal.
     cuda_runtime: options added to those variables in a variant with GGML's CUDA backend.
     vulkan_preload: a library every run of a variant with this sanitizer and GGML's Vulkan backend
-        preloads (LD_PRELOAD; `sam3d ctest`, the test presets and the GPU bundle's run.py alike):
+        preloads (LD_PRELOAD; `sam3d ctest`, the test presets and the GPU bundle's run.pyz alike):
         the CMake target of that name (native/sanitizers/, built in every such variant), packed in
         the bundle's lib/ of the variant.
     canary: (name, report pattern): native/tests/canaries/<name>.cpp, a CTest pair that passes

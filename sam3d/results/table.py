@@ -456,10 +456,10 @@ def _found(t: dict, key: str) -> str:
 
 def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     """The device-test table of a GPU run: one row per (variant, run kind, counts) as the
-    bundle's run.py reports them ("passed", "failed", "skipped", "cuda_devices": the CUDA devices
+    bundle's run.pyz reports them ("passed", "failed", "skipped", "cuda_devices": the CUDA devices
     GGML saw in that binary, a column only when some run has it,
     "diagnostic_kernel_timestamp_total_ms"); a run marked "not_applicable" (the perf-logger run
-    of a variant without Vulkan) shows n/a. Runs under a GPU checker (run.py --vulkan-validation,
+    of a variant without Vulkan) shows n/a. Runs under a GPU checker (run.pyz --vulkan-validation,
     --compute-sanitizer; docs/gpu-checks.md) add a column per checker: the validation layer's
     messages and compute-sanitizer's errors of the run (a canary's row counts what it was meant
     to provoke)."""

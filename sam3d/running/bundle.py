@@ -7,15 +7,16 @@ The GPU machine has neither a package registry nor build tools, so the work is s
    driver and the floor probe, GGML's libraries and the shared libraries they need that a bare GPU host may lack
    (the Vulkan loader, sanitizer runtimes, libcrypto), with debug info split off into
    build/bundle/sam3d-device-debug.tar.gz; the transfer profile; a manifest of the build
-   (machine, glslc, git commit, flags, file hashes); and run.py (sam3d/running/bundle_run.py)
-   with host.py (sam3d/core/host.py) beside it, which need only python3. Every ELF file's required glibc is checked against GLIBC_MAX.
+   (machine, glslc, git commit, flags, file hashes); and the program run there, run.pyz: the
+   sam3d.device package (sam3d/device/) as one zipapp, which needs only python3. Every ELF
+   file's required glibc is checked against GLIBC_MAX.
    The CUDA runtime and cuBLAS (hundreds of MiB) are not packed: the manifest names the
-   sonames a variant needs (``cuda_libs``) and run.py finds them on the GPU machine. When the
+   sonames a variant needs (``cuda_libs``) and run.pyz finds them on the GPU machine. When the
    bundle would pass BUNDLE_LIMIT compressed, each variant gets its own instead,
    build/bundle/sam3d-device-<variant>.tar.gz (folder sam3d-device-<variant>/). GGML's
    libraries are found through the record the variant's build left (sam3d/tools/ggml_package.py):
    packing calls no Conan, so it never waits for the Conan home's lock while another clone builds.
-2. There, `python3 sam3d-device/run.py --out DIR` runs the device tests (plain and with
+2. There, `python3 sam3d-device/run.pyz --out DIR` runs the device tests (plain and with
    GGML_VK_PERF_LOGGER=1) and the benchmark, and writes raw files (each well under 16 MiB).
 3. Back here, `python -m sam3d device-import` (sam3d/cli/bench.py) reads them back
    (read_summary(), driver_output()) and wraps the raw driver output into result records
@@ -32,15 +33,21 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
+import zipapp
 from pathlib import Path
 
-from ..core import gpu_checks, host, paths, profile, variants
+from .. import device
+from ..core import paths, profile, variants
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import check_schema, inside, read_json, read_untrusted
+from ..device import gpu_checks, run
 from ..tools import checkers, ctest, cuda, ggml_package, provenance, system
 from . import driver
-from .bundle_run import NORMAL_TESTS  # packed for CUDA variants: run.py runs their CUDA cases there
+
+# The program run on the GPU machine: the sam3d.device package as one zipapp.
+PROGRAM = "run.pyz"
 
 BUNDLE_NAME = "sam3d-device"
 # What one transfer to the GPU machine may carry, compressed: above it, a bundle per variant.
@@ -51,7 +58,7 @@ GLIBC_MAX = (2, 39)
 # NVIDIA driver's needs) and so are never shipped.
 SYSTEM_LIBS = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^.]*|libstdc\+\+|libgcc_s)\.so")
 # The CUDA runtime, cuBLAS and the driver's libcuda: never packed (the first two are hundreds of
-# MiB; libcuda must be the driver's own). The GPU machine provides them (run.py finds them).
+# MiB; libcuda must be the driver's own). The GPU machine provides them (run.pyz finds them).
 CUDA_LIBS = re.compile(r"^lib(cudart|cublas|cublasLt|cuda|nvrtc|nvJitLink)\.so")
 
 
@@ -71,16 +78,23 @@ def default_variants() -> list[variants.Variant]:
     return variants.with_role(variants.BUNDLE)
 
 
-def pack_host(stage: Path) -> None:
-    """host.py and gpu_checks.py beside run.py, with the sanitizer options from the registry
-    (RUNTIME_FILE: the bundle has no sam3d package, so core/host.py reads them from there)."""
-    shutil.copy2(host.__file__, stage / "host.py")
-    shutil.copy2(gpu_checks.__file__, stage / "gpu_checks.py")
-    (stage / host.RUNTIME_FILE).write_text(json.dumps(variants.sanitizer_runtime(), indent=1) + "\n")
+def pack_program(stage: Path) -> Path:
+    """PROGRAM in ``stage``: the sam3d.device package as a zipapp (its __main__.py the archive's),
+    run as `python3 run.pyz`, with the sanitizer options of the registry beside it
+    (run.RUNTIME_FILE: the bundle has no core/variants.py). Returns the archive."""
+    src = Path(device.__file__).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        shutil.copytree(src, root / "sam3d" / "device", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(src.parent / "__init__.py", root / "sam3d" / "__init__.py")
+        shutil.copy2(src / "__main__.py", root / "__main__.py")
+        zipapp.create_archive(root, stage / PROGRAM, interpreter="/usr/bin/env python3")
+    (stage / run.RUNTIME_FILE).write_text(json.dumps(variants.sanitizer_runtime(), indent=1) + "\n")
+    return stage / PROGRAM
 
 
 def pack_checkers(stage: Path, vs: list[variants.Variant]) -> dict:
-    """The GPU checkers run.py's --vulkan-validation and --compute-sanitizer use: the validation
+    """The GPU checkers run.pyz's --vulkan-validation and --compute-sanitizer use: the validation
     layer's library and manifest in validation/ (with Vulkan variants), the compute-sanitizer
     wheel's files in compute-sanitizer/ (with CUDA variants). Returns their manifest entry."""
     out = {}
@@ -146,8 +160,7 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         d.mkdir(parents=True)
     prof = {"sha256": profile.sha256(), "version": profile.load()["version"]}
     shutil.copy2(profile.path(), stage / "profile.json")
-    shutil.copy2(Path(__file__).with_name("bundle_run.py"), stage / "run.py")
-    pack_host(stage)
+    pack_program(stage)
     for supp in sorted((paths.root() / "native" / "sanitizers").glob("*.supp")):  # what sanitizer_env names
         shutil.copy2(supp, stage / supp.name)
     commit, dirty = provenance.git_commit()
@@ -170,10 +183,10 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
         build = paths.build_dir(v.name, v.build_type)
         binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
                     driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
-        if v.cuda:  # its CUDA cases (GGML contract and rig) need a CUDA device: run.py runs them there
-            binaries[NORMAL_TESTS] = build / "tests" / NORMAL_TESTS
+        if v.cuda:  # its CUDA cases (GGML contract and rig) need a CUDA device: run.pyz runs them there
+            binaries[run.NORMAL_TESTS] = build / "tests" / run.NORMAL_TESTS
         for canary, backend in ((gpu_checks.VULKAN_CANARY, v.vulkan), (gpu_checks.CUDA_CANARY, v.cuda)):
-            if backend:  # what run.py's checkers must report first (native/tests/canaries/)
+            if backend:  # what run.pyz's checkers must report first (native/tests/canaries/)
                 binaries[canary] = build / "tests" / canary
         for name, src in binaries.items():
             if not src.is_file():
@@ -229,11 +242,11 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
             "sanitizer": v.sanitizer,
             "backends": [bk.lower() for bk in v.backends if bk != "CPU"],
             "cuda_libs": cuda_libs,
-            # run.py sets LD_PRELOAD to these (relative to the bundle's top folder).
+            # run.pyz sets LD_PRELOAD to these (relative to the bundle's top folder).
             "preload": [f"{v.name}/lib/{soname}" for soname in preload],
-            # CMAKE_CUDA_ARCHITECTURES of its GGML: run.py checks the GPU's compute capability against it.
+            # CMAKE_CUDA_ARCHITECTURES of its GGML: run.pyz checks the GPU's compute capability against it.
             "cuda_architectures": v.cuda_architectures if v.cuda else None,
-            # What provides them, as run.py's error names it: the lock's pins of the runtime wheels.
+            # What provides them, as run.pyz's error names it: the lock's pins of the runtime wheels.
             "cuda_runtime_wheels": cuda.runtime_wheels() if cuda_libs else [],
             "files": {str(f.relative_to(stage)): system.sha256_file(f) for f in files},
         }
@@ -285,7 +298,7 @@ def _pack(stage: Path, tarball: Path, top: str, manifest: dict) -> Path:
     return tarball
 
 
-# What device-import reads of run.py's summary.json (a file from another machine: every name in
+# What device-import reads of run.pyz's summary.json (a file from another machine: every name in
 # it that becomes a path is a plain name; hostname and variant names are checked names).
 _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
 _COUNT = {"type": "integer", "minimum": 0}
@@ -322,8 +335,8 @@ SUMMARY_SCHEMA = {
                                        "floor_probe": {"type": ["string", "null"]},
                                        "floor_probe_error": {"type": "string"},
                                        "backend": {"enum": ["vulkan", "cuda"]},
-                                       "layout": {"enum": ["scattered", "areas"]},
-                                       "graph_order": {"enum": ["profile", "levels"]},
+                                       # the driver's names (the result record checks them)
+                                       "layout": _NAME, "graph_order": _NAME,
                                        "transfer_only": {"type": "boolean"},
                                        "vulkan_transfer_queue": {"type": "boolean"}}}},
                     "device_tests": {"type": "object", "additionalProperties": {
@@ -331,7 +344,7 @@ SUMMARY_SCHEMA = {
                         "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
                                        "skipped": _COUNT, "report": {"type": ["string", "null"]},
                                        "not_applicable": {"type": "string"}, **_FOUND}}},
-                    # The GPU checkers' runs (run.py --vulkan-validation, --compute-sanitizer).
+                    # The GPU checkers' runs (run.pyz --vulkan-validation, --compute-sanitizer).
                     "canaries": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["exit_code", "caught", "checker"],
                         "properties": {"exit_code": {"type": "integer"}, "caught": {"type": "boolean"},
@@ -348,14 +361,14 @@ SUMMARY_SCHEMA = {
 
 
 def read_summary(raw_dir: Path) -> dict:
-    """raw_dir/summary.json, as the bundle's run.py wrote it, checked against SUMMARY_SCHEMA
+    """raw_dir/summary.json, as the bundle's run.pyz wrote it, checked against SUMMARY_SCHEMA
     (BundleError naming the file and the field) and with every variant it names a variant of
     this checkout and of its manifest."""
     summary_path = raw_dir / "summary.json"
     if not summary_path.exists() and not summary_path.is_symlink():
-        raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.py wrote (--out)")
+        raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.pyz wrote (--out)")
     summary = check_schema(read_json(summary_path, BundleError, untrusted=True), SUMMARY_SCHEMA, str(summary_path), BundleError,
-                           "; it is the file the bundle's run.py writes")
+                           "; it is the file the bundle's run.pyz writes")
     for name in summary["variants"]:
         if name not in summary["manifest"]["variants"]:
             raise BundleError(f"{summary_path}: field 'variants.{name}': not in the manifest's variants "
@@ -379,7 +392,7 @@ def _entry_file(raw_dir: Path, entry: dict, key: str) -> tuple[Path, str] | None
     return raw, read_untrusted(raw, BundleError).decode("utf-8", errors="replace")
 
 
-# The facts of a bench run that run.py records in its summary entry (bundle_run.run_bench), which
+# The facts of a bench run that run.pyz records in its summary entry (device/run.py run_bench()), which
 # device-import gives the result when the driver wrote no output of its own: they decide the
 # configuration fields of the record (cli/bench.py wrap()).
 RUN_FACTS = ("layout", "graph_order", "transfer_only", "vulkan_transfer_queue")

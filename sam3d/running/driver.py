@@ -17,9 +17,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..core import host, paths
+from ..core import paths
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.variants import Variant
+from ..device import host
 from ..tools import ctest
 
 NAME = "sam3d_bench"

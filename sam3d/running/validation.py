@@ -15,9 +15,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..core import gpu_checks, paths
+from ..core import paths
 from ..core.errors import Sam3dError
 from ..core.variants import Variant
+from ..device import gpu_checks
 from ..tools import checkers, ctest
 
 

@@ -8,8 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..core import host, paths
+from ..core import paths
 from ..core.variants import Variant
+from ..device import host
 from . import ccache, conan, ctest, system
 
 

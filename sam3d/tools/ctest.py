@@ -7,10 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..core import host, paths
+from ..core import paths
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.files import write_if_changed
-from ..core.variants import Variant, sanitizers_of
+from ..core.variants import Variant, sanitizer_runtime, sanitizers_of
+from ..device import host
 from . import system
 
 SUPPRESSIONS = Path("native") / "sanitizers"
@@ -23,17 +24,17 @@ USER_PRESETS = Path("native") / "CMakeUserPresets.json"
 
 def test_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment tests of variant `v` run in: `base` (default os.environ) with the
-    variant's sanitizer options (core/host.py: any report is fatal). Without an NVIDIA GPU,
+    variant's sanitizer options (device/host.py: any report is fatal). Without an NVIDIA GPU,
     GGML_VK_VISIBLE_DEVICES=0 lets GGML use Mesa's lavapipe (GGML skips CPU-type Vulkan devices
     unless the variable is set); with one, a CUDA variant's CUDA cases must find a device
     (SAM3D_REQUIRE_CUDA_DEVICE=1). The inherited flags of host.RUNNER_REMOVED_ENV
     (SAM3D_BATCHED_TRANSFERS, GGML's transfer-changing Vulkan and CUDA flags) are removed:
-    tests choose. The variant's preloads (preload_libs) are in LD_PRELOAD, as run.py sets them.
+    tests choose. The variant's preloads (preload_libs) are in LD_PRELOAD, as run.pyz sets them.
     A Clang variant's sanitizers name the installed clang's llvm-symbolizer (system.py), so every
     report names its functions.
     """
     env = host.runner_env(dict(os.environ if base is None else base))
-    env.update(host.sanitizer_env(v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
+    env.update(host.sanitizer_env(sanitizer_runtime(), v.sanitizer, paths.root() / SUPPRESSIONS, cuda=v.cuda))
     symbolizer = system.clang_symbolizer() if v.compiler == "clang" else None
     for s in sanitizers_of(v.sanitizer) if symbolizer else ():
         env[s.symbolizer_env] = str(symbolizer)

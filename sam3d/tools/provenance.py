@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..core import paths
 from ..core.errors import NotBuilt
-from ..core.host import machine
 from ..core.variants import Variant
+from ..device.host import machine
 from . import conan, cuda
 
 __all__ = ["machine", "git_commit", "glslc_version", "flags_of", "compile_commands_flags", "build_info"]

@@ -1,13 +1,12 @@
 """The host a run happens on: its facts, the sanitizer options its binaries run with, its logs.
 
-Standard library only: the GPU bundle packs this file next to its run.py (sam3d/running/
-bundle_run.py), so the GPU machine, which has nothing but python3, records the same machine
-facts and runs the binaries with the same sanitizer options as the build machine's tests.
+Standard library only (sam3d/device/): the GPU bundle's run.pyz carries it, so the GPU machine,
+which has nothing but python3, records the same machine facts and runs the binaries with the
+same sanitizer options as the build machine's tests.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import re
@@ -47,7 +46,7 @@ def machine() -> dict[str, str]:
 
 # Environment variables that change how GGML's backends transfer, or which devices they show,
 # and so what a test or benchmark measures: every runner (the tests, the benchmark driver, the
-# GPU bundle's run.py) removes them when inherited, and a run that wants one sets it itself
+# GPU bundle's run.pyz) removes them when inherited, and a run that wants one sets it itself
 # (the benchmark's "on" session: SAM3D_BATCHED_TRANSFERS=1; a CTest case: its own ENVIRONMENT).
 # The core's own default is unchanged by this: batching is off unless the session option or
 # SAM3D_BATCHED_TRANSFERS says otherwise (docs/benchmark.md, "Environment flag policy").
@@ -82,28 +81,15 @@ def runner_env(base: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in base.items() if k not in RUNNER_REMOVED_ENV}
 
 
-# The runtime options of each compiler.sanitizer value come from the variant registry
-# (core/variants.py sanitizer_runtime()); in the GPU bundle, where this file is host.py beside
-# run.py, from RUNTIME_FILE, which sam3d/running/bundle.py writes from the same registry.
-RUNTIME_FILE = "sanitizers.json"
-
-
-def _runtime() -> dict:
-    try:
-        from .variants import sanitizer_runtime  # pylint: disable=import-outside-toplevel
-    except ImportError:  # host.py of the bundle: no package around it
-        return json.loads(Path(__file__).with_name(RUNTIME_FILE).read_text())
-    return sanitizer_runtime()
-
-
-def sanitizer_env(sanitizer: str | None, suppressions: Path, cuda: bool = False) -> dict[str, str]:
+def sanitizer_env(runtime: dict, sanitizer: str | None, suppressions: Path, cuda: bool = False) -> dict[str, str]:
     """The sanitizer runtime options for binaries built with Conan's ``compiler.sanitizer``
-    value ``sanitizer`` (None: none), as the registry gives them (core/variants.py SANITIZERS:
-    any report is fatal). ``suppressions`` is the folder holding the suppression files. With
-    ``cuda`` (a variant with GGML's CUDA backend), each sanitizer's CUDA options are added."""
+    value ``sanitizer`` (None: none), from ``runtime``, the variant registry's table
+    (core/variants.py sanitizer_runtime(); in the GPU bundle its copy, run.RUNTIME_FILE): any
+    report is fatal. ``suppressions`` is the folder holding the suppression files. With ``cuda``
+    (a variant with GGML's CUDA backend), each sanitizer's CUDA options are added."""
     if not sanitizer:
         return {}
-    table = _runtime()[sanitizer]
+    table = runtime[sanitizer]
     env = {var: opts.replace("{dir}", str(suppressions)) for var, opts in table["env"]}
     for var, opts in table["cuda"] if cuda else ():
         env[var] = f"{env[var]}:{opts}" if var in env else opts

@@ -7,8 +7,7 @@ error fails the run, as a sanitizer report does. Each has canaries
 (native/tests/canaries/vulkan_hazard.cpp, cuda_faults.cpp): a run whose canary is not reported
 fails too, so a checker that is not live cannot pass.
 
-Standard library only: the GPU bundle packs this file beside run.py (sam3d/running/bundle_run.py),
-as it packs host.py.
+Standard library only (sam3d/device/): the GPU bundle's run.pyz carries it.
 """
 
 from __future__ import annotations
@@ -135,6 +134,16 @@ CUDA_CANARY = "gpu_canary_cuda"
 CUDA_CANARY_REPORTS = {"memcheck": re.compile(r"Leaked \d+ bytes")}
 # The files of NVIDIA's nvidia-cuda-sanitizer-api wheel (nvidia/cu13/bin and lib), which run from
 # one folder, as in the toolkit's compute-sanitizer/. The wheel lacks the two launcher helpers
+# The driver's canary for initcheck: the areas layout with its areas left as allocated
+# (sam3d_bench --uninitialized-areas; the replay clears them where it creates them), so a
+# coalesced download span reads gap bytes nothing wrote (docs/contract.md, rule 10): initcheck
+# must report those reads, or the areas replays' clean initcheck runs prove nothing.
+AREAS_CANARY_TOOL = "initcheck"
+AREAS_CANARY_LAYOUT = "areas"
+AREAS_CANARY_FLAG = "--uninitialized-areas"
+AREAS_CANARY_REPORT = re.compile(r"Uninitialized access.*cudaMemcpy source")
+
+
 # compute-sanitizer starts its target through ("Target application terminated before first
 # instrumented API call" without them): LAUNCHER_HELPERS come from the GPU machine's CUDA
 # toolkit, checked to be the same release (same `--version` line).

@@ -1,13 +1,13 @@
-#!/usr/bin/env python3
 """Runs the sam3d device bundle on a GPU machine: device tests and the benchmark.
 
-Usage: python3 sam3d-device/run.py --out DIR [--images N] [--warmups N] [--cuda-python PYTHON] [VARIANT...]
+Usage: python3 sam3d-device/run.pyz --out DIR [--images N] [--warmups N] [--cuda-python PYTHON] [VARIANT...]
 
 Needs only python3 (standard library) and the GPU driver: the bundle carries the binaries,
 GGML's libraries, the Vulkan loader and sanitizer runtimes. CUDA variants also need the CUDA
 runtime and cuBLAS of their major version (the manifest's cuda_libs), which the bundle does
-not carry: run.py finds them on this machine (CUDA_LIBS_HELP says where it looks) and stops
-naming what is missing and how to install it. Per variant it runs
+not carry: run.pyz finds them on this machine (CUDA_LIBS_HELP says where it looks) and stops
+naming what is missing and how to install it. The modes, layouts and orders come from each
+variant's driver (`sam3d_bench --list-modes`). Per variant it runs
   - the device tests (GoogleTest) of each GPU backend, plainly and, on Vulkan, once more with
     GGML_VK_PERF_LOGGER=1 (GGML's kernel timestamps: a diagnostic, never production latency;
     marked n/a for CUDA),
@@ -16,10 +16,12 @@ naming what is missing and how to install it. Per variant it runs
     independent floor probe (sam3d_floor_probe) on the same device for the profile's bytes,
 and writes into DIR: summary.json (machine, manifest, test counts, file names), the test
 reports (GoogleTest XML, in JUnit form), the driver outputs and logs. Each file stays well under 16 MiB.
-With --vulkan-validation the Vulkan variants' device tests (and a one-image replay instead of the
+With --vulkan-validation the Vulkan variants' device tests and one-image replays (instead of the
 benchmark) run under the Khronos validation layer the bundle carries, after its canary; with
---compute-sanitizer the CUDA variants' device tests and CUDA normal cases run under each tool,
-each after its canary (sam3d/core/gpu_checks.py, docs/gpu-checks.md).
+--compute-sanitizer the CUDA variants' device tests, CUDA normal cases and one-image replays run
+under each tool, each after its canaries (gpu_checks.py, docs/gpu-checks.md). The checked replays
+cover every layout and order the driver lists, with compute and transfer-only, in every mode it
+lists (unless --layout, --order or --modes name fewer).
 Back on the build machine: `python -m sam3d device-import DIR`.
 """
 
@@ -35,18 +37,16 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-if __package__:  # imported as part of the sam3d package
-    from ..core import gpu_checks
-    from ..core.host import log_tail, machine, runner_env, sanitizer_env, with_preload
-else:  # run.py of the bundle: sam3d/core/host.py and gpu_checks.py are packed beside it
-    import gpu_checks  # pylint: disable=import-error
-    from host import log_tail, machine, runner_env, sanitizer_env, with_preload  # pylint: disable=import-error
+from . import gpu_checks
+from .host import log_tail, machine, runner_env, sanitizer_env, with_preload
 
-HERE = Path(__file__).resolve().parent
-# The replay's device layouts (sam3d_bench --layout, native/bench/options.cpp).
-LAYOUTS = ("scattered", "areas")
-# The orders the replay issues its graphs in (sam3d_bench --order, native/bench/options.cpp).
-ORDERS = ("profile", "levels")
+# The bundle's folder: the one holding run.pyz, the zipapp python3 runs.
+HERE = Path(sys.argv[0]).resolve().parent
+# The sanitizer options of the variant registry (core/variants.py sanitizer_runtime()), which
+# sam3d/running/bundle.py writes beside run.pyz: host.sanitizer_env reads them.
+RUNTIME_FILE = "sanitizers.json"
+# What `sam3d_bench --list-modes` prints (native/bench/options.cpp): its modes, layouts and orders.
+LIST_SCHEMA = "sam3d-bench-modes/2"
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
                "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
@@ -197,14 +197,15 @@ def variant_env(name, vm, cuda_dirs=()):
     if "cuda" in backends:
         env["SAM3D_REQUIRE_CUDA_DEVICE"] = "1"
     # As in the test environment of the build machine: any report is fatal, except the upstream
-    # ones the project's suppression files (packed beside run.py) name.
-    env.update(sanitizer_env(vm["sanitizer"], HERE, cuda="cuda" in backends))
+    # ones the project's suppression files (packed beside run.pyz) name.
+    runtime = json.loads((HERE / RUNTIME_FILE).read_text()) if vm["sanitizer"] else {}
+    env.update(sanitizer_env(runtime, vm["sanitizer"], HERE, cuda="cuda" in backends))
     # The registry's vulkan_preload (a dlclose keeping the Vulkan driver's modules mapped, so
     # LeakSanitizer names them; docs/gpu.md, "vulkan-asan on NVIDIA").
     try:
         return with_preload(env, [HERE / p for p in vm.get("preload", [])])
     except (OSError, ValueError) as e:
-        sys.exit(f"run.py: {name}: {e}")
+        sys.exit(f"run.pyz: {name}: {e}")
 
 
 def junit_counts(report_path):
@@ -299,11 +300,13 @@ def checked_ok(t):
     return True
 
 
-def run_canary(name, env, out, checker, argv):
-    """A checker's canary (gpu_checks.VULKAN_CANARY or CUDA_CANARY) under it; "caught" when the
-    checker reported what the canary does on purpose."""
+def run_canary(name, env, out, checker, argv, label=None, report=None):
+    """A checker's canary (gpu_checks.VULKAN_CANARY, CUDA_CANARY or the driver's areas canary)
+    under it; "caught" when the checker reported what the canary does on purpose (``report``: a
+    pattern its output must also show, beyond gpu_checks.CUDA_CANARY_REPORTS' for the tool).
+    ``label`` names its log (default: the checker)."""
     ctag, prefix, cenv = checker
-    log = out / f"{name}-canary-{ctag}.log"
+    log = out / f"{name}-canary-{label or ctag}.log"
     with open(log, "w") as f:
         rc = subprocess.run(prefix + [str(HERE / name / "bin" / argv[0]), *argv[1:]], env=dict(env, **cenv),
                             stdout=f, stderr=subprocess.STDOUT).returncode
@@ -314,10 +317,11 @@ def run_canary(name, env, out, checker, argv):
         r["missing"] = gpu_checks.vulkan_canary_caught(text)
         r["caught"] = rc == 0 and r["layer_loaded"] and not r["missing"]
     else:
-        extra = gpu_checks.CUDA_CANARY_REPORTS.get(ctag)
+        extra = report or gpu_checks.CUDA_CANARY_REPORTS.get(ctag)
         r["caught"] = (rc == gpu_checks.ERROR_EXIT and bool(r["sanitizer_errors"])
                        and (extra is None or bool(extra.search(text))))
-    print(f"    canary {' '.join(argv)}: {'caught' if r['caught'] else 'NOT CAUGHT'} (exit {rc})", flush=True)
+    shown = " ".join(a if "/" not in a else Path(a).name for a in argv)
+    print(f"    canary {shown}: {'caught' if r['caught'] else 'NOT CAUGHT'} (exit {rc})", flush=True)
     return {"exit_code": rc, "log": log.name, "checker": ctag, **r}
 
 
@@ -353,32 +357,59 @@ def run_probe(name, env, out, tag, backend):
     return r
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, staging=(), checker=None, layout=None,
-              order=None):
-    """One sam3d_bench run; `staging`: its --staging-* flags, as given to run.py; `layout` and
-    `order`: its --layout and --order (None: the driver's defaults, scattered and profile).
-    Under a ``checker`` (run_tests()) it is a checked replay: its findings, no floor probe."""
+def driver_lists(name, env):
+    """({"modes", "layouts", "orders"}: the names each lists, the default layout and order first,
+    None) from the variant's driver (`sam3d_bench --list-modes`), or (None, why)."""
+    r = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--list-modes"], env=env, capture_output=True,
+                       text=True)
+    try:
+        doc = json.loads(r.stdout) if r.returncode == 0 else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("schema") != LIST_SCHEMA:
+        said = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return None, f"`sam3d_bench --list-modes` did not print its {LIST_SCHEMA} list: {said}"
+    return {k: [x["name"] for x in doc[k]] for k in ("modes", "layouts", "orders")}, None
+
+
+def chosen(flag, value, listed, default):
+    """The names a comma-separated run.pyz flag gives, each one the driver lists (``listed``;
+    "all": every one); ``default`` when the flag was not given. Exits naming the choices on a
+    wrong one."""
+    if value is None:
+        return default
+    if value == "all":
+        return listed
+    names = value.split(",")
+    if any(x not in listed for x in names) or len(set(names)) != len(names):
+        sys.exit(f"run.pyz: {flag} {value!r}: give distinct names of {', '.join(listed)} (the driver's "
+                 "`sam3d_bench --list-modes`), comma-separated")
+    return names
+
+
+def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, layout, order, staging=(), checker=None,
+              extra=()):
+    """One sam3d_bench run in ``layout`` and ``order`` (its --layout and --order); `staging`: its
+    --staging-* flags, as given to run.pyz; ``extra``: more flags. Under a ``checker``
+    (run_tests()) it is a checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
     env.update(cenv)
     tag = (f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
-           + (f"-{layout}" if layout and layout != "scattered" else "")
-           + (f"-{order}" if order and order != "profile" else ""))
+           + f"-{layout}-{order}")
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run(prefix + [str(HERE / name / "bin" / "sam3d_bench"), "--profile", str(HERE / "profile.json"),
-                                      "--backend", backend, "--device", "0", "--images", str(images),
-                                      "--warmups", str(warmups), "--out", str(dst)]
+        rc = subprocess.run(prefix + [str(HERE / name / "bin" / "sam3d_bench"), *bench_args(backend, images, warmups),
+                                      "--out", str(dst), "--layout", layout, "--order", order]
                             + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
-                            + list(staging) + (["--layout", layout] if layout else [])
-                            + (["--order", order] if order else []),
+                            + list(staging) + list(extra),
                             env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
          "driver_output": dst.name if dst.is_file() else None,
          # The run's facts, for device-import where the driver wrote nothing (bundle.RUN_FACTS).
-         "layout": layout or "scattered", "graph_order": order or "profile", "transfer_only": transfer_only,
+         "layout": layout, "graph_order": order, "transfer_only": transfer_only,
          "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env}
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -389,14 +420,20 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, st
     return r
 
 
+def bench_args(backend, images, warmups):
+    """sam3d_bench's arguments for the bundle's profile on device 0 of ``backend``."""
+    return ["--profile", str(HERE / "profile.json"), "--backend", backend, "--device", "0", "--images", str(images),
+            "--warmups", str(warmups)]
+
+
 def checkers(a, out):
-    """The GPU checkers run.py's flags ask for: (the validation layer's checker or None, the
+    """The GPU checkers run.pyz's flags ask for: (the validation layer's checker or None, the
     compute-sanitizer tools' checkers), each (tag, command prefix, environment)."""
     validation = None
     if a.vulkan_validation:
         layer_dir = HERE / "validation"
         if not (layer_dir / gpu_checks.LAYER_LIBRARY).is_file():
-            sys.exit(f"run.py: {layer_dir} has no {gpu_checks.LAYER_LIBRARY}: this bundle was packed without a "
+            sys.exit(f"run.pyz: {layer_dir} has no {gpu_checks.LAYER_LIBRARY}: this bundle was packed without a "
                      "Vulkan variant, or before the validation layer was bundled")
         layer = gpu_checks.layer_manifest(layer_dir / gpu_checks.LAYER_LIBRARY, layer_dir / gpu_checks.LAYER_MANIFEST,
                                           out / "validation-layer")
@@ -407,20 +444,30 @@ def checkers(a, out):
         names = list(gpu_checks.TOOLS) if a.compute_sanitizer == "all" else a.compute_sanitizer.split(",")
         unknown = [t for t in names if t not in gpu_checks.TOOLS]
         if unknown:
-            sys.exit(f"run.py: unknown compute-sanitizer tool(s) {unknown}; tools: {', '.join(gpu_checks.TOOLS)} or all")
+            sys.exit(f"run.pyz: unknown compute-sanitizer tool(s) {unknown}; tools: {', '.join(gpu_checks.TOOLS)} "
+                     "or all")
         try:
             binary = gpu_checks.assemble_sanitizer(HERE / "compute-sanitizer", a.cuda_toolkit, out / "compute-sanitizer")
         except gpu_checks.CheckerError as e:
-            sys.exit(f"run.py: {e}")
+            sys.exit(f"run.pyz: {e}")
         tools = [(t, gpu_checks.sanitizer_command(binary, t, []), {}) for t in names]
     return validation, tools
 
 
-def run_checked(i, n, name, vm, env, a, validation, tools):
-    """The checked runs of one variant: per checker its canary, then the device tests (and the
-    normal suite's CUDA cases) and a one-image replay of the modes under it in each of run.py's
-    --layout layouts. Returns (its
-    summary entries, whether all passed)."""
+def checked_matrix(a, lists):
+    """The checked replays' configurations: (transfer_only, layout, order) for compute and
+    transfer-only and every layout and order the driver lists (or those --layout and --order
+    name)."""
+    layouts = chosen("--layout", a.layout, lists["layouts"], lists["layouts"])
+    orders = chosen("--order", a.order, lists["orders"], lists["orders"])
+    return [(t, x, o) for t in (False, True) for x in layouts for o in orders]
+
+
+def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
+    """The checked runs of one variant: per checker its canaries, then the device tests (and the
+    normal suite's CUDA cases) and a one-image replay under it in each configuration of
+    checked_matrix(). Returns (its summary entries, whether all passed, whether it had anything
+    to check)."""
     backends = vm.get("backends", ["vulkan"])
     v = {"canaries": {}, "device_tests": {}, "checked_replays": []}
     ok = True
@@ -434,20 +481,31 @@ def run_checked(i, n, name, vm, env, a, validation, tools):
             cenv = dict(cenv, ASAN_OPTIONS=f"{env['ASAN_OPTIONS']}:{gpu_checks.ASAN_UNDER_SANITIZER}")
         runs.append(((tag, prefix, cenv), [gpu_checks.CUDA_CANARY, tag],
                      [("plain", None), ("normal_cuda", NORMAL_CUDA_CASES)], "cuda"))
+    matrix = checked_matrix(a, lists)
+    modes = modes or ",".join(lists["modes"])
     for checker, canary, test_runs, backend in runs:
         print(f"[{i}/{n}] {name}: under {checker[0]}", flush=True)
         c = run_canary(name, env, a.out, checker, canary)
         v["canaries"][checker[0]] = c
         ok &= c["caught"]
+        if checker[0] == gpu_checks.AREAS_CANARY_TOOL:  # the replay's own canary: an uncleared area's gaps read
+            label = f"{checker[0]}-uninitialized-areas"
+            c = run_canary(name, dict(env, SAM3D_BATCHED_TRANSFERS="1"), a.out, checker,
+                           ["sam3d_bench", *bench_args(backend, 1, 0), "--modes", ",".join(lists["modes"]),
+                            "--layout", gpu_checks.AREAS_CANARY_LAYOUT, gpu_checks.AREAS_CANARY_FLAG,
+                            "--out", str(a.out / f"{name}-canary-{label}.driver.json")],
+                           label=label, report=gpu_checks.AREAS_CANARY_REPORT)
+            v["canaries"][label] = c
+            ok &= c["caught"]
         for kind, gtest_filter in test_runs:
             t = run_tests(name, env, a.out, kind, gtest_filter, checker)
             ok &= tests_ok(t)
             v["device_tests"][f"{kind} ({checker[0]})"] = t
-        for layout in a.layout.split(","):  # each layout's calls under the checker (areas: coalesced copies)
-            b = run_bench(name, env, a.out, backend, 1, 0, a.modes, False, (), checker, layout=layout)
+        for transfer_only, layout, order in matrix:
+            b = run_bench(name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker)
             found = b.get("validation_messages", b.get("sanitizer_errors"))
-            print(f"    one-image replay with compute, {layout} layout: exit {b['exit_code']}, findings {found} "
-                  f"({b['seconds']} s)", flush=True)
+            print(f"    one-image replay {'without' if transfer_only else 'with'} compute, {layout} layout, {order} "
+                  f"order: exit {b['exit_code']}, findings {found} ({b['seconds']} s)", flush=True)
             ok &= b["exit_code"] == 0 and b["driver_output"] is not None and checked_ok(b)
             v["checked_replays"].append(b)
     if not runs:
@@ -456,28 +514,31 @@ def run_checked(i, n, name, vm, env, a, validation, tools):
     return v, ok, bool(runs)
 
 
-def main():
-    manifest = json.loads((HERE / "manifest.json").read_text())
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parser(variant_names):
+    p = argparse.ArgumentParser(prog="run.pyz", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--images", type=int, default=20)
     p.add_argument("--warmups", type=int, default=5)
     p.add_argument("--skip-tests", action="store_true")
-    p.add_argument("--modes", help="benchmark modes (sam3d_bench --modes; default: the driver's default modes)")
+    p.add_argument("--modes", help="benchmark modes, comma-separated (sam3d_bench --modes, of those its --list-modes "
+                                   "lists, or all; default: the driver's default modes, under a checker all)")
     p.add_argument("--transfer-only", action="store_true",
-                   help="also replay the transfers without compute (ratios to the transfer floor)")
+                   help="also replay the transfers without compute (ratios to the transfer floor; the checked "
+                        "replays always do)")
     p.add_argument("--staging-piece-bytes", metavar="N|max",
                    help="the batched sessions' piece of the staged path (sam3d_bench --staging-piece-bytes; "
                         "default: the core's)")
     p.add_argument("--staging-copy-threads", metavar="N",
                    help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
                         "default: the core's)")
-    p.add_argument("--layout", default="scattered",
+    p.add_argument("--layout",
                    help="the replay's device layouts, comma-separated, each a run of its own in the order given "
-                        "(sam3d_bench --layout: scattered, the profile's, or areas; default: scattered)")
-    p.add_argument("--order", default="profile",
+                        "(sam3d_bench --layout, of those its --list-modes lists, or all; default: the driver's "
+                        "default, scattered, under a checker all)")
+    p.add_argument("--order",
                    help="the orders the replay issues its graphs in, comma-separated, each a run of its own per layout "
-                        "(sam3d_bench --order: profile, or levels, by dependency level; default: profile)")
+                        "(sam3d_bench --order, of those its --list-modes lists, or all; default: the driver's "
+                        "default, profile, under a checker all)")
     p.add_argument("--vulkan-transfer-queue", action="store_true",
                    help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
                         "the device's dedicated transfer queue; recorded in each run's summary entry: the result record's "
@@ -486,29 +547,30 @@ def main():
                    help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
                         "(searched for CUDA variants' libraries; repeatable)")
     p.add_argument("--vulkan-validation", action="store_true",
-                   help="instead of the plain runs: the Vulkan variants' device tests and a one-image replay under the "
-                        "Khronos validation layer the bundle carries, after its canary (any message fails)")
+                   help="instead of the plain runs: the Vulkan variants' device tests and one-image replays (every "
+                        "layout and order, with compute and transfer-only) under the Khronos validation layer the "
+                        "bundle carries, after its canary (any message fails)")
     p.add_argument("--compute-sanitizer", metavar="TOOLS",
-                   help=f"instead of the plain runs: the CUDA variants' device tests, CUDA normal cases and a one-image "
-                        f"replay under each compute-sanitizer tool (comma-separated of {', '.join(gpu_checks.TOOLS)}, "
-                        "or all), each after its canary (any error fails)")
+                   help=f"instead of the plain runs: the CUDA variants' device tests, CUDA normal cases and one-image "
+                        f"replays (every layout and order, with compute and transfer-only) under each compute-sanitizer "
+                        f"tool (comma-separated of {', '.join(gpu_checks.TOOLS)}, or all), each after its canaries "
+                        "(any error fails)")
     p.add_argument("--cuda-toolkit", type=Path, default=Path("/usr/local/cuda"),
                    help="a CUDA toolkit of the bundle's release, whose compute-sanitizer launcher helpers complete "
                         "the wheel's (default: /usr/local/cuda)")
-    p.add_argument("variants", nargs="*", help=f"of {', '.join(manifest['variants'])} (default: all)")
-    a = p.parse_args()
+    p.add_argument("variants", nargs="*", help=f"of {', '.join(variant_names)} (default: all)")
+    return p
+
+
+def main(argv=None):
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    a = parser(manifest["variants"]).parse_args(argv)
     names = a.variants or list(manifest["variants"])
     staging = [x for flag, v in (("--staging-piece-bytes", a.staging_piece_bytes),
                                  ("--staging-copy-threads", a.staging_copy_threads)) if v for x in (flag, v)]
-    layouts = a.layout.split(",")
-    if not layouts or any(x not in LAYOUTS for x in layouts) or len(set(layouts)) != len(layouts):
-        sys.exit(f"run.py: --layout {a.layout!r}: give distinct layouts of {', '.join(LAYOUTS)}, comma-separated")
-    orders = a.order.split(",")
-    if any(x not in ORDERS for x in orders) or len(set(orders)) != len(orders):
-        sys.exit(f"run.py: --order {a.order!r}: give distinct orders of {', '.join(ORDERS)}, comma-separated")
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
-        sys.exit(f"run.py: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
+        sys.exit(f"run.pyz: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
     a.out.mkdir(parents=True, exist_ok=True)
     validation, tools = checkers(a, a.out)
     summary = {"machine": machine(), "manifest": manifest, "variants": {}}
@@ -520,23 +582,30 @@ def main():
         v = {}
         cuda, why = cuda_check(vm, a.cuda_python)
         if why:
-            print(f"[{i}/{len(names)}] {name}: FAILED: the CUDA libraries: {why}", flush=True)
-            summary["variants"][name] = {"error": f"the CUDA libraries: {why}", "bench": []}
+            why = f"the CUDA libraries: {why}"
+        else:
+            env = variant_env(name, vm, cuda["lib_dirs"])
+            lists, why = driver_lists(name, env)
+        if why:
+            print(f"[{i}/{len(names)}] {name}: FAILED: {why}", flush=True)
+            summary["variants"][name] = {"error": why, "bench": []}
             ok = False
             continue
         if vm.get("cuda_libs"):
             v["cuda"] = cuda
             print(f"[{i}/{len(names)}] {name}: CUDA runtime {cuda['runtime_version']}, driver {cuda['driver_version']}, "
                   f"{cuda['devices']} device(s), from {', '.join(cuda['lib_dirs'])}", flush=True)
-        env = variant_env(name, vm, cuda["lib_dirs"])
         if a.vulkan_transfer_queue:
             env["GGML_VK_ASYNC_USE_TRANSFER_QUEUE"] = "1"  # after variant_env, which removes an inherited one
+        modes = ",".join(chosen("--modes", a.modes, lists["modes"], [])) or None
         if validation or tools:
-            checked, passed, ran = run_checked(i, len(names), name, vm, env, a, validation, tools)
+            checked, passed, ran = run_checked(i, len(names), name, vm, env, a, lists, modes, validation, tools)
             summary["variants"][name] = {**v, **checked}
             ok &= passed
             any_checked |= ran
             continue
+        layouts = chosen("--layout", a.layout, lists["layouts"], lists["layouts"][:1])
+        orders = chosen("--order", a.order, lists["orders"], lists["orders"][:1])
         if not a.skip_tests:
             for perf in (False, True):
                 print(f"[{i}/{len(names)}] {name}: device tests{' (GGML_VK_PERF_LOGGER=1)' if perf else ''}", flush=True)
@@ -562,24 +631,21 @@ def main():
             for transfer_only, layout, order in [(t, x, o) for t in ((False, True) if a.transfer_only else (False,))
                                                  for x in layouts for o in orders]:
                 what = "transfer-only replay" if transfer_only else "benchmark"
-                in_order = "" if order == "profile" else f", {order} order"
-                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout{in_order} "
-                      f"({a.modes or 'default modes'}; {a.warmups} warm-ups, {a.images} images)", flush=True)
-                b = run_bench(name, env, a.out, backend, a.images, a.warmups, a.modes, transfer_only, staging,
-                              layout=layout, order=order if order != "profile" else None)
+                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout, {order} order "
+                      f"({modes or 'default modes'}; {a.warmups} warm-ups, {a.images} images)", flush=True)
+                b = run_bench(name, env, a.out, backend, a.images, a.warmups, modes, transfer_only, layout, order,
+                              staging)
                 print(f"    exit {b['exit_code']} ({b['seconds']} s)"
                       + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
                 ok &= b["exit_code"] == 0
                 v["bench"].append(b)
         summary["variants"][name] = v
     if (validation or tools) and not any_checked:
-        print("run.py: FAILED: none of the variants has a backend the checkers asked for check "
+        print("run.pyz: FAILED: none of the variants has a backend the checkers asked for check "
               "(--vulkan-validation: Vulkan; --compute-sanitizer: CUDA)", flush=True)
         ok = False
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"run.py: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)
+    print(f"run.pyz: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
