@@ -48,7 +48,7 @@ def test_cuda_cases_must_find_a_device_where_an_nvidia_gpu_is(monkeypatch, gpu):
     monkeypatch.setattr(driver.ctest.system, "has_nvidia_gpu", lambda: gpu)
     assert driver.ctest.test_env(CUDA_ASAN, {}).get("SAM3D_REQUIRE_CUDA_DEVICE") == ("1" if gpu else None)
     assert "SAM3D_REQUIRE_CUDA_DEVICE" not in driver.ctest.test_env(RELEASE, {})
-# Inherited values that would change what a run measures (core/host.py RUNNER_REMOVED_ENV).
+# Inherited values that would change what a run measures (device/host.py RUNNER_REMOVED_ENV).
 INHERITED = {"GGML_CUDA_NO_PINNED": "1", "CUDA_LAUNCH_BLOCKING": "1", "GGML_CUDA_ENABLE_UNIFIED_MEMORY": "1",
              "GGML_CUDA_REGISTER_HOST": "1", "GGML_CUDA_DEVICES": "2", "GGML_CUDA_P2P": "1",
              "GGML_VK_PERF_LOGGER": "1", "GGML_VK_DISABLE_ASYNC": "1", "GGML_VK_ASYNC_USE_TRANSFER_QUEUE": "1",

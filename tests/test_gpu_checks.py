@@ -1,4 +1,4 @@
-"""The GPU checkers (sam3d/core/gpu_checks.py, sam3d/tools/checkers.py, sam3d/running/validation.py):
+"""The GPU checkers (sam3d/device/gpu_checks.py, sam3d/tools/checkers.py, sam3d/running/validation.py):
 what their runs read from the checkers' output, the environment the runners set, and the real
 validation layer against the real canary on this machine's lavapipe."""
 

@@ -55,7 +55,7 @@ json mode_table_json(const std::vector<Mode> & modes);
 // ---------------------------------------------------------------- options (options.cpp)
 // A value of a flag with a fixed set of choices: its name on the command line and in the
 // output, and what it does. Each table lists them in enum order, the default first, and
-// `--list-modes` prints them beside the modes (the GPU bundle's run.py runs and checks them all).
+// `--list-modes` prints them beside the modes (the GPU bundle's run.pyz runs and checks them all).
 template <class T>
 struct Choice {
     T value;

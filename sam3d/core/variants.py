@@ -142,7 +142,7 @@ def sanitizers_of(setting: str | None) -> tuple[Sanitizer, ...]:
 
 
 def sanitizer_runtime() -> dict[str, dict[str, list[list[str]]]]:
-    """The runtime options of every ``compiler.sanitizer`` value, as core/host.py reads them
+    """The runtime options of every ``compiler.sanitizer`` value, as device/host.py reads them
     (the GPU bundle carries this as JSON): {value: {"env": [[variable, options]], "cuda":
     [[variable, options added with CUDA]]}}, ``{dir}`` standing for the suppressions folder."""
     return {setting: {"env": [[var, opts.replace("{suppressions}", "{dir}/" + s.suppressions)]

@@ -1,5 +1,5 @@
 """Where the GPU checkers come from: the Khronos validation layer and NVIDIA's compute-sanitizer
-(sam3d/core/gpu_checks.py runs them; docs/gpu-checks.md).
+(sam3d/device/gpu_checks.py runs them; docs/gpu-checks.md).
 
 - The validation layer is Debian 13's vulkan-validationlayers, the release of the Vulkan headers
   GGML is built with (system.VULKAN_DEV_VERSION), pinned by SHA-256 and unpacked into the shared
