@@ -20,9 +20,10 @@ class Sam3dCoreConan(ConanFile):
     options = {"vulkan": [True, False], "cuda": [True, False], "fPIC": [True, False]}
     default_options = {"vulkan": False, "cuda": False, "fPIC": True}
     exports_sources = "native/*", "cmake/*", "LICENSE"
-    # The one GGML version: the only entry of the GGML recipe's conandata.yml (sam3d/tools/conan.py
-    # reads the same), exported with this recipe so `conan create` finds it too.
-    exports = "conan/recipes/ggml/conandata.yml"
+    # The one GGML version: the only entry of the GGML recipe's config.yml in the project's
+    # local-recipes-index (conan/recipes/; sam3d/tools/conan.py reads the same), exported with this
+    # recipe so `conan create` finds it too.
+    exports = "conan/recipes/ggml/config.yml"
 
     def set_version(self):
         # The one version: SAM3D_CORE_VERSION of the public header (docs/contract.md, "API versions").
@@ -35,8 +36,8 @@ class Sam3dCoreConan(ConanFile):
 
     def requirements(self):
         # The variant's profile sets ggml/*:vulkan and ggml/*:cuda to this package's options.
-        with open(os.path.join(self.recipe_folder, "conan", "recipes", "ggml", "conandata.yml")) as f:
-            (ggml_version,) = yaml.safe_load(f)["sources"]
+        with open(os.path.join(self.recipe_folder, "conan", "recipes", "ggml", "config.yml")) as f:
+            (ggml_version,) = yaml.safe_load(f)["versions"]
         self.requires(f"ggml/{ggml_version}", transitive_headers=True)
 
     def generate(self):

@@ -102,7 +102,7 @@ def test_ggml_libraries_instrumented_as_the_variant_says(name):
 
 def test_wrong_sdist_hash_stops_with_both_hashes(tmp_path):
     recipe = tmp_path / "ggml"
-    shutil.copytree(paths.root() / "conan" / "recipes" / "ggml", recipe)
+    shutil.copytree(paths.root() / ggml_package.RECIPE, recipe)
     data = recipe / "conandata.yml"
     good = "e47ff53506342959ffb3ce15380b82828fea10ec5f208f9ef6915895f1a7a176"
     bad = "0" * 64

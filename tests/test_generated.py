@@ -24,6 +24,7 @@ from sam3d.core import variants
 from sam3d.device import host, run
 from sam3d.results import record
 from sam3d.running import bundle
+from sam3d.tools import ggml_package
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,7 +91,7 @@ def test_cmake_builds_each_vulkan_preload_where_the_registry_preloads_it():
 def test_ggml_recipe_switches_are_the_registry_s():
     """The recipe's generate() sets GGML_SANITIZE_* from compiler.sanitizer and the cuda option;
     each expression, evaluated for every setting, gives what Variant.ggml_switches says."""
-    recipe = (ROOT / "conan" / "recipes" / "ggml" / "conanfile.py").read_text()
+    recipe = (ROOT / ggml_package.RECIPE / "conanfile.py").read_text()
     exprs = dict(re.findall(r'"(GGML_SANITIZE_\w+)": (.+),\n', recipe))
     assert set(exprs) == {s.ggml_switch for s in variants.SANITIZERS}
     for setting in (None, *variants.SANITIZER_SETTINGS):

@@ -27,8 +27,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
-from sam3d.core import profile, variants
+from sam3d.core import paths, profile, variants
 from sam3d.core.errors import NotBuilt
 from sam3d.tools import conan, conan_lock, conan_remote, cuda, ggml_package
 
@@ -126,6 +127,7 @@ def _checkout(root: Path) -> None:
     recipe.mkdir(parents=True)
     (recipe / "conanfile.py").write_text(GGML_RECIPE)
     (recipe / "conandata.yml").write_text(f'sources:\n  "{conan.ggml_version()}": {{}}\n')
+    shutil.copy(ROOT / ggml_package.CONFIG, root / ggml_package.CONFIG)
     (root / "conanfile.py").write_text(CORE)
     shutil.copy(ROOT / "conan" / "settings_user.yml", root / "conan" / "settings_user.yml")
     for rel in (profile.RELATIVE_PATH, cuda.LOCK):
@@ -380,7 +382,7 @@ def test_a_record_of_another_recipe_state_is_stale(built, no_conan):
     recipe = built.root / ggml_package.RECIPE / "conandata.yml"
     with _changed(recipe, recipe.read_text() + "# another state\n"), pytest.raises(NotBuilt) as e:
         ggml_package.read(RELEASE)
-    assert "the GGML recipe (conan/recipes/ggml/) changed since the variant was built" in str(e.value)
+    assert "the GGML recipe (conan/recipes/ggml/all/) changed since the variant was built" in str(e.value)
     assert str(e.value).endswith("(python -m sam3d build release)")
     ggml_package.read(RELEASE)  # the same state again: fresh
 
@@ -407,15 +409,57 @@ def test_the_recipe_digest_is_of_what_conan_exports(built, no_conan, tmp_path):
             f.unlink()
 
 
-def test_conan_exports_of_the_ggml_recipe_what_the_digest_hashes(monkeypatch, tmp_path):
-    """The checkout's GGML recipe has no exports or exports_sources: Conan's export of it (in a
-    Conan home of its own) holds ggml_package.EXPORTED and Conan's manifest, nothing else."""
-    monkeypatch.setenv("SAM3D_CONAN_HOME", str(tmp_path / "conan2"))
-    monkeypatch.delenv(conan_remote.REMOTE_ENV, raising=False)
-    ref = json.loads(conan.run(["export", str(ROOT / ggml_package.RECIPE), "--version", conan.ggml_version(),
-                                "--format=json"]))["reference"]
-    export = Path(conan.run(["cache", "path", ref]).strip())
+def test_the_checkout_s_recipe_index_serves_ggml_as_to_a_conan_user(monkeypatch, tmp_path):
+    """In a Conan home of its own, after the remote add that docs/sharing.md names, the checkout's
+    index gives ggml/<the core's version> (conan/recipes/ggml/config.yml), and what Conan takes of
+    the recipe is ggml_package.EXPORTED and Conan's manifest, nothing else (no test_package/): its
+    conandata.yml holds the sources of that version, as the checkout's does. The project's Conan
+    home gets the very same recipe revision from the index."""
+    def user_conan(*args: str) -> str:  # Conan as its user runs it: CONAN_HOME, the checkout as cwd
+        return subprocess.run([paths.tool("conan"), *args], cwd=ROOT, capture_output=True, text=True, check=True,
+                              env={**os.environ, "CONAN_HOME": str(tmp_path / "user")}).stdout
+
+    def revisions(listed: str) -> list[str]:
+        return list(json.loads(listed)["Local Cache"][ref]["revisions"])
+
+    user_conan("remote", "add", "sam3d-recipes", "conan", "--type=local-recipes-index")
+    ref = f"{ggml_package.NAME}/{conan.ggml_version()}"
+    user_conan("download", ref, "-r", "sam3d-recipes", "--only-recipe")
+    export = Path(user_conan("cache", "path", ref).strip())
     assert sorted(p.name for p in export.iterdir()) == sorted((*ggml_package.EXPORTED, "conanmanifest.txt"))
+    data = yaml.safe_load((ROOT / ggml_package.RECIPE / "conandata.yml").read_text())
+    assert yaml.safe_load((export / "conandata.yml").read_text()) == data
+    assert (export / "conanfile.py").read_bytes() == (ROOT / ggml_package.RECIPE / "conanfile.py").read_bytes()
+
+    monkeypatch.setenv("SAM3D_ROOT", str(ROOT))  # this checkout, whatever the module's fixture set
+    monkeypatch.setenv("SAM3D_CONAN_HOME", str(tmp_path / "project"))
+    monkeypatch.delenv(conan_remote.REMOTE_ENV, raising=False)
+    conan.ensure_home([TSAN])
+    conan.run(["download", ref, "-r", conan_remote.INDEX_NAME, "--only-recipe"])
+    assert revisions(conan.run(["list", f"{ref}#*", "--format=json"])) == \
+        revisions(user_conan("list", f"{ref}#*", "--format=json"))
+
+
+def test_a_build_takes_the_index_s_recipe_over_a_newer_revision_in_the_cache(built):
+    """Another clone sharing the Conan home may have put another revision of ggml/<version> in its
+    cache since (here: exported, so it is the latest there): the next build of this checkout still
+    builds against this checkout's recipe, its record names the index's revision, not that one."""
+    before = ggml_package.read(RELEASE)
+    other = built.tmp / "other-clone-recipe"
+    shutil.copytree(built.root / ggml_package.RECIPE, other)
+    with open(other / "conanfile.py", "a") as f:
+        f.write("# another clone's recipe\n")
+    ref = f"{ggml_package.NAME}/{conan.ggml_version()}"
+    exported = json.loads(conan.run(["export", str(other), "--version", conan.ggml_version(), "--format=json"]))
+    rrev = exported["reference"].split("#")[1]
+    assert rrev != before.recipe_revision
+    latest = json.loads(conan.run(["list", f"{ref}#latest", "--format=json"]))["Local Cache"][ref]["revisions"]
+    assert list(latest) == [rrev]
+    log = built.tmp / "build-release-again.log"
+    conan.build(RELEASE, log)
+    after = ggml_package.read(RELEASE)
+    assert after.recipe_revision == before.recipe_revision
+    assert after.package_folder == before.package_folder
 
 
 @pytest.mark.parametrize("what", ["package folder", "library"])

@@ -8,7 +8,7 @@ setting ``compiler.sanitizer`` and the Vulkan and CUDA backends are the ``vulkan
 What reads it:
 - SANITIZERS (one entry per sanitizer) and SANITIZER_SETTINGS (each ``compiler.sanitizer``
   value and the sanitizers it turns on): the -fsanitize= flags of the profiles, the GGML
-  switches (conan/recipes/ggml/conanfile.py makes the same choice; a test compares them), the
+  switches (conan/recipes/ggml/all/conanfile.py makes the same choice; a test compares them), the
   runtime options every test run and the GPU bundle use (device/host.py sanitizer_env), the
   canaries native/tests/CMakeLists.txt adds (a test compares them), the suppression files and
   what their entries may name (a test checks every entry).

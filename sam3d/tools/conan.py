@@ -3,10 +3,11 @@
 The Conan home is never the user's: it lives in the shared cache (paths.conan_home()), so all
 clones on one machine share its package cache; every Conan invocation holds its lock
 (conan_lock.py), and a build records the GGML package it used in its build folder
-(ggml_package.py), so commands that only use what is built ask Conan nothing. It has no
-remote unless SAM3D_CONAN_REMOTE names one (conan_remote.py): then builds take GGML's binaries
-from it when it has them, fall back to building here with one warning when it does not
-answer, and `publish` uploads a variant's packages to it.
+(ggml_package.py), so commands that only use what is built ask Conan nothing. Its first remote
+is the checkout's recipe index (conan/recipes/, a local-recipes-index: conan_remote.py), where
+every build takes the GGML recipe from; a binary remote only when SAM3D_CONAN_REMOTE names one:
+then builds take GGML's binaries from it when it has them, fall back to building here with one
+warning when it does not answer, and `publish` uploads a variant's packages to it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ class ConanError(Sam3dError):
 
 
 def ggml_version() -> str:
-    """The GGML version: the one entry of the GGML recipe's conandata.yml "sources" (the core's
-    conanfile.py reads the same entry for its requirement), in the checkout this package is in."""
-    data = yaml.safe_load((Path(__file__).resolve().parents[2] / ggml_package.RECIPE / "conandata.yml").read_text())
-    (version,) = data["sources"]
+    """The GGML version: the one entry of the GGML recipe's config.yml "versions" in the recipe
+    index (the core's conanfile.py reads the same entry for its requirement), in the checkout this
+    package is in."""
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / ggml_package.CONFIG).read_text())
+    (version,) = data["versions"]
     return str(version)
 
 
@@ -141,8 +143,11 @@ def env() -> dict[str, str]:
 
 
 def ensure_home(variants: list[Variant] | None = None) -> Path:
-    """Create or update the project's Conan home: settings_user.yml, global.conf, profiles (its
-    remotes.json is written before every invocation: conan_remote.remotes_json())."""
+    """Create or update the project's Conan home: settings_user.yml, global.conf, profiles, and
+    the recipe index as Conan's `remote add` sets it up (its own export cache, which trims
+    conandata.yml to the version, as for anyone who adds the index); its remotes.json is written
+    before every invocation (conan_remote.remotes_json()), for the clone and SAM3D_CONAN_REMOTE
+    of that invocation."""
     variants = list(VARIANTS) if variants is None else variants
     home = paths.conan_home()
     root = paths.root()
@@ -157,6 +162,8 @@ def ensure_home(variants: list[Variant] | None = None) -> Path:
             write_if_changed(home / "profiles" / v.profile_name,
                              profile_text(v, versions[v.compiler], vk_inc, toolkit))
         write_if_changed(home / "profiles" / BUILD_PROFILE, build_profile_text(versions["gcc"]))
+        run(["remote", "add", conan_remote.INDEX_NAME, str(conan_remote.index_folder()),
+             "--type=local-recipes-index", "--force"])
     return home
 
 
@@ -196,19 +203,23 @@ def _remote_failure(log: Path, start: int) -> conan_remote.Failure | None:
 _remote_down = False
 
 
+# A resolving command's remotes: the recipe index, asked for GGML's recipe even when a revision of
+# it is cached (Conan takes a cached revision without asking any remote otherwise): the index's
+# answer is always its newest revision, so this checkout's recipe is the one used.
+INDEX_ARGS = ["-r", conan_remote.INDEX_NAME, f"--update={ggml_package.NAME}"]
+
+
 def run_with_remote(args: list[str], log: Path) -> None:
-    """Run a Conan command that resolves binaries: with the remote when one is configured, and
-    when the remote fails (not on credentials), once more without it after one warning."""
+    """Run a Conan command that resolves packages: with the recipe index (INDEX_ARGS), and the
+    binary remote when one is configured; when that remote fails (not on credentials), once more
+    without it after one warning."""
     global _remote_down
-    if conan_remote.url() is None:
-        run(args, log=log)
-        return
-    if _remote_down:
-        run([*args, "-nr"], log=log)
+    if conan_remote.url() is None or _remote_down:
+        run([*args, *INDEX_ARGS], log=log)
         return
     start = log.stat().st_size if log.exists() else 0
     try:
-        run([*args, "-r", conan_remote.NAME], log=log)
+        run([*args, *INDEX_ARGS, "-r", conan_remote.NAME], log=log)
         return
     except ConanError:
         problem = _remote_failure(log, start)
@@ -219,18 +230,11 @@ def run_with_remote(args: list[str], log: Path) -> None:
     _remote_down = True
     print(f"sam3d: warning: the Conan remote {conan_remote.NAME} ({conan_remote.url()}) failed "
           f"({problem.reason}); building here without it", file=sys.stderr, flush=True)
-    run([*args, "-nr"], log=log)
+    run([*args, *INDEX_ARGS], log=log)
 
 
 def profile_args(v: Variant) -> list[str]:
     return ["-pr:h", v.profile_name, "-pr:b", BUILD_PROFILE, *conan_remote.host_settings()]
-
-
-def export_recipes() -> None:
-    """Export this checkout's GGML recipe. Another clone may export another revision (a changed
-    recipe) into the shared cache, and Conan resolves `ggml/<version>` to the latest exported
-    one: so each build exports again inside the lock span of its build."""
-    run(["export", str(paths.root() / ggml_package.RECIPE), "--version", ggml_version()])
 
 
 def build(v: Variant, log: Path) -> None:
@@ -243,7 +247,6 @@ def build(v: Variant, log: Path) -> None:
     with conan_lock.held(paths.conan_home()):
         ggml_package.discard(v)
         recipe = ggml_package.recipe_sha256()
-        export_recipes()
         run_with_remote(["build", str(paths.root()), *profile_args(v), "--build=missing", "--format=json",
                          "--out-file", str(graph)], log=log)
         ggml_package.write(v, graph, recipe, ConanError)
@@ -255,7 +258,6 @@ def create(v: Variant, log: Path) -> Path:
     it used."""
     graph = log.with_suffix(".graph.json")
     with conan_lock.held(paths.conan_home()):
-        export_recipes()
         run_with_remote(["create", str(paths.root()), *profile_args(v), "--build=missing",
                          "-c", "tools.build:skip_test=True", "--format=json", "--out-file", str(graph)], log=log)
     return graph

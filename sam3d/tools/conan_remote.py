@@ -1,9 +1,15 @@
-"""The optional Conan remote of the project's Conan home: configuration and Conan's answers.
+"""The remotes of the project's Conan home: the recipe index of the checkout, and the optional
+binary remote; configuration and Conan's answers.
 
-A remote is used only when SAM3D_CONAN_REMOTE=<url> is set (a conan_server or an Artifactory
-Conan repository); it is then the home's one remote, named "sam3d", so Conan's own credential
-variables CONAN_LOGIN_USERNAME_SAM3D and CONAN_PASSWORD_SAM3D log in to it. Without it the
-home has no remote and nothing waits on a server.
+The home's first remote is always INDEX_NAME ("sam3d-recipes"), a local-recipes-index over the
+checkout's conan/ folder (conan/recipes/<name>/config.yml and all/, conan-center-index's layout):
+the GGML recipe comes from there, as it does for anyone who runs `conan remote add sam3d-recipes
+conan --type=local-recipes-index` (docs/sharing.md). It is a folder, not a server.
+
+A binary remote is used only when SAM3D_CONAN_REMOTE=<url> is set (a conan_server or an
+Artifactory Conan repository); it is then the home's second remote, named "sam3d", so Conan's own
+credential variables CONAN_LOGIN_USERNAME_SAM3D and CONAN_PASSWORD_SAM3D log in to it. Without it
+nothing waits on a server.
 
 Binaries that travel between machines must not be taken where they cannot run: with a remote,
 the host profile also sets os.glibc (conan/settings_user.yml) to this machine's glibc, so the
@@ -17,7 +23,13 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..core import paths
+
+INDEX_NAME = "sam3d-recipes"
+# The local-recipes-index of the checkout: the folder holding recipes/<name>/.
+INDEX = Path("conan")
 REMOTE_ENV = "SAM3D_CONAN_REMOTE"
 NAME = "sam3d"
 USER_ENV = f"CONAN_LOGIN_USERNAME_{NAME.upper()}"
@@ -47,10 +59,17 @@ def url() -> str | None:
     return text or None
 
 
+def index_folder() -> Path:
+    """The checkout's local-recipes-index: the URL of the INDEX_NAME remote."""
+    return paths.root() / INDEX
+
+
 def remotes_json() -> str:
-    """The home's remotes.json: the one remote when configured, else none."""
+    """The home's remotes.json: this checkout's recipe index, then the binary remote when configured."""
     u = url()
-    remotes = [{"name": NAME, "url": u, "verify_ssl": True}] if u else []
+    remotes = [{"name": INDEX_NAME, "url": str(index_folder()), "verify_ssl": True,
+                "remote_type": "local-recipes-index"}]
+    remotes += [{"name": NAME, "url": u, "verify_ssl": True}] if u else []
     return json.dumps({"remotes": remotes}, indent=1) + "\n"
 
 

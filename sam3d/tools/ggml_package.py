@@ -18,10 +18,11 @@ the build folder, with NotBuilt naming the variant's build command, when there i
   `conan build` succeeded);
 - a record of another schema (SCHEMA_ID);
 - another recipe state: the record keeps recipe_sha256(), the SHA-256 of the files Conan
-  exports of the GGML recipe (EXPORTED) when the build exported it. Conan's recipe revision is
-  a hash of the same files, so another digest here means this checkout would build another
-  revision. A revision another clone exported to the shared cache does not count: this build
-  folder was built against its own;
+  exports of the GGML recipe (EXPORTED) as they were when the build started. Conan's recipe
+  revision is a hash of the same files (conandata.yml as the recipe index trims it to the
+  version), so another digest here means this checkout would build another revision. A revision
+  another clone's index gave the shared cache does not count: this build folder was built
+  against its own;
 - a package that is not the binary the variant asks for now (expected()): another build type,
   compiler, sanitizer, os.glibc (a remote configured or not since), Vulkan or CUDA option,
   CUDA architectures, or for a CUDA variant another toolkit (ci/cuda-toolkit.lock changed);
@@ -44,7 +45,10 @@ from ..core.variants import Variant
 from . import conan_lock, conan_remote, cuda, system
 
 NAME = "ggml"
-RECIPE = Path("conan") / "recipes" / NAME
+# The recipe in the checkout's recipe index (conan_remote.INDEX): config.yml names its versions
+# and their folder, all/ (conan-center-index's layout), which holds the recipe and its test_package/.
+CONFIG = conan_remote.INDEX / "recipes" / NAME / "config.yml"
+RECIPE = CONFIG.parent / "all"
 # What `conan export` copies of the recipe folder: conanfile.py and conandata.yml, and what a
 # recipe's exports and exports_sources name (the GGML recipe names none).
 EXPORTED = ("conandata.yml", "conanfile.py")
@@ -119,8 +123,8 @@ def path(v: Variant) -> Path:
 
 def recipe_sha256() -> str:
     """SHA-256 over what Conan exports of this checkout's GGML recipe (EXPORTED): the output of
-    `sha256sum conandata.yml conanfile.py` in conan/recipes/ggml/, so a file there that Conan does
-    not export (an editor's swap file) changes nothing."""
+    `sha256sum conandata.yml conanfile.py` in conan/recipes/ggml/all/, so a file there that Conan
+    does not export (an editor's swap file, test_package/) changes nothing."""
     folder = paths.root() / RECIPE
     lines = "".join(f"{system.sha256_file(folder / name)}  {name}\n" for name in EXPORTED)
     return hashlib.sha256(lines.encode()).hexdigest()
