@@ -74,9 +74,23 @@ ci_sum_bench() {
     if [ -f "$table" ]; then echo; cat "$table"; fi
 }
 
-# conan create . on the release profile: the sam3d-core package and test_package/.
-ci_run_package() { ci/bootstrap.sh python -m sam3d package "$@"; }
-ci_sum_package() { grep -E '^\[[0-9]+/[0-9]+\] .*: (created|FAILED)' "$1" | sed 's/^/- /'; }
+# A Conan user's path (docs/sharing.md, "Conan without sam3d"): a fresh Conan home with Conan's
+# detected profile (GGML with the CPU backend only, the cheapest build that shows it), the
+# documented remote add of the recipe index, `conan create .` of the core with test_package/
+# (GGML built there from the index's recipe), then GGML's own test_package.
+ci_run_package() (
+    set -euo pipefail
+    ci/bootstrap.sh true
+    export PATH="$PWD/.venv/bin:$PATH" CONAN_HOME
+    CONAN_HOME=$(mktemp -d)
+    trap 'rm -rf "$CONAN_HOME"' EXIT
+    conan profile detect
+    conan remote add sam3d-recipes conan --type=local-recipes-index
+    conan create . -r sam3d-recipes --update=ggml --build=missing -c tools.build:skip_test=True
+    ggml=$(conan list 'ggml/*' --format=json | python -c 'import json, sys; (r,) = json.load(sys.stdin)["Local Cache"]; print(r)')
+    conan test conan/recipes/ggml/all/test_package "$ggml" -r sam3d-recipes
+)
+ci_sum_package() { grep -E '^(test_package: |ERROR: )' "$1" | sed 's/^/- /'; }
 
 ci_stage() {
     local name=$1 t0=$SECONDS rc=0
