@@ -106,7 +106,11 @@ std::string where(const char * what, int w) { return std::string(what) + " (sess
 NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> & allowed, const Scratch & scratch,
                             bool settle) {
     const std::vector<Block> now = blocks();
+    // A queued call's downloads write its outputs (and scratch) whenever the device runs them,
+    // until its wait: during any later operation (the deferred world's device works late).
+    const std::vector<Region> writing = in_flight_outputs();
     for (int w = 0; w < kWorlds; ++w) {
+        const std::vector<Region> writing_scratch = in_flight_scratch(w);
         for (size_t k = 0; k < before.blocks.size(); ++k) {
             const Block & b = before.blocks[k];
             const bool live = std::any_of(now.begin(), now.end(), [&](const Block & n) { return same_block(n.ref, b.ref); });
@@ -118,7 +122,8 @@ NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> &
                 continue;
             }
             for (size_t i = 0; i < b.size; ++i) {
-                CHECK(p[i] == before.host[w][k][i] || covers(allowed, b, i) || covers(scratch[w], b, i),
+                CHECK(p[i] == before.host[w][k][i] || covers(allowed, b, i) || covers(scratch[w], b, i) ||
+                          covers(writing, b, i) || covers(writing_scratch, b, i),
                       "a call writes caller memory only at its downloads' dst (and a zero-copy download run with "
                       "SAM3D_SUBMIT_SLOT_TAILS the slot tails it bridges), and a rejected or failed call none",
                       where(b.ref.kind == HostRef::Arena ? "arena" : "slot", w) + " byte " + str(i) + " changed");
@@ -159,6 +164,9 @@ NO_COVERAGE void check_host(const Snapshot & before, const std::vector<Region> &
 
 NO_COVERAGE void check_tensors_unchanged(const Snapshot & before, const char * op) {
     for (int w = 0; w < kWorlds; ++w) {
+        if (w == kDeferred && outstanding_model() != 0) {
+            continue;  // its device may run earlier calls' work during any entry point
+        }
         CHECK(std::memcmp(before.tensors[w].data(), buffer_base(g_env[w]), before.tensors[w].size()) == 0,
               "a rejected request submits nothing (tensors unchanged)", where(op, w));
     }
@@ -183,15 +191,24 @@ void check_state() {
         CHECK(sam3d_session_outstanding(e.session) == outstanding, "outstanding counts the queued calls not waited",
               where("outstanding", w) + " " + str(sam3d_session_outstanding(e.session)) + " != " + str(outstanding));
         const size_t flight = sam3d_session_staging_in_flight(e.session);
-        CHECK(flight <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || flight == 0),
+        CHECK(flight <= SAM3D_STAGING_BOUND_BYTES && (pinned_world(w) || flight == 0),
               "staging in flight stays within the bound (and 0 without pinned staging)", where("in flight", w) + " " + str(flight));
+        if (pinned_world(w)) {
+            bool exact = false;
+            const size_t held = held_ring_bytes(w, &exact);
+            CHECK(exact ? flight == held : flight >= held,
+                  "the ring holds the current reservation, the calls' slots until the first reservation after their "
+                  "completion was reported, kept slots until their release, and a released kept region until every "
+                  "call that read it completed (A2, A4, A5)",
+                  where("in flight", w) + " " + str(flight) + " bytes, the model " + (exact ? "" : "at least ") + str(held));
+        }
         sam3d_counters k{};
         k.struct_size = sizeof k;
         sam3d_session_counters(e.session, &k);
         CHECK(k.failed_calls >= g_model.failed_lo && k.failed_calls <= g_model.failed_hi, "failed_calls counts failed calls",
               where("failed_calls", w) + " " + str(k.failed_calls) + " not in [" + str(g_model.failed_lo) + ", " +
                   str(g_model.failed_hi) + "]");
-        CHECK(k.staging_bytes <= SAM3D_STAGING_BOUND_BYTES && (w == kStaged || k.staging_bytes == 0),
+        CHECK(k.staging_bytes <= SAM3D_STAGING_BOUND_BYTES && (pinned_world(w) || k.staging_bytes == 0),
               "staging_bytes stays within the bound (and 0 without pinned staging)", where("staging_bytes", w));
         CHECK(sam3d_session_areas(e.session) == g_model.areas.size(), "areas counts the declared areas",
               where("areas", w) + " " + str(sam3d_session_areas(e.session)) + " != " + str(g_model.areas.size()));
@@ -331,14 +348,15 @@ void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_c
             b.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS] - a.fallbacks[SAM3D_FALLBACK_NO_ASYNC_CAPS],
             b.fallbacks[SAM3D_FALLBACK_OVERSIZED] - a.fallbacks[SAM3D_FALLBACK_OVERSIZED] +
                 b.fallbacks[SAM3D_FALLBACK_PINNED_UNAVAILABLE] - a.fallbacks[SAM3D_FALLBACK_PINNED_UNAVAILABLE],
+            b.fallbacks[SAM3D_FALLBACK_OVERSIZED] - a.fallbacks[SAM3D_FALLBACK_OVERSIZED],
         };
         CHECK(reason_ok[w] == fell, "the fallback reason is the session's (no_caps: no_async_caps; unpinned: "
-                                    "pinned_unavailable or oversized; staged: oversized)", what);
+                                    "pinned_unavailable or oversized; staged and deferred: oversized)", what);
         bool kept_pinned = true;
         for (int s : v.kept_sources) {
             kept_pinned = kept_pinned && g_model.sets[s].pinned[w];
         }
-        CHECK(w == kStaged || pinned == 0, "without pinned staging no call is a pinned batch", what);
+        CHECK(pinned_world(w) || pinned == 0, "without pinned staging no call is a pinned batch", what);
         if (zero_copy && v.own) {
             const bool set_pinned = g_model.sets[g_model.pending].pinned[w];
             CHECK(pinned == (set_pinned ? 1u : 0u), "a zero-copy call is a pinned batch exactly when its reservation is pinned",
@@ -348,7 +366,7 @@ void check_accepted_call(int w, const Call & c, const WorldCall & m, bool zero_c
             CHECK(kept_pinned,
                   "a zero-copy call reading kept slots is a pinned batch only if they are pinned staging", what);
         }
-        if (!zero_copy && w == kStaged && in_flight_before == 0) {
+        if (!zero_copy && pinned_world(w) && in_flight_before == 0) {
             CHECK(pinned == 1, "a small copying call with the ring empty is a pinned batch", what);
         }
     }

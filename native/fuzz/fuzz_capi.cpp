@@ -1,15 +1,16 @@
 // libFuzzer target for the core's C API on the CPU backend (built in the Clang ASan variant):
 // the driver. An input is a sequence of operations (run, submit, reserve, wait, release,
 // counter resets, writes to caller memory, armed compute failures, areas declared and removed)
-// over real CPU tensors, run on four sessions ("worlds") that must agree with batching off; after
-// each operation the invariants of the contract are checked, and a violation prints which and
-// aborts, so libFuzzer keeps the input. At the end of the input every ticket is waited, every kept call released,
+// over real CPU tensors, run on five sessions ("worlds"); after each operation every world is
+// checked against what the reference model predicts from the contract (statuses, the fields
+// errors name, tickets, the runs and counters of each call, the ring bytes held) and against
+// batching off's bytes, and a violation prints which and aborts, so libFuzzer keeps the input. At the end of the input every ticket is waited, every kept call released,
 // and the ring must be empty again. The parts, each in its own files:
-//   worlds.h/.cpp        the fake GGML (each world's recording seam) and the four worlds
+//   worlds.h/.cpp        the fake GGML (each world's recording seam) and the five worlds
 //   model.h/.cpp         the reference model: what the caller knows, what the contract says
 //   decode.h/.cpp        the input decoder (the encoding: make_corpus.py)
 //   checks.h/.cpp        the invariant checker
-//   operations.h/.cpp    each operation on the four worlds: calls, checks, the model's update
+//   operations.h/.cpp    each operation on the five worlds: calls, checks, the model's update
 //   invariant.h          how a violation is reported
 //   fuzz_capi.cpp        this driver: libFuzzer's entry points, one input from start to end
 #include <cstddef>

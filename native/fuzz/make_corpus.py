@@ -257,6 +257,21 @@ CORPUS = {
         reserve(S64),
         submit(ZC, call(ups=[desc(RAW, kept(0, 0), size=[3, 31])])),
         release(1)),
+    # A6 in the deferred world (its transfer queue runs an upload as soon as the event it waits
+    # for allows): three queued calls, the third uploading other bytes into a, which the second's
+    # graph reads; the third's uploads wait for the second's event, the newest outstanding one.
+    "queued-order": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)),
+                           submit(Q, call(ups=[desc(A, arena(200))])), wait(0), wait(1), wait(2)),
+    # A3: a ticket is waited once, while a later one is still in flight.
+    "waited-once": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)), wait(0), wait(0),
+                          wait(1), wait(1)),
+    # A4: a kept call's slots read by two queued calls; the deferred world completes the first at
+    # its wait (its own event), then the kept call is released: its region stays held while the
+    # second reads it, through the next reservation.
+    "kept-readers": encode(reserve(S64, S64, S64), submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)), wait(0), reserve(S64),
+                           submit(ZC | Q, call(ups=[desc(A, kept(0, 0))])),
+                           submit(ZC | Q, call(ups=[desc(B, kept(0, 1))])),
+                           wait(1), release(0), reserve(S64), wait(2), reserve(S64)),
     "unpinned-ordinary": encode(run(call(**SCALE_ADD)), reserve(S64, S64, S64),
                                 submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1),
 }

@@ -93,6 +93,94 @@ size_t outstanding_model() {
     return n;
 }
 
+namespace {
+
+size_t aligned_bytes(const SlotSet & s, int w) {
+    const size_t a = std::max<size_t>(sam3d_session_staging_alignment(g_env[w].session), 1);
+    size_t n = 0;
+    for (size_t size : s.sizes) {
+        n += (size + a - 1) / a * a;
+    }
+    return n;
+}
+
+// Whether a reader of a released region may still be in flight in world w, and whether surely.
+void readers_of(const SlotSet & s, int w, bool * maybe, bool * surely) {
+    *maybe = *surely = false;
+    for (int r : s.readers) {
+        const TicketModel & t = g_model.tickets[r];
+        *surely = *surely || t.flying[w];
+        *maybe = *maybe || t.in_flight();  // not waited: complete or not, as far as the caller knows
+    }
+}
+
+}  // namespace
+
+bool still_read(const SlotSet & s, int w) {
+    bool maybe = false, surely = false;
+    readers_of(s, w, &maybe, &surely);
+    return s.released && !s.gone[w] && surely;
+}
+
+size_t held_ring_bytes(int w, bool * exact) {
+    *exact = true;
+    size_t held = 0;
+    for (const SlotSet & s : g_model.sets) {
+        if (!s.pinned[w]) {
+            continue;
+        }
+        if (s.state != SlotSet::Expired) {
+            held += aligned_bytes(s, w);  // the current reservation, a call's slots, kept ones
+            continue;
+        }
+        if (!s.released || s.gone[w]) {
+            continue;
+        }
+        bool maybe = false, surely = false;
+        readers_of(s, w, &maybe, &surely);
+        if (surely) {
+            held += aligned_bytes(s, w);
+        } else {
+            *exact = false;  // its readers may have completed since the last reservation
+        }
+    }
+    for (const TicketModel & t : g_model.tickets) {
+        if (t.in_flight() && !t.zero_copy) {
+            *exact = false;  // a queued copying call's laid-out bytes, when it took a ring region
+        }
+    }
+    return held;
+}
+
+void complete_all_model() {
+    for (TicketModel & t : g_model.tickets) {
+        t.flying.fill(false);
+    }
+}
+
+void complete_by_wait(int t) {
+    for (size_t i = 0; i < g_model.tickets.size(); ++i) {
+        for (int w = 0; w < kWorlds; ++w) {
+            if (static_cast<int>(i) <= t || w != kDeferred) {
+                g_model.tickets[i].flying[w] = false;
+            }
+        }
+    }
+}
+
+void reclaim_released() {
+    for (SlotSet & s : g_model.sets) {
+        if (!s.released) {
+            continue;
+        }
+        for (int w = 0; w < kWorlds; ++w) {
+            bool maybe = false, surely = false;
+            readers_of(s, w, &maybe, &surely);
+            s.gone[w] = s.gone[w] || !maybe;
+        }
+    }
+}
+
 WorldCall materialize(const Call & c, int w) {
     WorldCall m;
     Env & e = g_env[w];
@@ -280,7 +368,7 @@ Verdict judge(const Call & c, bool submit, unsigned flags, bool ticket_null, int
 }
 
 bool takes_staged_path(const Call & c, bool zero_copy, const Verdict & v, int w) {
-    if ((w != kStaged && w != kUnpinned) || c.synchronous || c.ups.size() + c.downs.size() == 0) {
+    if (!staging_world(w) || c.synchronous || c.ups.size() + c.downs.size() == 0) {
         return false;
     }
     if (zero_copy) {
@@ -357,9 +445,9 @@ std::vector<RunModel> expected_runs(const Call & c, const WorldCall & m, bool up
         if (!runs.empty()) {
             RunModel & r = runs.back();
             const uintptr_t end = r.begin + r.bytes;
-            // A copying call's run holds at most one piece (the staged world's 64 bytes, the
-            // unpinned world's default; rule 10).
-            const size_t piece = w == kStaged ? 64 : SAM3D_STAGING_PIECE_BYTES;
+            // A copying call's run holds at most one piece (the staged and deferred worlds' 64
+            // bytes, the unpinned world's default; rule 10).
+            const size_t piece = pinned_world(w) ? 64 : SAM3D_STAGING_PIECE_BYTES;
             bool joins = buffer == r.buffer && at >= end && (zero_copy || r.bytes < piece);
             if (joins && at != end) {
                 joins = at - end <= SAM3D_COALESCE_GAP_BYTES && in_one_area(w, buffer, r.begin, at + d.size) &&

@@ -46,6 +46,9 @@ struct SlotSet {
     std::array<std::vector<uint8_t *>, kWorlds> ptr;
     std::array<bool, kWorlds> pinned{};
     bool kept = false;  // kept slots not released yet
+    bool released = false;      // kept slots sam3d_session_release gave back
+    std::vector<int> readers;   // the queued calls (g_model.tickets) whose uploads read its kept slots
+    std::array<bool, kWorlds> gone{};  // world w's ring region was handed back (A4, A5)
 };
 
 struct TicketModel {
@@ -59,6 +62,10 @@ struct TicketModel {
     int set = -1;           // the reservation it consumed
     std::vector<Region> outputs;
     Scratch scratch;        // slot tails its bridged download runs write, per world (rule 10)
+    // World w took it on the staged path and nothing the contract says completes it happened
+    // since (A6, rule 5: its wait or a later ticket's, a call completed on return, a failure;
+    // without events, any wait): surely still in flight there.
+    std::array<bool, kWorlds> flying{};
     bool in_flight() const { return queued && !waited; }
     bool reported() const { return !queued || waited; }
 };
@@ -106,6 +113,27 @@ std::vector<Region> in_flight_outputs();
 // The scratch bytes of world w of the queued calls not waited yet.
 std::vector<Region> in_flight_scratch(int w);
 size_t outstanding_model();
+
+// ------------------------------------------------------------------------ the ring (A2, A4, A5)
+// The ring bytes world w (pinned) holds for slot sets now, by the contract: the current
+// reservation; a consumed reservation until the first reservation after its call's completion
+// was reported (A2); kept slots until their release, then until the first reservation after
+// every call that read them completed (A4). *exact: nothing else may hold ring bytes now (no
+// queued copying call in flight, no released kept region whose readers may or may not have
+// completed), so the session's staging in flight is exactly this; else at least this.
+size_t held_ring_bytes(int w, bool * exact);
+
+// What each rule says completes outstanding queued calls (their `flying`): a call completed on
+// return, or one that failed (A6, rule 5): every one.
+void complete_all_model();
+// A wait that returned for ticket t: it and every earlier ticket (calls execute in submission
+// order, A6); in a world without events (a full synchronize, A5) every one.
+void complete_by_wait(int t);
+// At a reservation: the released kept regions whose readers all completed are handed back, in
+// the worlds where they were (A4); the model cannot tell the rest (`flying` false, not waited).
+void reclaim_released();
+// Whether released kept slots are surely still read by a call in flight in world w (A4).
+bool still_read(const SlotSet & s, int w);
 
 // ------------------------------------------------------------------------ requests
 // A request in terms of no world: tensors by TensorId, host memory by HostRef.

@@ -22,9 +22,13 @@ void forget_failed_outputs(const std::vector<Region> & outputs) {
     resync_tensors();
 }
 
-// A call that names a view without a buffer of its own is refused (unallocated_tensor, naming
-// the descriptor) by the sessions whose staged path it would take, and taken by the others. It
-// then runs in the refusing sessions only (the others would diverge from them); true if so.
+// Rule 1: a call that names a view without a buffer of its own is refused (unallocated_tensor,
+// naming the descriptor) by the sessions whose settings and size would batch it, and taken by
+// the others (batching off, synchronous calls, the static fallbacks). A call completed on return
+// (a run, a submit without flags) with nothing outstanding runs in every session: the others
+// take it, and the refusing ones then get batching off's results. Another (queued, zero-copy)
+// runs in the refusing sessions only, since a ticket or a consumed reservation in some sessions
+// only would part the model. True if some session refused it.
 bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_null,
                        const std::array<Verdict, kWorlds> & verdicts, const Snapshot & before, const char * op) {
     const bool zero_copy = submit && (flags & SAM3D_SUBMIT_ZERO_COPY);
@@ -62,8 +66,44 @@ bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_
             CHECK(ticket == 0 || ticket == 12345, "a rejected submit hands out no ticket", where(op, w));
         }
     }
-    check_tensors_unchanged(before, op);
     check_host(before, {});
+    if ((submit && flags != 0) || outstanding_model() != 0) {
+        check_tensors_unchanged(before, op);
+        check_state();
+        return true;
+    }
+    std::vector<Region> outputs;
+    for (const Desc & d : c.downs) {
+        outputs.push_back({d.host, d.size});
+    }
+    for (int w = 0; w < kWorlds; ++w) {
+        if (std::find(refusing.begin(), refusing.end(), w) != refusing.end()) {
+            continue;
+        }
+        WorldCall m = materialize(c, w);
+        const sam3d_status st = in_world(w, [&](Env & e) {
+            return submit ? sam3d_session_submit(e.session, &m.call, 0, nullptr) : sam3d_session_run(e.session, &m.call);
+        });
+        const std::string msg = sam3d_last_error();
+        CHECK(st == SAM3D_OK,
+              "batching off, synchronous calls and the static fallbacks take a view without a buffer of its own",
+              where(op, w) + ": " + sam3d_status_name(st) + " ('" + msg + "')");
+        sam3d_counters now{};
+        now.struct_size = sizeof now;
+        sam3d_session_counters(g_env[w].session, &now);
+        check_accepted_call(w, c, m, false, false, false, verdicts[w], before.counters[w], now, before.in_flight[w], op);
+    }
+    // The refusing sessions wrote nothing: they get batching off's outputs and tensors.
+    for (int w : refusing) {
+        for (const Desc & d : c.downs) {
+            const size_t room = d.host.kind == HostRef::Arena ? kArena : g_model.sets[d.host.set].sizes[d.host.slot];
+            std::memcpy(resolve(d.host, w), resolve(d.host, kOff), std::min(d.size, room - d.host.at));
+        }
+    }
+    resync_tensors();
+    complete_all_model();
+    check_host(before, outputs);
+    check_tensors_equal();
     check_state();
     return true;
 }
@@ -279,6 +319,11 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
                   "submit hands out a ticket for queued and kept calls, else 0", where(op, w) + ": " + str(ticket[w]));
         }
     }
+    // The worlds that take it on the staged path (read before the model consumes the reservation).
+    std::array<bool, kWorlds> staged{};
+    for (int w = 0; w < kWorlds; ++w) {
+        staged[w] = takes_staged_path(c, submit && zero_copy, verdicts[w], w);
+    }
     // The model.
     int set = -1;
     if (submit && zero_copy && v.own) {
@@ -288,9 +333,22 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         s.state = queued ? SlotSet::InFlight : SlotSet::Reported;
         s.kept = keep && (queued || !fails);
     }
+    // Every accepted call may complete the outstanding ones: a call completed on return or a
+    // failed one does (A6, rule 5), a queued one where it takes the synchronous path.
+    complete_all_model();
     if (tracked) {
         // id, queued, zero_copy, fails, waited, kept, lower_bound_counts, set, outputs, scratch
-        g_model.tickets.push_back({ticket, queued, zero_copy, fails, false, keep, true, set, outputs, scratch});
+        g_model.tickets.push_back({ticket, queued, zero_copy, fails, false, keep, true, set, outputs, scratch, {}});
+        TicketModel & t = g_model.tickets.back();
+        for (int w = 0; w < kWorlds; ++w) {
+            t.flying[w] = queued && zero_copy && !fails && pinned_world(w) && staged[w];
+        }
+        // A4: the kept slots it reads stay held after their release until it completed.
+        for (int k : v.kept_sources) {
+            if (queued && !fails) {
+                g_model.sets[k].readers.push_back(static_cast<int>(g_model.tickets.size()) - 1);
+            }
+        }
     }
     if (fails) {
         g_model.failed_hi += 1;
@@ -349,6 +407,7 @@ void do_wait(int t, const std::array<sam3d_ticket, kWorlds> & ids) {
         return;
     }
     tm->waited = true;
+    complete_by_wait(t);
     if (tm->set >= 0) {
         g_model.sets[tm->set].state = SlotSet::Reported;
     }
@@ -393,6 +452,7 @@ void do_release(int t, const std::array<sam3d_ticket, kWorlds> & ids) {
         g_model.tickets[t].kept = false;
         if (g_model.tickets[t].set >= 0) {
             g_model.sets[g_model.tickets[t].set].kept = false;
+            g_model.sets[g_model.tickets[t].set].released = true;
         }
     }
     check_tensors_unchanged(before, "release");
@@ -455,13 +515,14 @@ void do_reserve(const std::vector<size_t> & sizes, bool null_slots) {
             s.state = SlotSet::Expired;
         }
     }
+    reclaim_released();
     SlotSet s;
     s.sizes = sizes;
     for (int w = 0; w < kWorlds; ++w) {
         const bool pinned = sam3d_session_reservation_pinned(g_env[w].session);
         s.pinned[w] = pinned;
-        CHECK(w == kStaged || !pinned, "only a session with pinned staging hands out pinned slots", where("reserve", w));
-        if (w == kStaged && before.in_flight[w] == 0 && need <= SAM3D_STAGING_BOUND_BYTES) {
+        CHECK(pinned_world(w) || !pinned, "only a session with pinned staging hands out pinned slots", where("reserve", w));
+        if (pinned_world(w) && before.in_flight[w] == 0 && need <= SAM3D_STAGING_BOUND_BYTES) {
             CHECK(pinned, "a reservation within the bound, with the ring empty, is pinned staging", where("reserve", w));
         }
         const size_t al = std::max<size_t>(sam3d_session_staging_alignment(g_env[w].session), 1);
@@ -479,7 +540,7 @@ void do_reserve(const std::vector<size_t> & sizes, bool null_slots) {
                 CHECK(b + sizes[j] <= c || c + sizes[k] <= b, "the slots of a reservation are disjoint", where("reserve", w));
             }
             for (const SlotSet & o : g_model.sets) {
-                if (o.state == SlotSet::Expired) {
+                if (o.state == SlotSet::Expired && !still_read(o, w)) {
                     continue;
                 }
                 for (size_t k = 0; k < o.sizes.size(); ++k) {

@@ -1,4 +1,4 @@
-// The operations an input is made of, each on the four worlds: the sam3d calls, the checks of
+// The operations an input is made of, each on the five worlds: the sam3d calls, the checks of
 // their results (checks.h) and the model's update (model.h). Arguments come from the input
 // decoder (decode.h); each operation leaves every invariant checked.
 #pragma once

@@ -1,4 +1,4 @@
-// The fake GGML and the four worlds (worlds.h says what they are).
+// The fake GGML and the five worlds (worlds.h says what they are).
 #include "worlds.h"
 
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "ggml-alloc.h"
 #include "ggml-cpu.h"
 #include "invariant.h"
+#include "sam3d_deferred.h"
 #include "sam3d_fake_async.h"
 
 namespace fuzz {
@@ -23,6 +24,7 @@ alignas(64) uint8_t g_ordinary_memory[1 << 20];
 // Staged: staging memory is one block for the process, handed out as a CPU buffer at its end
 // (ASan still sees an overrun past it), rather than 32 MiB allocated and poisoned per input.
 std::vector<uint8_t> g_staging_memory;
+std::vector<uint8_t> g_deferred_memory;  // the deferred world's, alike
 
 // The seam (only here): every entry records itself in the calling world; transfer and compute
 // entries forward to GGML.
@@ -85,6 +87,53 @@ void seam_synchronize(ggml_backend_t b) {
     record(Record::Synchronize, nullptr, nullptr, 0, 0);
     ggml_backend_synchronize(b);
 }
+// Deferred: transfers and computes go to the deferred queue (sam3d_deferred.h), run at the
+// core's synchronizes and event synchronizes; the blocking set first runs the transfer queue's
+// ready uploads, as a device with a transfer queue of its own may.
+void seam_set_deferred(ggml_tensor * t, const void * d, size_t o, size_t n) {
+    record(Record::Set, t, d, o, n);
+    deferred::queue_set_blocking(nullptr, t, d, o, n);
+}
+void seam_set_async_deferred(ggml_backend_t b, ggml_tensor * t, const void * d, size_t o, size_t n) {
+    record(Record::SetAsync, t, d, o, n);
+    deferred::queue_set_async(b, t, d, o, n);
+}
+void seam_get_async_deferred(ggml_backend_t b, const ggml_tensor * t, void * d, size_t o, size_t n) {
+    record(Record::GetAsync, t, d, o, n);
+    deferred::queue_get_async(b, t, d, o, n);
+}
+ggml_status seam_compute_async_deferred(ggml_backend_t b, ggml_cgraph * g) {
+    record(Record::ComputeAsync, nullptr, g, 0, 0);
+    if (take_failure()) {
+        return GGML_STATUS_FAILED;
+    }
+    deferred::queue_compute(b, g);
+    return GGML_STATUS_SUCCESS;
+}
+void seam_synchronize_deferred(ggml_backend_t b) {
+    record(Record::Synchronize, nullptr, nullptr, 0, 0);
+    deferred::queue_synchronize(b);
+}
+void seam_event_record(ggml_backend_event_t e, ggml_backend_t) {
+    caller();
+    deferred::queue_event_record(e);
+}
+void seam_event_synchronize(ggml_backend_event_t e) {
+    caller();
+    deferred::queue_event_synchronize(e);
+}
+void seam_event_wait(ggml_backend_t, ggml_backend_event_t e) {
+    caller();
+    deferred::queue_event_wait(e);
+}
+ggml_backend_buffer_t seam_alloc_deferred(ggml_backend_buffer_type_t, size_t size) {
+    record(Record::Alloc, nullptr, nullptr, 0, size);
+    if (size > g_deferred_memory.size()) {
+        return nullptr;
+    }
+    const size_t at = (g_deferred_memory.size() - size) / 64 * 64;
+    return ggml_backend_cpu_buffer_from_ptr(g_deferred_memory.data() + at, size);
+}
 // Staged: the host buffer type is that of the buffers over the staging block (GGML's CPU_Mapped),
 // which fake_async::buffer_type_device reports as the CPU device's.
 ggml_backend_buffer_type_t seam_host_buft_staged(ggml_backend_dev_t) { return fake_async::cpu_mapped_buffer_type(); }
@@ -117,12 +166,28 @@ sam3d_ggml_seam seam_for(World w) {
     s.graph_compute = seam_compute;
     s.graph_compute_async = seam_compute_async;
     s.synchronize = seam_synchronize;
-    s.buft_alloc_buffer = w == kStaged ? seam_alloc_staged : w == kUnpinned ? seam_alloc_unpinned : seam_alloc_real;
-    if (w == kStaged || w == kUnpinned) {
+    s.buft_alloc_buffer = w == kStaged      ? seam_alloc_staged
+                          : w == kUnpinned  ? seam_alloc_unpinned
+                          : w == kDeferred  ? seam_alloc_deferred
+                                            : seam_alloc_real;
+    if (staging_world(w)) {
         fake_async::install(s);  // unpinned: the host buffer type is GGML's CPU buffer type
-        if (w == kStaged) {
+        if (pinned_world(w)) {
             s.dev_host_buffer_type = seam_host_buft_staged;
         }
+    }
+    if (w == kDeferred) {
+        s.dev_get_props = deferred::props_with_events;
+        s.tensor_set = seam_set_deferred;
+        s.tensor_set_async = seam_set_async_deferred;
+        s.tensor_get_async = seam_get_async_deferred;
+        s.graph_compute_async = seam_compute_async_deferred;
+        s.synchronize = seam_synchronize_deferred;
+        s.event_new = deferred::event_new;
+        s.event_free = deferred::event_free;
+        s.event_record = seam_event_record;
+        s.event_synchronize = seam_event_synchronize;
+        s.event_wait = seam_event_wait;
     }
     return s;
 }
@@ -131,16 +196,16 @@ sam3d_session * open_session(Env & e) {
     e.seam = seam_for(e.world);
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = e.world == kOff ? SAM3D_BATCHING_OFF : SAM3D_BATCHING_ON;
-    // The staged world copies in pieces of 64 bytes (docs/contract.md, rule 2), so the decoder's
-    // small calls are split as the profile's megabytes are by the default piece; the unpinned
-    // world keeps the default (one piece each).
-    o.staging_piece_bytes = e.world == kStaged ? 64 : 0;
+    // The staged and deferred worlds copy in pieces of 64 bytes (docs/contract.md, rule 2), so
+    // the decoder's small calls are split as the profile's megabytes are by the default piece;
+    // the unpinned world keeps the default (one piece each).
+    o.staging_piece_bytes = pinned_world(e.world) ? 64 : 0;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_testing_session_create(g_backend, &o, &e.seam, &s);
     CHECK(st == SAM3D_OK, "a session is created", sam3d_last_error());
     CHECK(sam3d_session_batching(s) == (e.world != kOff) &&
               sam3d_session_static_fallback(s) ==
-                  (e.world == kStaged || e.world == kUnpinned ? SAM3D_FALLBACK_COUNT : SAM3D_FALLBACK_NO_ASYNC_CAPS),
+                  (staging_world(e.world) ? SAM3D_FALLBACK_COUNT : SAM3D_FALLBACK_NO_ASYNC_CAPS),
           "a session batches as asked, with the static fallback its caps give", kWorldName[e.world]);
     return s;
 }
@@ -194,8 +259,13 @@ NO_COVERAGE void fill(uint8_t * p, size_t n, uint32_t seed) {
     }
 }
 
+bool deferred_pending() { return deferred::pending() != 0; }
+
 NO_COVERAGE void resync_tensors() {
     for (int w = 1; w < kWorlds; ++w) {
+        if (w == kDeferred && deferred_pending()) {
+            continue;
+        }
         std::memcpy(buffer_base(g_env[w]), buffer_base(g_env[kOff]), buffer_size(g_env[kOff]));
     }
 }
@@ -204,6 +274,7 @@ void init_worlds() {
     g_backend = ggml_backend_cpu_init();
     ggml_backend_cpu_set_n_threads(g_backend, 1);  // no worker threads per graph
     g_staging_memory.assign(SAM3D_STAGING_BOUND_BYTES, 0);
+    g_deferred_memory.assign(SAM3D_STAGING_BOUND_BYTES, 0);
     fake_async::cpu_mapped_buffer_type();  // read here, once, rather than inside the first input
     for (int w = 0; w < kWorlds; ++w) {
         build_world(g_env[w], static_cast<World>(w));
@@ -212,6 +283,8 @@ void init_worlds() {
 
 void begin_input(bool ordinary, uint32_t seed) {
     g_ordinary = ordinary;
+    deferred::reset();
+    deferred::g_transfer_queue = true;
     for (int w = 0; w < kWorlds; ++w) {
         Env & e = g_env[w];
         ggml_backend_buffer_clear(e.buffer, 0);

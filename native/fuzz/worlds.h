@@ -1,4 +1,4 @@
-// The fake GGML and the four worlds. Every operation runs on four sessions ("worlds"), each over
+// The fake GGML and the five worlds. Every operation runs on five sessions ("worlds"), each over
 // its own identical tensors and caller memory, on one CPU backend:
 //   off       batching off: the reference, exactly the blocking GGML calls
 //   staged    batching on; the seam makes the CPU backend async-capable with CPU memory as
@@ -6,6 +6,10 @@
 //             queued and kept paths run; its staging is one block of the process
 //   no_caps   batching on with the CPU backend's own caps (every batching call falls back)
 //   unpinned  like staged, but the staging allocation fails or returns ordinary CPU memory
+//   deferred  like staged, on a device that works later and has events: the deferred queue of
+//             native/testing/sam3d_deferred.h with its transfer queue (uploads ordered after an
+//             earlier graph only by an event wait), so pending work runs at the core's
+//             synchronizes and event synchronizes, and an ordering rule (A4, A6) can fail
 // Each world's seam records every entry the core makes (Env::records, what the checks read) and
 // forwards transfers and computes to GGML, failing a compute when armed. worlds.cpp owns the
 // backend, the worlds (g_env), the world being called and the staging memory.
@@ -25,8 +29,12 @@ namespace fuzz {
 
 constexpr size_t kArena = 1024;   // caller host memory of each world (copying calls)
 
-enum World : int { kOff, kStaged, kNoCaps, kUnpinned, kWorlds };
-inline constexpr const char * kWorldName[kWorlds] = {"off", "staged", "no_caps", "unpinned"};
+enum World : int { kOff, kStaged, kNoCaps, kUnpinned, kDeferred, kWorlds };
+inline constexpr const char * kWorldName[kWorlds] = {"off", "staged", "no_caps", "unpinned", "deferred"};
+// The worlds whose staging is pinned (their staging allocation succeeds as the host buffer type's).
+inline bool pinned_world(int w) { return w == kStaged || w == kDeferred; }
+// The worlds without a static fallback, whose staged path runs (docs/contract.md, rule 3).
+inline bool staging_world(int w) { return w == kStaged || w == kUnpinned || w == kDeferred; }
 
 enum TensorId : int {
     kA, kB, kOut,      // out = 2 * a + b, the graph
@@ -82,8 +90,8 @@ extern std::array<Env, kWorlds> g_env;
 // Once per process (LLVMFuzzerInitialize): the CPU backend, the staging block, the worlds.
 void init_worlds();
 
-// Every input starts alike: tensors and caller memory filled from `seed`, a fresh session per
-// world; `ordinary`: the unpinned world's staging allocation returns ordinary memory (else NULL).
+// Every input starts alike: tensors and caller memory filled from `seed`, an empty deferred
+// queue, a fresh session per world; `ordinary`: the unpinned world's staging allocation returns ordinary memory (else NULL).
 void begin_input(bool ordinary, uint32_t seed);
 
 // Deterministic bytes for tensor contents, host memory and slots.
@@ -93,8 +101,11 @@ inline uint8_t * buffer_base(const Env & e) { return static_cast<uint8_t *>(ggml
 inline size_t buffer_size(const Env & e) { return ggml_backend_buffer_get_size(e.buffer); }
 
 // Tensor bytes after an operation whose effect on them the contract leaves open (a failed
-// call): every world gets batching off's, so later results stay comparable.
+// call): every world gets batching off's, so later results stay comparable (the deferred world
+// once its queue is empty: work still pending there runs on top of them later).
 void resync_tensors();
+// Whether the deferred world's device has work not run yet.
+bool deferred_pending();
 
 // Calls `f(env)` as world w: the seam entries it makes are recorded in that world (cleared
 // first); a seam entry outside any such call is a violation.

@@ -24,14 +24,13 @@
 // its last GGML call returns.
 //
 // What stays with each user, and why:
-//   - Events and a device that works later: native/tests/deferred.h (an in-order queue run at
-//     synchronize, events as markers of its position, a transfer queue of its own). The CPU
-//     device has no events (ggml-cpu/ggml-cpu.cpp: ".event_new = NULL"), and the fake keeps
-//     caps.events false, so a queued call completes with a synchronize. Only the suite's tests
-//     need work that is still pending when a call returns: the microbenchmark times the core's
-//     bookkeeping and requires 0 bytes of heap growth over warm calls (the queue allocates one
-//     std::function per GGML call), and the fuzz target compares every world with batching off
-//     after each operation, which needs no pending work. deferred.h builds on props().
+//   - Events and a device that works later: sam3d_deferred.h, beside this file (an in-order
+//     queue run at synchronize, events as markers of its position, a transfer queue of its
+//     own), for the suite's tests (native/tests/deferred.h) and the fuzz target's deferred world.
+//     The CPU device has no events (ggml-cpu/ggml-cpu.cpp: ".event_new = NULL"), and this fake
+//     keeps caps.events false, so a queued call completes with a synchronize. The microbenchmark
+//     needs no pending work: it times the core's bookkeeping and requires 0 bytes of heap growth
+//     over warm calls (the queue allocates one std::function per GGML call).
 //   - The staging allocation (buft_alloc_buffer): the fuzz target hands out one block of the
 //     process or ordinary memory, native/tests/probe.h fails or blocks it; others leave GGML's.
 //   - Recording, counting and failing seam entries (probe.h, the fuzz target's records).
