@@ -208,6 +208,14 @@ void check_state() {
         CHECK(k.failed_calls >= g_model.failed_lo && k.failed_calls <= g_model.failed_hi, "failed_calls counts failed calls",
               where("failed_calls", w) + " " + str(k.failed_calls) + " not in [" + str(g_model.failed_lo) + ", " +
                   str(g_model.failed_hi) + "]");
+        // Rule 8's waits and events, counted as the core makes them: batching off and the static
+        // fallbacks make only GGML's blocking calls (the core synchronizes nothing), and a device
+        // without caps.events gets no event call (A5: a full synchronize instead).
+        CHECK((w != kOff && w != kNoCaps) || k.synchronizes == 0,
+              "batching off and the static fallbacks never synchronize the backend themselves",
+              where("synchronizes", w) + " " + str(k.synchronizes));
+        CHECK(w == kDeferred || k.event_records + k.event_waits + k.event_synchronizes == 0,
+              "a device without events gets no event record, wait or synchronize", where("event counters", w));
         CHECK(k.staging_bytes <= SAM3D_STAGING_BOUND_BYTES && (pinned_world(w) || k.staging_bytes == 0),
               "staging_bytes stays within the bound (and 0 without pinned staging)", where("staging_bytes", w));
         CHECK(sam3d_session_areas(e.session) == g_model.areas.size(), "areas counts the declared areas",

@@ -202,6 +202,25 @@ NO_COVERAGE void resync_gaps(const Call & c, const std::array<WorldCall, kWorlds
     }
 }
 
+// A6, in the deferred world (events, not one in-order queue): a queued call on the staged path
+// with uploads after an outstanding queued call first has the backend wait for an event, once;
+// any other call, or one with nothing outstanding, waits for none.
+void check_upload_order(const Call & c, bool queued, bool flying_before, bool none_outstanding,
+                        const sam3d_counters & a, const char * op) {
+    sam3d_counters b{};
+    b.struct_size = sizeof b;
+    sam3d_session_counters(g_env[kDeferred].session, &b);
+    const uint64_t waits = b.event_waits - a.event_waits;
+    const bool batched = b.pinned_batches - a.pinned_batches == 1;
+    const bool may = queued && batched && !c.ups.empty() && !none_outstanding;
+    CHECK(may ? waits <= 1 : waits == 0,
+          "only a queued call's uploads wait for an event, once, and only after an outstanding queued call",
+          where(op, kDeferred) + ": " + str(waits) + " event waits");
+    CHECK(!(may && flying_before) || waits == 1,
+          "a queued call's uploads after a queued call still in flight first wait for its event",
+          where(op, kDeferred) + ": " + str(waits) + " event waits");
+}
+
 }  // namespace
 
 void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
@@ -231,6 +250,10 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         }
     }
     const char * op = submit ? "submit" : "run";
+    // A6: in the deferred world, a queued call surely still in flight there (`flying`), or none.
+    const bool flying_before = std::any_of(g_model.tickets.begin(), g_model.tickets.end(),
+                                           [](const TicketModel & t) { return t.flying[kDeferred]; });
+    const bool none_outstanding = outstanding_model() == 0;
     const bool armed = g_model.armed;
     g_model.armed = false;
     const Snapshot before = snapshot();
@@ -295,6 +318,7 @@ void do_call(const Call & c, bool submit, unsigned flags, bool ticket_null) {
         check_accepted_call(w, c, calls[w], submit && zero_copy, submit && slot_tails, fails, v, before.counters[w],
                             now, before.in_flight[w], op);
     }
+    check_upload_order(c, queued, flying_before, none_outstanding, before.counters[kDeferred], op);
     resync_gaps(c, calls, submit && zero_copy);
     // The slot bytes its bridged download runs write with unspecified values, in the worlds that
     // batch it (only the zero-copy calls' host gaps are caller memory; padding is in no block; a
