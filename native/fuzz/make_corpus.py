@@ -262,6 +262,10 @@ CORPUS = {
     # graph reads; the third's uploads wait for the second's event, the newest outstanding one.
     "queued-order": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)),
                            submit(Q, call(ups=[desc(A, arena(200))])), wait(0), wait(1), wait(2)),
+    # Rule 1: a queued call naming a view without a buffer of its own, refused where the session
+    # would batch it, taken (and waited) by batching off and the static fallback.
+    "late-view-queued": encode(submit(Q, call(ups=[desc(LATE_VIEW, arena(0))], downs=[desc(LATE_VIEW, arena(100))])),
+                               wait(0)),
     # A3: a ticket is waited once, while a later one is still in flight.
     "waited-once": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)), wait(0), wait(0),
                           wait(1), wait(1)),

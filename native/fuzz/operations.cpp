@@ -24,11 +24,11 @@ void forget_failed_outputs(const std::vector<Region> & outputs) {
 
 // Rule 1: a call that names a view without a buffer of its own is refused (unallocated_tensor,
 // naming the descriptor) by the sessions whose settings and size would batch it, and taken by
-// the others (batching off, synchronous calls, the static fallbacks). A call completed on return
-// (a run, a submit without flags) with nothing outstanding runs in every session: the others
-// take it, and the refusing ones then get batching off's results. Another (queued, zero-copy)
-// runs in the refusing sessions only, since a ticket or a consumed reservation in some sessions
-// only would part the model. True if some session refused it.
+// the others (batching off, synchronous calls, the static fallbacks). A copying call (a run, a
+// submit, queued or not) with nothing outstanding runs in every session: the others take it (a
+// queued one is waited there at once), and the refusing ones then get batching off's results.
+// A zero-copy call runs in the refusing sessions only, since a reservation consumed in some
+// sessions only would part the model. True if some session refused it.
 bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_null,
                        const std::array<Verdict, kWorlds> & verdicts, const Snapshot & before, const char * op) {
     const bool zero_copy = submit && (flags & SAM3D_SUBMIT_ZERO_COPY);
@@ -67,7 +67,7 @@ bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_
         }
     }
     check_host(before, {});
-    if ((submit && flags != 0) || outstanding_model() != 0) {
+    if ((submit && (flags & SAM3D_SUBMIT_ZERO_COPY)) || outstanding_model() != 0) {
         check_tensors_unchanged(before, op);
         check_state();
         return true;
@@ -81,8 +81,9 @@ bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_
             continue;
         }
         WorldCall m = materialize(c, w);
+        sam3d_ticket ticket = 0;
         const sam3d_status st = in_world(w, [&](Env & e) {
-            return submit ? sam3d_session_submit(e.session, &m.call, 0, nullptr) : sam3d_session_run(e.session, &m.call);
+            return submit ? sam3d_session_submit(e.session, &m.call, flags, &ticket) : sam3d_session_run(e.session, &m.call);
         });
         const std::string msg = sam3d_last_error();
         CHECK(st == SAM3D_OK,
@@ -92,6 +93,11 @@ bool reject_late_views(const Call & c, bool submit, unsigned flags, bool ticket_
         now.struct_size = sizeof now;
         sam3d_session_counters(g_env[w].session, &now);
         check_accepted_call(w, c, m, false, false, false, verdicts[w], before.counters[w], now, before.in_flight[w], op);
+        if (flags & SAM3D_SUBMIT_QUEUED) {
+            const sam3d_status waited = in_world(w, [&](Env & e) { return sam3d_session_wait(e.session, ticket); });
+            CHECK(ticket != 0 && waited == SAM3D_OK, "a queued call that a session takes gets a ticket its wait completes",
+                  where(op, w));
+        }
     }
     // The refusing sessions wrote nothing: they get batching off's outputs and tensors.
     for (int w : refusing) {
