@@ -266,9 +266,11 @@ CORPUS = {
     # would batch it, taken (and waited) by batching off and the static fallback.
     "late-view-queued": encode(submit(Q, call(ups=[desc(LATE_VIEW, arena(0))], downs=[desc(LATE_VIEW, arena(100))])),
                                wait(0)),
-    # A3: a ticket is waited once, while a later one is still in flight.
-    "waited-once": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)), wait(0), wait(0),
-                          wait(1), wait(1)),
+    # A3: tickets waited out of order (in the deferred world the second's wait completes the
+    # first through its event, and the first is still waited after), each once, while a later
+    # one is still in flight.
+    "waited-once": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)),
+                          submit(Q, call(ups=[desc(A, arena(200))])), wait(1), wait(0), wait(0), wait(1), wait(2)),
     # A4: a kept call's slots read by two queued calls; the deferred world completes the first at
     # its wait (its own event), then the kept call is released: its region stays held while the
     # second reads it, through the next reservation.
