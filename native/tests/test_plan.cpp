@@ -414,6 +414,126 @@ TEST_P(PlanCounting, ViewsWithoutTheirOwnBufferRunWhereGgmlsBlockingCallsTakeThe
     }
 }
 
+// Rule 1's one path-dependent refusal, for every call that would batch: a download naming a view
+// without its own buffer is refused like an upload, by sam3d_session_run, a queued copying
+// submit and zero-copy submits on ring slots (queued or not), naming the descriptor and the
+// fix, writing no dst and no slot, zeroing the ticket. A call over the bound takes such a view
+// (the synchronous path, oversized), and so does a zero-copy call on the heap slots a
+// reservation got from a ring without room (its path is its slots'), as the static fallbacks
+// do (the cpu kind: every call is taken).
+TEST_P(PlanCounting, EveryCallThatWouldBatchRefusesAViewWithoutItsOwnBufferAndOneOverTheBoundTakesIt) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t over = SAM3D_STAGING_BOUND_BYTES + 4096;  // over the bound at every alignment
+    ggml_tensor * big = r.bytes(static_cast<int64_t>(over + 4096), "big");
+    ggml_tensor * other = r.bytes(4096, "other");
+    r.alloc();
+    ggml_tensor * small = ggml_view_1d(r.ctx(), big, 4096, 8192);  // after the allocation
+    ggml_set_name(small, "late_small");
+    ggml_tensor * whole = ggml_view_1d(r.ctx(), big, static_cast<int64_t>(over), 0);
+    ggml_set_name(whole, "late_whole");
+    ASSERT_EQ(small->buffer, nullptr);
+    ASSERT_EQ(whole->buffer, nullptr);
+    const std::vector<uint8_t> in = rig::pattern(4096, 11), view_bytes = rig::pattern(4096, 12);
+    ggml_backend_tensor_set(other, in.data(), 0, 4096);
+    ggml_backend_tensor_set(big, view_bytes.data(), 8192, 4096);
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const bool refuses = staged(s);
+    const char * const named = "downloads[1].tensor ('late_small') is a view without a buffer of its own";
+    uint64_t refused = 0;
+    // The status of `c` through `submit` (nullptr: sam3d_session_run), with what a refusal or an
+    // acceptance shows: downloads[0] from `other`, downloads[1] from the view, into `dst0`/`dst1`.
+    const auto check = [&](const char * what, const sam3d_call & c, unsigned flags, bool submit, uint8_t * dst0,
+                            uint8_t * dst1) {
+        SCOPED_TRACE(what);
+        std::fill(dst0, dst0 + 4096, uint8_t{0xEE});
+        std::fill(dst1, dst1 + 4096, uint8_t{0xEE});
+        sam3d_ticket t = 12345;
+        const sam3d_status st = submit ? sam3d_session_submit(s, &c, flags, &t) : sam3d_session_run(s, &c);
+        if (refuses) {
+            refused += 1;
+            EXPECT_EQ(st, SAM3D_ERR_UNALLOCATED_TENSOR);
+            EXPECT_CONTAINS(sam3d_last_error(), named);
+            EXPECT_CONTAINS(sam3d_last_error(), "call ggml_backend_view_init on it, or set call.synchronous");
+            EXPECT_EQ(std::vector<uint8_t>(dst0, dst0 + 4096), std::vector<uint8_t>(4096, 0xEE)) << "a refused call wrote";
+            EXPECT_EQ(std::vector<uint8_t>(dst1, dst1 + 4096), std::vector<uint8_t>(4096, 0xEE)) << "a refused call wrote";
+            if (submit) {
+                EXPECT_EQ(t, 0u) << "a refused submit leaves no ticket";
+            }
+            EXPECT_EQ(sam3d_session_outstanding(s), 0u);
+        } else {
+            ASSERT_EQ(st, SAM3D_OK) << sam3d_last_error();
+            if (submit && (flags & SAM3D_SUBMIT_QUEUED)) {
+                ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+            }
+            EXPECT_EQ(std::vector<uint8_t>(dst0, dst0 + 4096), in);
+            EXPECT_EQ(std::vector<uint8_t>(dst1, dst1 + 4096), view_bytes) << "the view's bytes of its source";
+        }
+        EXPECT_EQ(r.counters(s).rejected_calls, refused);
+    };
+    std::vector<uint8_t> host0(4096), host1(4096);
+    sam3d_download d[] = {rig::down(other, host0.data(), 4096), rig::down(small, host1.data(), 4096)};
+    const sam3d_call copying{nullptr, 0, nullptr, d, 2, false};
+    check("run", copying, 0, false, host0.data(), host1.data());
+    check("queued copying submit", copying, SAM3D_SUBMIT_QUEUED, true, host0.data(), host1.data());
+    for (const unsigned flags : {0u, SAM3D_SUBMIT_QUEUED}) {
+        sam3d_slot_request req[2] = {{4096}, {4096}};
+        void * p[2] = {nullptr, nullptr};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(sam3d_session_reservation_pinned(s), refuses);
+        auto * slot0 = static_cast<uint8_t *>(p[0]);
+        auto * slot1 = static_cast<uint8_t *>(p[1]);
+        sam3d_download z[] = {rig::down(other, slot0, 4096), rig::down(small, slot1, 4096)};
+        const sam3d_call zero_copy{nullptr, 0, nullptr, z, 2, false};
+        check(flags ? "queued zero-copy submit" : "zero-copy submit", zero_copy, SAM3D_SUBMIT_ZERO_COPY | flags, true,
+              slot0, slot1);
+    }
+    // Heap slots where the ring has no room: a queued zero-copy call holds all of it.
+    sam3d_slot_request ring[] = {{SAM3D_STAGING_BOUND_BYTES}};
+    void * held = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, ring, 1, &held), SAM3D_OK) << sam3d_last_error();
+    sam3d_download into_held[] = {rig::down(other, held, 4096)};
+    const sam3d_call holder{nullptr, 0, nullptr, into_held, 1, false};
+    sam3d_ticket h = 0;
+    ASSERT_EQ(sam3d_session_submit(s, &holder, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &h), SAM3D_OK)
+        << sam3d_last_error();
+    sam3d_slot_request req[2] = {{4096}, {4096}};
+    void * p[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "the ring has no room";
+    auto * heap0 = static_cast<uint8_t *>(p[0]);
+    auto * heap1 = static_cast<uint8_t *>(p[1]);
+    sam3d_download hz[] = {rig::down(other, heap0, 4096), rig::down(small, heap1, 4096)};
+    const sam3d_call heap_call{nullptr, 0, nullptr, hz, 2, false};
+    EXPECT_EQ(sam3d_session_outstanding(s), 1u);
+    std::fill(heap0, heap0 + 4096, uint8_t{0xEE});
+    std::fill(heap1, heap1 + 4096, uint8_t{0xEE});
+    const sam3d_counters heap_before = r.counters(s);
+    ASSERT_EQ(sam3d_session_submit(s, &heap_call, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK)
+        << "a zero-copy call on heap slots takes the view: " << sam3d_last_error();
+    EXPECT_EQ(std::vector<uint8_t>(heap0, heap0 + 4096), in);
+    EXPECT_EQ(std::vector<uint8_t>(heap1, heap1 + 4096), view_bytes) << "the view's bytes of its source";
+    const sam3d_counters heap_after = r.counters(s);
+    EXPECT_EQ(heap_after.rejected_calls, refused);
+    EXPECT_EQ(heap_after.sync_downloads - heap_before.sync_downloads, 2u) << "the synchronous path";
+    ASSERT_EQ(sam3d_session_wait(s, h), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(held, in.data(), 4096));
+
+    // Over the bound: the synchronous path takes the view, on every kind.
+    const std::vector<uint8_t> large = rig::pattern(over, 13);
+    sam3d_upload u[] = {rig::up(whole, large.data(), over)};
+    const sam3d_call over_bound{u, 1, nullptr, nullptr, 0, false};
+    const sam3d_counters before = r.counters(s);
+    ASSERT_EQ(sam3d_session_run(s, &over_bound), SAM3D_OK) << "a call over the bound takes the view: " << sam3d_last_error();
+    std::vector<uint8_t> back(over);
+    ggml_backend_tensor_get(big, back.data(), 0, over);
+    EXPECT_TRUE(back == large) << "the view's bytes of its source";
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.rejected_calls, refused);
+    EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED] - before.fallbacks[SAM3D_FALLBACK_OVERSIZED], refuses ? 1u : 0u);
+    EXPECT_EQ(k.sync_uploads - before.sync_uploads, 1u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PlanCounting, testing::ValuesIn(rig::kinds()), rig::param_name);
 
 namespace {
