@@ -257,6 +257,86 @@ TEST_P(Queued, QueuedCallsAreByteIdenticalToSynchronousOnes) {
     EXPECT_EQ(sam3d_session_wait(s, t[0]), SAM3D_ERR_INVALID_ARGUMENT) << "a ticket is waited once";
 }
 
+// A3 and the tickets' rules: a wait takes a ticket of a queued call of its own session that was
+// not waited yet, and nothing else: not 0, not the next number, not a ticket waited already
+// (a kept call's included, before and after its release), not a non-queued kept call's (its
+// completion was reported at its return). Tickets count from 1 in each session: two sessions'
+// first calls both get 1, and each session's wait of 1 completes its own call only. A refused
+// wait changes no counter and copies no output.
+TEST_P(Queued, AWaitTakesOnlyATicketOfItsOwnSessionsQueuedCallsNotWaitedYet) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const int64_t n = 256;
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * sa = r.session(SAM3D_BATCHING_ON);
+    sam3d_session * sb = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a1 = rig::ramp(n, 1.0f), b1 = rig::ramp(n, 2.0f);
+    const std::vector<float> a2 = rig::ramp(n, 30.0f), b2 = rig::ramp(n, 5.0f);
+    std::vector<float> out_a(n, -1.0f), out_b(n, -1.0f);
+    const std::vector<float> untouched(n, -1.0f);
+    const auto refused = [&](sam3d_session * s, sam3d_ticket t, const char * why) {
+        const sam3d_counters before = r.counters(s);
+        EXPECT_EQ(sam3d_session_wait(s, t), SAM3D_ERR_INVALID_ARGUMENT) << why;
+        EXPECT_CONTAINS(sam3d_last_error(), "ticket " + std::to_string(t) + " is unknown or already waited");
+        const sam3d_counters after = r.counters(s);
+        EXPECT_EQ(after.rejected_calls, before.rejected_calls) << "a wait is not a call";
+        EXPECT_EQ(after.calls, before.calls);
+    };
+    sam3d_ticket ta = 0, tb = 0;
+    ASSERT_EQ(cases::submit(sb, w, a2.data(), b2.data(), out_b.data(), SAM3D_SUBMIT_QUEUED, &tb), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(cases::submit(sa, w, a1.data(), b1.data(), out_a.data(), SAM3D_SUBMIT_QUEUED, &ta), SAM3D_OK)
+        << sam3d_last_error();
+    EXPECT_EQ(ta, 1u) << "tickets count from 1 in each session";
+    EXPECT_EQ(tb, 1u) << "tickets count from 1 in each session";
+    refused(sa, 0, "0 is no ticket");
+    refused(sa, ta + 1, "a number not issued yet");
+    if (staged(sa)) {  // the synchronous path writes a queued copying call's outputs at submission
+        EXPECT_EQ(out_a, untouched) << "a refused wait copied the outputs";
+    }
+    EXPECT_EQ(sam3d_session_outstanding(sa), 1u);
+    ASSERT_EQ(sam3d_session_wait(sb, tb), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out_b, cases::expected(a2, b2));
+    if (staged(sa)) {
+        EXPECT_EQ(out_a, untouched) << "session b's wait of ticket 1 completed session a's call 1";
+    }
+    EXPECT_EQ(sam3d_session_outstanding(sa), 1u);
+    refused(sb, tb, "waited once");
+    ASSERT_EQ(sam3d_session_wait(sa, ta), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(out_a, cases::expected(a1, b1));
+    refused(sa, ta, "waited once");
+
+    // A queued kept call: its wait reports it once; release does not make it waitable.
+    Slots kept = reserve_scale_add(sa, w);
+    std::memcpy(kept.a, a1.data(), n * 4);
+    std::memcpy(kept.b, b1.data(), n * 4);
+    sam3d_ticket k = 0;
+    ASSERT_EQ(submit_scale_add(sa, w, kept, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS, &k),
+              SAM3D_OK)
+        << sam3d_last_error();
+    EXPECT_EQ(k, ta + 1) << "the session's next number";
+    ASSERT_EQ(sam3d_session_wait(sa, k), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(std::vector<float>(kept.out, kept.out + n), cases::expected(a1, b1));
+    refused(sa, k, "a kept call waited once");
+    ASSERT_EQ(sam3d_session_release(sa, k), SAM3D_OK) << sam3d_last_error();
+    refused(sa, k, "a released kept call");
+
+    // A non-queued kept call: its ticket is for release only.
+    Slots now = reserve_scale_add(sa, w);
+    std::memcpy(now.a, a2.data(), n * 4);
+    std::memcpy(now.b, b2.data(), n * 4);
+    sam3d_ticket kn = 0;
+    ASSERT_EQ(submit_scale_add(sa, w, now, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kn), SAM3D_OK)
+        << sam3d_last_error();
+    EXPECT_EQ(kn, k + 1);
+    refused(sa, kn, "a call completed on return");
+    EXPECT_EQ(std::vector<float>(now.out, now.out + n), cases::expected(a2, b2));
+    EXPECT_EQ(sam3d_session_release(sa, kn), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_outstanding(sa), 0u);
+    EXPECT_EQ(sam3d_session_outstanding(sb), 0u);
+}
+
 // A graph that fails after submission is reported at its wait; the session's outstanding work
 // is complete when submit returns (so neither wait synchronizes); no output is written; earlier
 // calls are exact.
