@@ -1239,3 +1239,70 @@ TEST(QueuedDeferred, AOneUploadCopyingCallMayReuseItsSourceAtOnce) {
     EXPECT_EQ(r.counters(s).pinned_batches, 1u);
     deferred::reset();
 }
+
+// A4: a released kept region is reused only once every call that read it has completed, not
+// only the first nor the oldest. Two queued calls read a kept output slot (the newer one through
+// its last upload); the kept call is released and the older reader waited (its event: the newer
+// one's work is still pending in the deferred queue). A reservation that fits only where the
+// kept region was does not get it while the newer reader is in flight, and that reader sees the
+// kept bytes; once it completed, the region comes back.
+TEST(QueuedDeferred, AReleasedKeptRegionWaitsForEveryCallThatReadIt) {
+    probe::reset();
+    deferred::reset();
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    deferred::install_with_events(r.seam());
+    const int64_t n = (4 << 20) / 4;  // 4 MiB tensors: the kept call's 12 MiB and two readers' 8 each
+    cases::ScaleAdd w = cases::scale_add(r, n);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 3.0f);
+    const std::vector<float> b1 = rig::ramp(n, 7.0f), b2 = rig::ramp(n, 20.0f);
+    const std::vector<float> kept_out = cases::expected(a, b);
+    Slots k = reserve_scale_add(s, w);
+    ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+    std::memcpy(k.a, a.data(), n * 4);
+    std::memcpy(k.b, b.data(), n * 4);
+    sam3d_ticket kt = 0;
+    ASSERT_EQ(submit_scale_add(s, w, k, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_KEEP_SLOTS, &kt), SAM3D_OK)
+        << sam3d_last_error();
+    ASSERT_EQ(std::vector<float>(k.out, k.out + n), kept_out);
+    // Reader `i` (0 older, 1 newer): a from the kept output slot, b and out in its own slots.
+    const std::vector<float> * bs[2] = {&b1, &b2};
+    void * rs[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+    sam3d_ticket t[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+        sam3d_slot_request req[2] = {{static_cast<size_t>(n) * 4}, {static_cast<size_t>(n) * 4}};
+        ASSERT_EQ(sam3d_session_reserve(s, req, 2, rs[i]), SAM3D_OK) << sam3d_last_error();
+        ASSERT_TRUE(sam3d_session_reservation_pinned(s));
+        std::memcpy(rs[i][0], bs[i]->data(), n * 4);
+        const sam3d_upload from_kept = rig::up(w.a, k.out, n * 4), own = rig::up(w.b, rs[i][0], n * 4);
+        sam3d_upload ups[2] = {from_kept, own};
+        if (i == 1) {
+            ups[0] = own;
+            ups[1] = from_kept;
+        }
+        sam3d_download downs[] = {rig::down(w.out, rs[i][1], n * 4)};
+        sam3d_call c{ups, 2, w.graph, downs, 1, false};
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED, &t[i]), SAM3D_OK)
+            << sam3d_last_error();
+    }
+    ASSERT_EQ(sam3d_session_release(s, kt), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_wait(s, t[0]), SAM3D_OK) << sam3d_last_error();
+    const float * out0 = static_cast<const float *>(rs[0][1]);
+    EXPECT_EQ(std::vector<float>(out0, out0 + n), cases::expected(kept_out, b1));
+    ASSERT_GT(deferred::pending(), 0u) << "the newer reader is still in flight";
+
+    const size_t kept_bytes = 3 * static_cast<size_t>(n) * 4;
+    sam3d_slot_request big = {kept_bytes};
+    void * p = nullptr;
+    ASSERT_EQ(sam3d_session_reserve(s, &big, 1, &p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_FALSE(sam3d_session_reservation_pinned(s)) << "the released kept region was reused while its newer reader is in flight";
+    std::memset(p, 0xff, kept_bytes);
+    ASSERT_EQ(sam3d_session_wait(s, t[1]), SAM3D_OK) << sam3d_last_error();
+    const float * out1 = static_cast<const float *>(rs[1][1]);
+    EXPECT_EQ(std::vector<float>(out1, out1 + n), cases::expected(kept_out, b2)) << "the newer reader saw overwritten input";
+    ASSERT_EQ(sam3d_session_reserve(s, &big, 1, &p), SAM3D_OK) << sam3d_last_error();
+    EXPECT_TRUE(sam3d_session_reservation_pinned(s)) << "the region comes back once every reader completed";
+    deferred::reset();
+}
