@@ -1120,6 +1120,59 @@ TEST(QueuedTransferQueue, QueuedCallAfterAnOutstandingQueuedCallWaitsForItsEvent
     deferred::reset();
 }
 
+// A6: a queued call's uploads wait for the newest outstanding call, not the oldest nor a call
+// already complete: on the transfer-queue device (the deferred seam's, with events) three
+// queued calls on the same tensors, each after the others' graphs read their inputs. Waiting
+// for an older call's event would let the third call's uploads overwrite the second call's
+// inputs before its graph ran. When the newest outstanding call has no event (event_new
+// failed), the next call completes it (one synchronize) rather than waiting for an older
+// call's event. A kept call already waited is no outstanding call: the first queued call after
+// it waits for nothing.
+TEST(QueuedTransferQueue, AQueuedCallsUploadsWaitForTheNewestOutstandingCall) {
+    for (const bool newest_has_event : {true, false}) {
+        SCOPED_TRACE(newest_has_event ? "the newest outstanding call has an event" : "it has none");
+        TransferQueueCase c(true);
+        Slots kept = reserve_scale_add(c.s, c.w);
+        std::memcpy(kept.a, c.a1.data(), c.n * 4);
+        std::memcpy(kept.b, c.b1.data(), c.n * 4);
+        sam3d_ticket k = 0;
+        ASSERT_EQ(submit_scale_add(c.s, c.w, kept, SAM3D_SUBMIT_ZERO_COPY | SAM3D_SUBMIT_QUEUED | SAM3D_SUBMIT_KEEP_SLOTS, &k),
+                  SAM3D_OK)
+            << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_wait(c.s, k), SAM3D_OK) << sam3d_last_error();
+        const int syncs = deferred::g_syncs;
+        const std::vector<float> a3 = rig::ramp(c.n, 300.0f), b3 = rig::ramp(c.n, 17.0f);
+        std::vector<float> out3(c.n, -1.0f);
+        sam3d_ticket t[3] = {0, 0, 0};
+        ASSERT_EQ(cases::submit(c.s, c.w, c.a1.data(), c.b1.data(), c.out1.data(), SAM3D_SUBMIT_QUEUED, &t[0]), SAM3D_OK)
+            << sam3d_last_error();
+        EXPECT_EQ(deferred::g_event_waits, 0) << "the first call after a waited one waits for nothing";
+        deferred::g_fail_event_new = !newest_has_event;
+        ASSERT_EQ(cases::submit(c.s, c.w, c.a2.data(), c.b2.data(), c.out2.data(), SAM3D_SUBMIT_QUEUED, &t[1]), SAM3D_OK)
+            << sam3d_last_error();
+        deferred::g_fail_event_new = false;
+        EXPECT_EQ(deferred::g_event_waits, 1) << "the second call's uploads wait for the first call's event";
+        ASSERT_EQ(cases::submit(c.s, c.w, a3.data(), b3.data(), out3.data(), SAM3D_SUBMIT_QUEUED, &t[2]), SAM3D_OK)
+            << sam3d_last_error();
+        if (newest_has_event) {
+            EXPECT_EQ(deferred::g_event_waits, 2) << "the third call's uploads wait for the second call's event";
+            EXPECT_EQ(deferred::g_syncs, syncs) << "no call completed at submission";
+        } else {
+            EXPECT_EQ(deferred::g_event_waits, 1) << "no older call's event stands in for the newest call's";
+            EXPECT_EQ(deferred::g_syncs, syncs + 1) << "the newest call, without an event, completed first";
+        }
+        for (int i = 0; i < 3; ++i) {
+            ASSERT_EQ(sam3d_session_wait(c.s, t[i]), SAM3D_OK) << sam3d_last_error();
+        }
+        EXPECT_EQ(c.out1, cases::expected(c.a1, c.b1));
+        EXPECT_EQ(c.out2, cases::expected(c.a2, c.b2)) << "the third call's uploads overtook the second call's graph";
+        EXPECT_EQ(out3, cases::expected(a3, b3));
+        EXPECT_EQ(deferred::pending(), 0u);
+        ASSERT_EQ(sam3d_session_release(c.s, k), SAM3D_OK) << sam3d_last_error();
+    }
+    deferred::reset();
+}
+
 // A6 on a backend of one in-order queue (docs/contract.md, Backend facts: CUDA): the queue
 // orders a queued call's uploads after the outstanding call's work, so they enqueue no event
 // wait; a backend not known to be in order (Vulkan, whose transfer queue reorders, or one not
