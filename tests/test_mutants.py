@@ -9,8 +9,6 @@ from sam3d.running import mutants
 GOOD = """
 [[mutant]]
 name = "bound"
-rule = "3"
-path = "run"
 variant = "release"
 file = "native/src/plan.cpp"
 find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"
@@ -19,32 +17,58 @@ killed_by = ["Transfers.ExactBoundBatchesAndOneAlignedUnitOverFallsBack"]
 """
 
 
-def _load(tmp_path, text):
+TABLE = """# contract
+
+## Rules, tests, mutants
+
+| rule | paths with their own code | tests that kill its mutants | mutants |
+| --- | --- | --- | --- |
+| 3 | run | `Transfers.ExactBoundBatchesAndOneAlignedUnitOverFallsBack` | `bound`; generated: `plan-relational-6fef75e2` |
+| A5 | queued | `Queued.FullRingFallsBackInsteadOfWaiting` | `ring` |
+"""
+
+
+def _load(tmp_path, text, table=TABLE):
     p = tmp_path / "mutants.toml"
     p.write_text(text)
-    return mutants.load(p)
+    (tmp_path / "contract.md").write_text(table)
+    return mutants.load(p, tmp_path / "contract.md")
 
 
-def test_the_committed_list_loads_and_names_rules_of_the_contract():
+def test_the_committed_list_loads_and_each_mutant_takes_its_rule_from_the_contract_s_table():
     ms = mutants.load()
     assert len(ms) >= 20
-    assert {m.rule for m in ms} >= {str(n) for n in range(1, 10)}
+    rules = mutants.table_rules()
+    assert all(rules[m.name] == [m.rule] for m in ms)
+    assert {m.rule for m in ms} >= {"1", "2", "3", "10", "A6"}
 
 
-def test_a_good_entry_loads(tmp_path):
+def test_a_good_entry_loads_with_the_rule_of_the_row_naming_it(tmp_path):
     (m,) = _load(tmp_path, GOOD)
     assert (m.name, m.rule, m.variant) == ("bound", "3", "release")
+    (m,) = _load(tmp_path, GOOD.replace('name = "bound"', 'name = "ring"').replace('variant = "release"\n', ''))
+    assert (m.name, m.rule, m.variant) == ("ring", "A5", "release")  # release when not given
+
+
+@pytest.mark.parametrize("table, message", [
+    (TABLE.replace("`bound`; ", ""), r"mutant 'bound': no row of docs/contract.md's table"),
+    (TABLE.replace("`ring`", "`ring`, `bound`"), "rows 3, A5 of docs/contract.md's table"),
+    (TABLE.replace("## Rules, tests, mutants", "## Mutants"), "no section '## Rules, tests, mutants'"),
+])
+def test_a_mutant_the_table_does_not_name_once_is_refused(tmp_path, table, message):
+    with pytest.raises(mutants.MutantError, match=message):
+        _load(tmp_path, GOOD, table)
 
 
 @pytest.mark.parametrize("change, message", [
-    (('path = "run"', 'path = "elsewhere"'), "path 'elsewhere' is not one of"),
+    (('variant = "release"', 'rule = "3"'), r"unknown field rule \(fields: name, variant"),
     (('variant = "release"', 'variant = "nope"'), "unknown variant 'nope'"),
     (('find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"', 'find = "{"'), "must occur exactly once"),
     (('find = "if (need > SAM3D_STAGING_BOUND_BYTES) {"', 'find = "no such text"'), "occurs 0 times"),
     (('file = "native/src/plan.cpp"', 'file = "sam3d/__init__.py"'), "is not a file of native/"),
     (('killed_by = ["Transfers.ExactBoundBatchesAndOneAlignedUnitOverFallsBack"]', 'killed_by = []'),
      "killed_by must name at least one test"),
-    (('rule = "3"\n', ''), "missing rule"),
+    (('name = "bound"\n', ''), r"mutant\[0\]: missing name"),
 ])
 def test_bad_entries_are_refused_naming_the_mutant_and_field(tmp_path, change, message):
     with pytest.raises(mutants.MutantError, match=message):

@@ -1,11 +1,12 @@
-"""The mutation check: each mutant of the core listed in native/mutants.toml must be killed.
+"""The curated mutation check: each mutant of the core listed in native/mutants.toml must be killed.
 
-A mutant is one single-site change of the core's source (an operator, a condition, a removed
-statement, a constant), named with the contract rule it breaks (docs/contract.md), the path
-that enforces the rule, the variant whose normal suite must kill it and the tests expected to.
-Each mutant is applied to a scratch copy of native/ (build/mutants/src/), built with the
-variant's own Conan toolchain and CMake cache (so GGML is the variant's Conan package), and the
-variant's normal CTest suite runs with the variant's sanitizer environment.
+A mutant is one change of the core's source that no generated mutant makes
+(generated_mutants.py; docs/mutation.md), named for the contract rule whose row of
+docs/contract.md's table "Rules, tests, mutants" names it, the variant whose normal suite must
+kill it (release unless given) and the tests expected to. Each mutant is applied to a scratch
+copy of native/ (build/mutants/src/), built with the variant's own Conan toolchain and CMake
+cache (so GGML is the variant's Conan package), and the variant's normal CTest suite runs with
+the variant's sanitizer environment.
 
 A mutant counts only if it builds and still passes at least one test; it is killed when at
 least one test fails, and the list is honest only if every expected test is among the killers.
@@ -31,7 +32,11 @@ from ..core.variants import Variant
 from ..tools import ctest
 
 LIST = Path("native") / "mutants.toml"
-PATHS = ("run", "copying submit", "zero-copy", "queued", "reserve", "release", "wait", "create", "counters")
+# The rule -> tests -> mutants table that gives each curated mutant its rule.
+CONTRACT = Path("docs") / "contract.md"
+TABLE = "## Rules, tests, mutants"
+FIELDS = ("name", "variant", "file", "find", "replace", "killed_by")
+REQUIRED = ("name", "file", "find", "replace", "killed_by")
 # Each CTest test may take this long under a mutant (a mutant can make a call hang): the
 # unmutated suite's slowest test times TIMEOUT_FACTOR, at least TEST_TIMEOUT_MIN_S (a hang
 # costs that long; the slowest normal test takes about 1 s in release and 12 s in cpu-asan),
@@ -51,7 +56,6 @@ class MutantError(Sam3dError):
 class Mutant:
     name: str
     rule: str
-    path: str
     variant: str
     file: str
     find: str
@@ -72,8 +76,29 @@ class Outcome:
         return self.verdict == "killed"
 
 
-def load(path: Path | None = None) -> list[Mutant]:
-    """The mutants of `path` (default native/mutants.toml), each checked against the tree."""
+def table_rules(contract: Path | None = None) -> dict[str, list[str]]:
+    """Mutant name -> the rules whose row of docs/contract.md's table "Rules, tests, mutants"
+    names it (in backquotes, in the row's last cell)."""
+    contract = contract or paths.root() / CONTRACT
+    try:
+        text = contract.read_text()
+    except OSError as e:
+        raise MutantError(f"{contract}: {e}") from None
+    if TABLE not in text:
+        raise MutantError(f"{contract}: no section {TABLE!r}: the curated mutants take their rules from its table")
+    out: dict[str, list[str]] = {}
+    for line in text.split(TABLE, 1)[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) < 2 or cells[0] in ("rule", "") or set(cells[0]) <= set("-: "):
+            continue
+        for name in re.findall(r"`([a-z0-9-]+)`", cells[-1]):
+            out.setdefault(name, []).append(cells[0])
+    return out
+
+
+def load(path: Path | None = None, contract: Path | None = None) -> list[Mutant]:
+    """The mutants of `path` (default native/mutants.toml), each checked against the tree and
+    given its rule by docs/contract.md's table (`contract`)."""
     path = path or paths.root() / LIST
     try:
         data = tomllib.loads(path.read_text())
@@ -82,21 +107,30 @@ def load(path: Path | None = None) -> list[Mutant]:
     entries = data.get("mutant")
     if not isinstance(entries, list) or not entries:
         raise MutantError(f"{path}: no [[mutant]] tables")
+    rules = table_rules(contract)
     out: list[Mutant] = []
     seen: set[str] = set()
     for i, e in enumerate(entries):
         where = f"{path.name}: mutant[{i}]"
-        missing = [k for k in ("name", "rule", "path", "variant", "file", "find", "replace", "killed_by") if k not in e]
+        missing = [k for k in REQUIRED if k not in e]
         if missing:
             raise MutantError(f"{where}: missing {', '.join(missing)}")
         where = f"{path.name}: mutant {e['name']!r}"
+        unknown = [k for k in e if k not in FIELDS]
+        if unknown:
+            raise MutantError(f"{where}: unknown field {', '.join(unknown)} (fields: {', '.join(FIELDS)}; the rule "
+                              f"is the row of {CONTRACT}'s table that names the mutant)")
         if e["name"] in seen:
             raise MutantError(f"{where}: the name is used twice")
         seen.add(e["name"])
-        if e["path"] not in PATHS:
-            raise MutantError(f"{where}: path {e['path']!r} is not one of {', '.join(PATHS)}")
+        rule = rules.get(e["name"], [])
+        if len(rule) != 1:
+            raise MutantError(f"{where}: {'no row' if not rule else 'rows ' + ', '.join(rule)} of {CONTRACT}'s "
+                              f"table {TABLE[3:]!r} {'names' if not rule else 'name'} it: name it in the mutants "
+                              "cell of the one rule it breaks")
+        variant = e.get("variant", "release")
         try:
-            variants.get(e["variant"])
+            variants.get(variant)
         except variants.UnknownVariant as err:
             raise MutantError(f"{where}: {err}") from None
         src = paths.root() / e["file"]
@@ -110,8 +144,7 @@ def load(path: Path | None = None) -> list[Mutant]:
             raise MutantError(f"{where}: `replace` equals `find`")
         if not isinstance(e["killed_by"], list) or not e["killed_by"]:
             raise MutantError(f"{where}: killed_by must name at least one test")
-        out.append(Mutant(e["name"], str(e["rule"]), e["path"], e["variant"], e["file"], e["find"], e["replace"],
-                          tuple(e["killed_by"])))
+        out.append(Mutant(e["name"], rule[0], variant, e["file"], e["find"], e["replace"], tuple(e["killed_by"])))
     return out
 
 
@@ -307,5 +340,5 @@ def table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         k = o.killers
         shown = ", ".join(k[:3]) + (f" (+{len(k) - 3})" if len(k) > 3 else "")
-        rows.append([o.mutant.name, o.mutant.rule, o.mutant.path, o.mutant.variant, o.verdict, shown])
-    return tabulate(rows, headers=["mutant", "rule", "path", "variant", "result", "killed by"], tablefmt="pipe")
+        rows.append([o.mutant.name, o.mutant.rule, o.mutant.variant, o.verdict, shown])
+    return tabulate(rows, headers=["mutant", "rule", "variant", "result", "killed by"], tablefmt="pipe")
