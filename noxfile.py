@@ -162,6 +162,6 @@ def mutants(session: nox.Session) -> None:
 
     Ends with a table of the killers; a CI workflow job (too long for .ci/run). With
     `-- --generated [--file F] [--shard K/N]`: the generated campaign over native/src/ instead,
-    ending with its report and mutation score (docs/contract.md). `-- --python`: mutmut over
+    ending with its report and mutation score (docs/mutation.md). `-- --python`: mutmut over
     sam3d/results/ instead (score >= 90%, every survivor killed or listed as equivalent)."""
     _sam3d(session, "mutants")

@@ -191,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
                    help="use the variants' build folders as they are (no Conan build first)")
     s.add_argument("--generated", action="store_true",
                    help="run the generated campaign instead: single-site mutants derived from native/src/ "
-                        "(docs/contract.md), each in release, cpu-asan and vulkan-ubsan in turn while it survives "
+                        "(docs/mutation.md), each in release, cpu-asan and vulkan-ubsan in turn while it survives "
                         "(the first two built unless --no-build; vulkan-ubsan only where built), cached by file "
                         "and tests; exit 1 when a mutant survives")
     s.add_argument("--file", action="append", metavar="FILE",

@@ -1,7 +1,7 @@
 """The generated mutation campaign: single-site mutants derived mechanically from native/src/.
 
-native/mutants.toml is the rule-by-rule record, each mutant written next to the test that kills
-it. This module writes mutants nobody chose: every site of five kinds in native/src/*.cpp and
+native/mutants.toml keeps the changes this module does not make (docs/mutation.md). This
+module writes mutants nobody chose: every site of five kinds in native/src/*.cpp and
 *.h, found on the source with comments, string and character literals and preprocessor lines
 blanked out (so nothing there is mutated):
 
