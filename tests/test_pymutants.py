@@ -3,7 +3,9 @@ file, the score and what fails a run. The campaign itself: `sam3d mutants --pyth
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,34 @@ def test_an_entry_without_its_change_or_reason_is_refused(tmp_path, change, mess
 def test_an_entry_listed_twice_is_refused(tmp_path):
     with pytest.raises(pymutants.PyMutantError, match="listed twice"):
         _load(tmp_path, ENTRY + ENTRY)
+
+
+def test_the_equivalents_still_match_when_an_edit_renumbers_mutmut_s_mutants():
+    """mutmut numbers a function's mutants in order, so a statement added above a mutated line
+    renames its mutants (x_f__mutmut_24 becomes x_f__mutmut_26); the entries, keyed by the
+    function and the change, still match the same mutants: the same equivalents, nothing stale.
+    The mutants are mutmut's own, made from the committed sam3d/results/limits.py and from a
+    copy with one line added at the top of mandatory_waits."""
+    path = Path("sam3d") / "results" / "limits.py"
+    function = "sam3d.results.limits.x_mandatory_waits"
+    entries = [e for e in pymutants.load_equivalents() if e.function == function]
+    assert len(entries) >= 2
+    code = (pymutants.paths.root() / path).read_text()
+    lines = code.splitlines(keepends=True)
+    node = next(n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name == "mandatory_waits")
+    first = node.body[1].lineno - 1  # the first statement after the docstring
+    edited = "".join(lines[:first] + ["    shift = 1\n"] + lines[first:])
+
+    def equivalent(text, added):
+        changes = pymutants.changes(path, text, set(range(node.lineno, node.end_lineno + 1 + added)))
+        mine = {m: c for m, c in changes.items() if pymutants.function_of(m) == function}
+        s = Score({m: "survived" for m in mine}, entries, mine)
+        assert s.stale == []
+        return {mine[m]: m for m in s.equivalent}
+
+    before, after = equivalent(code, 0), equivalent(edited, 1)
+    assert sorted(before) == sorted(after) == sorted(e.change for e in entries)
+    assert all(before[c] != after[c] for c in before)  # each renamed, each still listed
 
 
 def _score(statuses, equivalents=(), changes=None):

@@ -45,9 +45,9 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
     whiskers at 1.5 IQR) with every sample drawn over it, the transfer floor of its run as a
     black bar and its modelled limit (results/limits.py) as a red bar, labelled by variant,
     device (its first 32 characters), batching and, from several hosts, host. A failed row
-    says FAILED and why, in red at the panel's left edge. Agg renderer (no display needed).
+    says FAILED and why, in red at the panel's left edge. Agg renderer (savefig picks it for a
+    .png; no display needed).
     Creates the parent folders of ``path``; returns it."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
@@ -62,7 +62,6 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
     sizes = [len(g) for g in groups.values()]
     fig = Figure(figsize=(_FIGURE_WIDTH_IN, _TITLE_HEIGHT_IN + _ROW_HEIGHT_IN * sum(sizes) + _PANEL_HEIGHT_IN * len(sizes)),
                  layout="constrained")
-    FigureCanvasAgg(fig)
     axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 1 for n in sizes]})[:, 0]
     # Each backend's panels: one ms range over everything they draw (samples, floors, limits).
     spans: dict[str, list[float]] = {}

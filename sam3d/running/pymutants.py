@@ -1,6 +1,6 @@
 """The Python mutation campaign: mutmut over sam3d/results/, the limits, statistics, comparison
-and table arithmetic that every published number passes through (docs/contract.md, "The
-Python side").
+and table arithmetic that every published number passes through (docs/mutation.md,
+"The Python campaign").
 
 mutmut (its settings: [tool.mutmut] in pyproject.toml) copies sam3d/ into mutants/, makes
 every single-site mutant of sam3d/results/ it knows (operators, comparisons, constants,
@@ -260,7 +260,33 @@ def change(mutant: str) -> str:
     out = subprocess.run([_mutmut(), "show", mutant], cwd=paths.root(), capture_output=True, text=True)
     if out.returncode != 0:
         raise PyMutantError(f"mutmut show {mutant} failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
-    return "\n".join(x[1:].strip() for x in out.stdout.splitlines() if x.startswith("+") and not x.startswith("+++"))
+    return added_lines(out.stdout)
+
+
+def added_lines(diff: str) -> str:
+    """The + lines of a unified diff, each stripped: a mutant's change."""
+    return "\n".join(x[1:].strip() for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++"))
+
+
+def changes(path: Path, code: str, lines: set[int] | None = None) -> dict[str, str]:
+    """Mutant name -> change of every mutant mutmut makes of `code`, the text of module `path`
+    (sam3d/results/x.py), or only of `lines` (1-based): mutmut's own mutation and the diff
+    `mutmut show` prints, without running a test (the names are the ones a run gives)."""
+    from difflib import unified_diff
+
+    import libcst as cst
+    from mutmut.mutation.diff_apply import read_mutant_function, read_original_function
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    mutated = mutate_file_contents(str(path), code, covered_lines=lines)
+    module = cst.parse_module(mutated.code)
+    prefix = ".".join(path.with_suffix("").parts) + "."
+    out = {}
+    for name in mutated.mutant_names:
+        before, after = (cst.Module([f(module, name)]).code.strip().split("\n")
+                         for f in (read_original_function, read_mutant_function))
+        out[prefix + name] = added_lines("\n".join(unified_diff(before, after, lineterm="")))
+    return out
 
 
 def score(equivalents: list[Equivalent] | None = None) -> Score:
