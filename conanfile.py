@@ -2,9 +2,10 @@ import os
 import re
 
 import yaml
-from conan import ConanFile
 from conan.tools.cmake import CMake, CMakeDeps, CMakeToolchain, cmake_layout
 from conan.tools.files import copy
+
+from conan import ConanFile
 
 required_conan_version = ">=2.5"
 
@@ -62,10 +63,13 @@ class Sam3dCoreConan(ConanFile):
         self.cpp_info.set_property("cmake_file_name", "sam3d-core")
         self.cpp_info.set_property("cmake_target_name", "sam3d::core")
         self.cpp_info.libs = ["sam3d_core"]
-        self.cpp_info.requires = ["ggml::ggml-base", "ggml::ggml-cpu"] + (
-            ["ggml::ggml-vulkan"] if self.options.vulkan else []) + (
-            ["ggml::ggml-cuda"] if self.options.cuda else [])
+        self.cpp_info.requires = (
+            ["ggml::ggml-base", "ggml::ggml-cpu"]
+            + (["ggml::ggml-vulkan"] if self.options.vulkan else [])
+            + (["ggml::ggml-cuda"] if self.options.cuda else [])
+        )
         if self.settings.os in ("Linux", "FreeBSD"):
             self.cpp_info.system_libs = ["pthread"]  # the staged copies' worker threads
         self.cpp_info.defines = (["SAM3D_VULKAN=1"] if self.options.vulkan else []) + (
-            ["SAM3D_CUDA=1"] if self.options.cuda else [])
+            ["SAM3D_CUDA=1"] if self.options.cuda else []
+        )

@@ -35,10 +35,16 @@ def _check_env(session: nox.Session) -> None:
     (the sam3d package importable and this interpreter first on PATH as `python`)."""
     python = shutil.which("python")
     here = Path(sys.executable).parent
-    if (importlib.util.find_spec("sam3d") is None or python is None
-            or Path(python).parent.resolve() != here.resolve() or not os.environ.get("VIRTUAL_ENV")):
-        session.error("not in the project's environment: run `ci/bootstrap.sh nox ...` "
-                      f"(e.g. ci/bootstrap.sh nox -s {session.name})")
+    if (
+        importlib.util.find_spec("sam3d") is None
+        or python is None
+        or Path(python).parent.resolve() != here.resolve()
+        or not os.environ.get("VIRTUAL_ENV")
+    ):
+        session.error(
+            "not in the project's environment: run `ci/bootstrap.sh nox ...` "
+            f"(e.g. ci/bootstrap.sh nox -s {session.name})"
+        )
 
 
 def _sam3d(session: nox.Session, *args: str) -> None:
@@ -68,13 +74,15 @@ def sanitize(session: nox.Session) -> None:
 
 @nox.session(tags=["test"])
 def validate(session: nox.Session) -> None:
-    """Run `ctest -L normal` in the default set's Vulkan variants (or the ones named) under the Khronos validation layer; a message fails its test."""
+    """Run `ctest -L normal` in the Vulkan variants under the Khronos validation layer; a message fails its test.
+
+    The default set's Vulkan variants, or the ones named."""
     _sam3d(session, "ctest", "--vulkan-validation", "-L", "normal")
 
 
 @nox.session(tags=["test"])
 def tests(session: nox.Session) -> None:
-    """Build the default set's variants that run here, run the pytest suite, then `ctest -L normal` in the uninstrumented ones.
+    """Build the variants that run here, run the pytest suite, then `ctest -L normal` in the uninstrumented ones.
 
     Three commands: `sam3d build`, pytest (arguments after `--` go to it) and `sam3d ctest`; the
     sanitize session tests the default set's sanitizer variants. Without an NVIDIA GPU the CUDA
@@ -84,11 +92,13 @@ def tests(session: nox.Session) -> None:
     from sam3d.tools.build import runs_here
 
     session.run("python", "-m", "sam3d", "build", external=True)
-    session.run("python", "-m", "pytest", "tests", "--junitxml=build/reports/pytest.xml", *session.posargs,
-                external=True)
+    session.run(
+        "python", "-m", "pytest", "tests", "--junitxml=build/reports/pytest.xml", *session.posargs, external=True
+    )
     here, _ = runs_here(select(None))
-    session.run("python", "-m", "sam3d", "ctest", "-L", "normal", *(v.name for v in here if not v.sanitizer),
-                external=True)
+    session.run(
+        "python", "-m", "sam3d", "ctest", "-L", "normal", *(v.name for v in here if not v.sanitizer), external=True
+    )
 
 
 @nox.session(tags=["lint"])

@@ -24,9 +24,9 @@ import os
 import sys
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from .core import variants as _variants
 from .core.errors import Sam3dError
@@ -70,8 +70,7 @@ def _name(v: object) -> str:
     return v["name"] if isinstance(v, Mapping) else v.name  # type: ignore[index,attr-defined]
 
 
-def matrix(records: Sequence[Mapping] | None = None,
-           containers: Mapping[str, str] = CONTAINERS) -> dict:
+def matrix(records: Sequence[Mapping] | None = None, containers: Mapping[str, str] = CONTAINERS) -> dict:
     """The GitHub Actions matrix ({"include": [...]}) for the variant records, one entry per
     variant with the ci role and per container, in registry order."""
     if records is None:
@@ -84,25 +83,26 @@ def matrix(records: Sequence[Mapping] | None = None,
             continue
         for os_slug, image in containers.items():
             e = Expected(r["name"], os_slug)
-            include.append({
-                "variant": r["name"],
-                "os": os_slug,
-                "container": image,
-                "sanitizer": r.get("sanitizer"),
-                "sanitize": bool(r.get("sanitizer")),
-                "validate": bool(r.get("vulkan")),
-                "vulkan": bool(r.get("vulkan")),
-                "cuda": bool(r.get("cuda")),
-                "run_name": e.run_name,
-                "artifact": e.artifact,
-            })
+            include.append(
+                {
+                    "variant": r["name"],
+                    "os": os_slug,
+                    "container": image,
+                    "sanitizer": r.get("sanitizer"),
+                    "sanitize": bool(r.get("sanitizer")),
+                    "validate": bool(r.get("vulkan")),
+                    "vulkan": bool(r.get("vulkan")),
+                    "cuda": bool(r.get("cuda")),
+                    "run_name": e.run_name,
+                    "artifact": e.artifact,
+                }
+            )
     if not include:
         raise Sam3dError("no variant declares the ci role: no CI jobs to run")
     return {"include": include}
 
 
-def expected_results(variants: Iterable | None = None,
-                     containers: Iterable[str] = CONTAINERS) -> list[Expected]:
+def expected_results(variants: Iterable | None = None, containers: Iterable[str] = CONTAINERS) -> list[Expected]:
     """The (variant, os) results the merge must find: variants are Variant objects, records of
     `variants --json`, or names (the variants with the ci role when None)."""
     if variants is None:
@@ -124,14 +124,16 @@ def _owner(path: Path, expected: Sequence[Expected]) -> Expected | None:
     return None
 
 
-def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | None = None,
-                   require_gpu: bool = False) -> list[str]:
+def check_complete(
+    files: Iterable[Path | str], expected: Sequence[Expected] | None = None, require_gpu: bool = False
+) -> list[str]:
     """Problems that make the merged table incomplete; empty when complete.
 
-    files: the result files found (results/record.py result_files()), each read by the one reader. A result belongs to the expected job
-    whose run name (ci-<variant>-<os>) or artifact name (results-<variant>-<os>) is a folder on
-    its path. Each expected job needs at least one result of its own variant, and every
-    result must have status "ok" (a failed run keeps its file, marked as not accepted).
+    files: the result files found (results/record.py result_files()), each read by the one
+    reader. A result belongs to the expected job whose run name (ci-<variant>-<os>) or artifact
+    name (results-<variant>-<os>) is a folder on its path. Each expected job needs at least one
+    result of its own variant, and every result must have status "ok" (a failed run keeps its
+    file, marked as not accepted).
     With require_gpu, the results-gpu artifact must hold an accepted result of every variant
     with the bundle role (what the GPU job's bundle packs) on each of its GPU backends. An
     evidence folder the files lie in that is marked NOT ACCEPTED (device tests or a checker
@@ -141,8 +143,9 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
         expected = expected_results()
     problems: list[str] = []
     found: dict[Expected, int] = {e: 0 for e in expected}
-    gpu_ok: dict[tuple[str, str], int] = {(v.name, b): 0 for v in _variants.with_role(_variants.BUNDLE)
-                                          for b in v.backends if b != "CPU"}
+    gpu_ok: dict[tuple[str, str], int] = {
+        (v.name, b): 0 for v in _variants.with_role(_variants.BUNDLE) for b in v.backends if b != "CPU"
+    }
     files = [Path(f) for f in files]
     for f in files:
         try:
@@ -167,12 +170,12 @@ def check_complete(files: Iterable[Path | str], expected: Sequence[Expected] | N
     problems += [f"{m}: the evidence folder is marked NOT ACCEPTED ({_first_line(m)})" for m in markers(files)]
     for e, n in found.items():
         if n == 0:
-            problems.append(f"missing result: {e.variant} on {e.os} (no accepted result in "
-                            f"artifact {e.artifact})")
+            problems.append(f"missing result: {e.variant} on {e.os} (no accepted result in artifact {e.artifact})")
     for (variant, backend), n in gpu_ok.items() if require_gpu else ():
         if n == 0:
-            problems.append(f"missing result: {variant} {backend} from the GPU job (no accepted result in "
-                            f"artifact {GPU_ARTIFACT})")
+            problems.append(
+                f"missing result: {variant} {backend} from the GPU job (no accepted result in artifact {GPU_ARTIFACT})"
+            )
     return problems
 
 
@@ -234,8 +237,10 @@ def gate(folder: Path) -> list[str]:
                 continue
             c = change(by_mode["off"], wall)
             if c.verdict == "slower":
-                problems.append(f"{f.name}: {r.backend} batching {mode} is slower than off: median ratio "
-                                f"{c.ratio:.3f}, Mann-Whitney p {c.p:.2g}")
+                problems.append(
+                    f"{f.name}: {r.backend} batching {mode} is slower than off: median ratio "
+                    f"{c.ratio:.3f}, Mann-Whitney p {c.p:.2g}"
+                )
     return problems
 
 
@@ -246,8 +251,9 @@ def baseline_run(env: Mapping[str, str]) -> tuple[str, str]:
     if not (api and repo and token):
         return "", "not on GitHub Actions (GITHUB_API_URL, GITHUB_REPOSITORY, GH_TOKEN): no baseline"
     url = f"{api}/repos/{repo}/actions/workflows/variants.yml/runs?branch=main&status=success&per_page=1"
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}",
-                                               "Accept": "application/vnd.github+json"})
+    req = urllib.request.Request(
+        url, headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             runs = json.load(resp).get("workflow_runs") or []
@@ -277,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("matrix", help="print the job matrix as one line of JSON")
-    s.add_argument("variants_json", nargs="?", help="output of `python -m sam3d variants --json` "
-                   "('-' for stdin; read from the variant list when left out)")
+    s.add_argument(
+        "variants_json",
+        nargs="?",
+        help="output of `python -m sam3d variants --json` ('-' for stdin; read from the variant list when left out)",
+    )
 
     s = sub.add_parser("evidence-dirs", help="print the folders under FOLDER that hold result files")
     s.add_argument("folder", type=Path)
@@ -293,8 +302,13 @@ def main(argv: list[str] | None = None) -> int:
 
     s = sub.add_parser("check", help="fail unless every expected job left an accepted result")
     s.add_argument("folder", type=Path, help="where the results-* artifacts were downloaded")
-    s.add_argument("--job", action="append", default=[], metavar="NAME=RESULT",
-                   help="a needed job's result; anything but success fails")
+    s.add_argument(
+        "--job",
+        action="append",
+        default=[],
+        metavar="NAME=RESULT",
+        help="a needed job's result; anything but success fails",
+    )
     s.add_argument("--gpu", default="false", help="whether the GPU job was enabled (true/false)")
 
     args = p.parse_args(argv)
@@ -319,8 +333,9 @@ def _records(source: str | None) -> list | None:
         records = json.loads(text)
     except json.JSONDecodeError as e:
         raise Sam3dError(f"{source}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) and isinstance(r.get("name"), str)
-                                                 for r in records):
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("name"), str) for r in records
+    ):
         raise Sam3dError(f"{source}: expected the list of `python -m sam3d variants --json` (objects with a name)")
     return records
 
@@ -333,8 +348,10 @@ def _command(args: argparse.Namespace) -> int:
         problems = gate(args.folder)
         for line in problems:
             print(f"  FAIL {line}")
-        print(f"sam3d.ci gate: {args.folder}: " + ("no batched row slower than off" if not problems
-                                                   else f"{len(problems)} problem(s)"))
+        print(
+            f"sam3d.ci gate: {args.folder}: "
+            + ("no batched row slower than off" if not problems else f"{len(problems)} problem(s)")
+        )
         return 1 if problems else 0
     if args.command == "baseline-run":
         run_id, note = baseline_run(os.environ)
@@ -355,8 +372,10 @@ def _command(args: argparse.Namespace) -> int:
     files = result_files(args.folder)
     problems += check_complete(files, require_gpu=gpu)
     expected = expected_results()
-    print(f"sam3d.ci check: {len(files)} result files for {len(expected)} expected jobs"
-          + (" + the GPU job" if gpu else ""))
+    print(
+        f"sam3d.ci check: {len(files)} result files for {len(expected)} expected jobs"
+        + (" + the GPU job" if gpu else "")
+    )
     for line in problems:
         print(f"  FAIL {line}")
     print("sam3d.ci check: " + ("complete" if not problems else f"INCOMPLETE ({len(problems)} problems)"))

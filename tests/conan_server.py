@@ -23,8 +23,10 @@ LOCK = ROOT / "ci" / "conan-server.lock"
 USER = "sam3d-ci"
 
 # conan_server's own launcher listens on 0.0.0.0; this one listens on loopback only.
-LAUNCH = ("import sys; from conans.server.launcher import ServerLauncher; "
-          "ServerLauncher(server_dir=sys.argv[1]).server.run(host='127.0.0.1', port=int(sys.argv[2]))")
+LAUNCH = (
+    "import sys; from conans.server.launcher import ServerLauncher; "
+    "ServerLauncher(server_dir=sys.argv[1]).server.run(host='127.0.0.1', port=int(sys.argv[2]))"
+)
 
 
 def server_python() -> Path:
@@ -38,8 +40,20 @@ def server_python() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.is_file():
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                            "--require-hashes", "-r", str(LOCK)], check=True)
+            subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--require-hashes",
+                    "-r",
+                    str(LOCK),
+                ],
+                check=True,
+            )
             done.write_text(digest + "\n")
     return python
 
@@ -104,8 +118,11 @@ def start(home: Path) -> Server:
     python = server_python()
     home.mkdir(parents=True)
     port, password = _free_port(), secrets.token_hex(8)
-    (home / "server.conf").write_text(SERVER_CONF.format(port=port, user=USER, password=password,
-                                                         jwt=secrets.token_hex(16), updown=secrets.token_hex(16)))
+    (home / "server.conf").write_text(
+        SERVER_CONF.format(
+            port=port, user=USER, password=password, jwt=secrets.token_hex(16), updown=secrets.token_hex(16)
+        )
+    )
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([str(python), "-c", LAUNCH, str(home), str(port)], stdout=log, stderr=subprocess.STDOUT)
     server = Server(home, port, password, proc)

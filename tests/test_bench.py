@@ -1,17 +1,16 @@
 """The benchmark runner: its environment flag policy and how driver output becomes a result file."""
 
 import copy
+import json
 import os
 import subprocess
-import json
 
 import pytest
 
+from sam3d.cli import bench as bench_cli
 from sam3d.core import profile, variants
 from sam3d.core.errors import NotBuilt
-from sam3d.results import checks
-from sam3d.cli import bench as bench_cli
-from sam3d.results import record
+from sam3d.results import checks, record
 from sam3d.running import bench, driver
 from sam3d.tools import provenance
 
@@ -48,11 +47,23 @@ def test_cuda_cases_must_find_a_device_where_an_nvidia_gpu_is(monkeypatch, gpu):
     monkeypatch.setattr(driver.ctest.system, "has_nvidia_gpu", lambda: gpu)
     assert driver.ctest.test_env(CUDA_ASAN, {}).get("SAM3D_REQUIRE_CUDA_DEVICE") == ("1" if gpu else None)
     assert "SAM3D_REQUIRE_CUDA_DEVICE" not in driver.ctest.test_env(RELEASE, {})
+
+
 # Inherited values that would change what a run measures (device/host.py RUNNER_REMOVED_ENV).
-INHERITED = {"GGML_CUDA_NO_PINNED": "1", "CUDA_LAUNCH_BLOCKING": "1", "GGML_CUDA_ENABLE_UNIFIED_MEMORY": "1",
-             "GGML_CUDA_REGISTER_HOST": "1", "GGML_CUDA_DEVICES": "2", "GGML_CUDA_P2P": "1",
-             "GGML_VK_PERF_LOGGER": "1", "GGML_VK_DISABLE_ASYNC": "1", "GGML_VK_ASYNC_USE_TRANSFER_QUEUE": "1",
-             "GGML_VK_SERIALIZE_SUBMISSIONS": "1", "GGML_CUDA_DISABLE_GRAPHS": "1", "SAM3D_BATCHED_TRANSFERS": "0"}
+INHERITED = {
+    "GGML_CUDA_NO_PINNED": "1",
+    "CUDA_LAUNCH_BLOCKING": "1",
+    "GGML_CUDA_ENABLE_UNIFIED_MEMORY": "1",
+    "GGML_CUDA_REGISTER_HOST": "1",
+    "GGML_CUDA_DEVICES": "2",
+    "GGML_CUDA_P2P": "1",
+    "GGML_VK_PERF_LOGGER": "1",
+    "GGML_VK_DISABLE_ASYNC": "1",
+    "GGML_VK_ASYNC_USE_TRANSFER_QUEUE": "1",
+    "GGML_VK_SERIALIZE_SUBMISSIONS": "1",
+    "GGML_CUDA_DISABLE_GRAPHS": "1",
+    "SAM3D_BATCHED_TRANSFERS": "0",
+}
 
 
 @pytest.mark.parametrize("v", [RELEASE, CUDA_ASAN, variants.get("cuda-release")], ids=lambda v: v.name)
@@ -76,6 +87,7 @@ def test_asan_leaves_the_shadow_gap_to_the_cuda_driver_in_cuda_variants_only():
 def test_gpu_runner_env_for_cuda_requires_a_device_and_strips_inherited_flags(monkeypatch, tmp_path):
     from sam3d.device import run as device_run
     from sam3d.running import bundle
+
     bundle.pack_program(tmp_path)  # the registry's sanitizer options beside run.pyz
     monkeypatch.setattr(device_run, "HERE", tmp_path)
     monkeypatch.setattr(os, "environ", dict(INHERITED, LD_LIBRARY_PATH="/x"))
@@ -95,14 +107,18 @@ def test_gpu_runner_preloads_what_the_manifest_names_ahead_of_an_inherited_prelo
     NVIDIA"); a missing library or a path ld.so would split stops run.pyz, naming it."""
     from sam3d.device import run as device_run
     from sam3d.running import bundle
+
     monkeypatch.setattr(os, "environ", {"LD_PRELOAD": "/other.so"})
     lib = tmp_path / "vulkan-asan" / "lib" / "libsam3d_keep_loaded.so"
     lib.parent.mkdir(parents=True)
     lib.write_bytes(b"")
     bundle.pack_program(tmp_path)
     monkeypatch.setattr(device_run, "HERE", tmp_path)
-    vm = {"sanitizer": "AddressUndefinedBehavior", "backends": ["vulkan"],
-          "preload": ["vulkan-asan/lib/libsam3d_keep_loaded.so"]}
+    vm = {
+        "sanitizer": "AddressUndefinedBehavior",
+        "backends": ["vulkan"],
+        "preload": ["vulkan-asan/lib/libsam3d_keep_loaded.so"],
+    }
     assert device_run.variant_env("vulkan-asan", vm)["LD_PRELOAD"] == f"{lib}:/other.so"
     assert device_run.variant_env("release", {"sanitizer": None}).get("LD_PRELOAD") == "/other.so"
     lib.unlink()
@@ -124,6 +140,7 @@ def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatc
     relative to run.pyz, and the runner's LD_PRELOAD is that file; ctest's is the build's."""
     from sam3d.device import run as device_run
     from sam3d.running import bundle
+
     v = variants.get("vulkan-asan")
     libs = driver.ctest.preload_libs(v)
     if not all(p.is_file() for p in libs.values()) or not (driver.ctest.build_folder(v) / "tests" / "device").is_dir():
@@ -134,8 +151,12 @@ def test_the_bundle_packs_each_preload_where_run_py_and_ctest_find_it(monkeypatc
     vm = json.loads((stage / "manifest.json").read_text())["variants"][v.name]
     assert vm["preload"] == [f"{v.name}/lib/{name}" for name in libs]
     for rel in vm["preload"]:  # the keeper (debug info split off, as every packed file's)
-        assert " T dlclose" in subprocess.run(["nm", "-D", "--defined-only", str(stage / rel)],
-                                              capture_output=True, text=True, check=True).stdout
+        assert (
+            " T dlclose"
+            in subprocess.run(
+                ["nm", "-D", "--defined-only", str(stage / rel)], capture_output=True, text=True, check=True
+            ).stdout
+        )
     monkeypatch.setattr(device_run, "HERE", stage)
     monkeypatch.setattr(os, "environ", {})
     assert device_run.variant_env(v.name, vm)["LD_PRELOAD"] == ":".join(str(stage / r) for r in vm["preload"])
@@ -145,9 +166,13 @@ def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders
     """The layouts of NVIDIA's wheels: nvidia/cu13/lib (CUDA 13) and nvidia/<name>/lib (CUDA 12);
     a missing soname is named with the other versions seen."""
     from sam3d.device import run as device_run
+
     site = tmp_path / "opt" / "lib" / "python3.12" / "site-packages"
-    for rel in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcublas.so.13",
-                "nvidia/cublas/lib/libcublasLt.so.12"):
+    for rel in (
+        "nvidia/cu13/lib/libcudart.so.13",
+        "nvidia/cu13/lib/libcublas.so.13",
+        "nvidia/cublas/lib/libcublasLt.so.12",
+    ):
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text("")
     python = tmp_path / "python3"
@@ -165,6 +190,7 @@ def test_gpu_runner_finds_cuda_libraries_in_a_python_environments_nvidia_folders
 
 def test_gpu_runner_names_the_wheels_to_install_when_cuda_libraries_are_missing(monkeypatch):
     from sam3d.device import run as device_run
+
     monkeypatch.setattr(device_run, "cuda_lib_dirs", lambda pythons: [])
     vm = {"cuda_libs": ["libcudart.so.13"], "cuda_runtime_wheels": ["nvidia-cuda-runtime==13.0.96"]}
     info, why = device_run.cuda_check(vm, [])
@@ -189,14 +215,31 @@ def test_backends_per_variant():
 def _counters(async_up, async_down, sync_up, sync_down, pinned, fallbacks=None):
     fb = {k: 0 for k in record.FALLBACK_REASONS}
     fb.update(fallbacks or {})
-    return {"async_uploads": async_up, "sync_uploads": sync_up, "async_downloads": async_down,
-            "sync_downloads": sync_down, "bytes_uploaded": profile.UPLOAD_BYTES,
-            "bytes_downloaded": profile.DOWNLOAD_BYTES, "pinned_batches": pinned, "fallbacks": fb}
+    return {
+        "async_uploads": async_up,
+        "sync_uploads": sync_up,
+        "async_downloads": async_down,
+        "sync_downloads": sync_down,
+        "bytes_uploaded": profile.UPLOAD_BYTES,
+        "bytes_downloaded": profile.DOWNLOAD_BYTES,
+        "pinned_batches": pinned,
+        "fallbacks": fb,
+    }
 
 
 def _samples(n, sha="a" * 64, wall=10.0):
-    return [{"image": i, "wall_ms": wall + i, "enqueue_ms": 1.0, "synchronize_ms": 2.0, "copy_ms": 0.5,
-             "sync_path_ms": 3.0, "outputs_sha256": sha if i % 2 == 0 else "b" * 64} for i in range(n)]
+    return [
+        {
+            "image": i,
+            "wall_ms": wall + i,
+            "enqueue_ms": 1.0,
+            "synchronize_ms": 2.0,
+            "copy_ms": 0.5,
+            "sync_path_ms": 3.0,
+            "outputs_sha256": sha if i % 2 == 0 else "b" * 64,
+        }
+        for i in range(n)
+    ]
 
 
 def _doc(vulkan=True, images=3):
@@ -208,17 +251,30 @@ def _doc(vulkan=True, images=3):
         "caps": {"async": vulkan, "host_buffer": vulkan, "buffer_from_host_ptr": False, "events": vulkan},
         "protocol": {"warmups": 1, "images": images, "interleaved": True},
         "profile": {"path": "p.json", "name": profile.NAME, "version": 1, "sha256": "c" * 64},
-        "rows": [{"batching": "on", "samples": _samples(images), "counters": on},
-                 {"batching": "off", "samples": _samples(images), "counters": _counters(0, 0, 202, 233, 0)}],
-        "extra": {"peak_rss_bytes": 1, "problems": [],
-                  "modes": {"on": {"static_fallback": "none" if vulkan else "no_async_caps"}}},
+        "rows": [
+            {"batching": "on", "samples": _samples(images), "counters": on},
+            {"batching": "off", "samples": _samples(images), "counters": _counters(0, 0, 202, 233, 0)},
+        ],
+        "extra": {
+            "peak_rss_bytes": 1,
+            "problems": [],
+            "modes": {"on": {"static_fallback": "none" if vulkan else "no_async_caps"}},
+        },
     }
 
 
-COMMON = dict(prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "version": 1},
-              machine_info={"hostname": "h", "cpu": "c", "os": "o", "glibc": "2.36"}, commit="0" * 40,
-              build={"compile_flags": ["-O2", "-DNDEBUG"], "build_type": "Release", "sanitizer": None,
-                     "ggml_version": "0.20.2", "glslc": None})
+COMMON = dict(
+    prof={"path": str(profile.RELATIVE_PATH), "sha256": "c" * 64, "version": 1},
+    machine_info={"hostname": "h", "cpu": "c", "os": "o", "glibc": "2.36"},
+    commit="0" * 40,
+    build={
+        "compile_flags": ["-O2", "-DNDEBUG"],
+        "build_type": "Release",
+        "sanitizer": None,
+        "ggml_version": "0.20.2",
+        "glslc": None,
+    },
+)
 
 
 def _wrap(backend, doc, reason=None, variant=RELEASE, **kw):
@@ -237,12 +293,33 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
     assert d["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
     assert d["profile"] == COMMON["prof"]
     assert d["extra"]["peak_rss_bytes"] == 1 and d["extra"]["run_name"] == "x"
-    assert set(d) == {"schema", "variant", "status", "reason", "machine", "build", "git_commit", "profile",
-                      "backend", "layout", "order", "transfer_only", "transfer_queue", "device", "caps", "protocol",
-                      "rows", "extra"}
+    assert set(d) == {
+        "schema",
+        "variant",
+        "status",
+        "reason",
+        "machine",
+        "build",
+        "git_commit",
+        "profile",
+        "backend",
+        "layout",
+        "order",
+        "transfer_only",
+        "transfer_queue",
+        "device",
+        "caps",
+        "protocol",
+        "rows",
+        "extra",
+    }
     # a driver that names no configuration: the defaults, written out
-    assert r.configuration() == {"layout": "scattered", "order": "profile", "transfer_only": False,
-                                 "transfer_queue": False}
+    assert r.configuration() == {
+        "layout": "scattered",
+        "order": "profile",
+        "transfer_only": False,
+        "transfer_queue": False,
+    }
     assert record.parse(d) == r
 
 
@@ -259,6 +336,7 @@ def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
     layout (layout "areas"), one issuing its graphs by dependency level (order "levels"), and one
     with GGML's Vulkan transfer queue (transfer_queue): the record's fields, taken out of the
     driver's extra; the backend stays GGML's own name."""
+
     def config(**extra):
         doc = _doc()
         doc["extra"].update(extra)
@@ -266,6 +344,7 @@ def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
         assert record.parse(r.document()) == r
         assert not set(extra) & set(r.document()["extra"])
         return r.backend, r.layout, r.order, r.transfer_only, r.transfer_queue
+
     assert config() == ("Vulkan", "scattered", "profile", False, False)
     assert config(transfer_only=True) == ("Vulkan", "scattered", "profile", True, False)
     assert config(transfer_only=False, layout="scattered") == ("Vulkan", "scattered", "profile", False, False)
@@ -274,11 +353,21 @@ def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
     assert config(vulkan_transfer_queue=True) == ("Vulkan", "scattered", "profile", False, True)
     assert config(vulkan_transfer_queue=False) == ("Vulkan", "scattered", "profile", False, False)
     assert config(vulkan_transfer_queue=True, layout="areas", transfer_only=True) == (
-        "Vulkan", "areas", "profile", True, True)
+        "Vulkan",
+        "areas",
+        "profile",
+        True,
+        True,
+    )
     assert config(graph_order="levels") == ("Vulkan", "scattered", "levels", False, False)
     assert config(graph_order="profile", layout="areas") == ("Vulkan", "areas", "profile", False, False)
     assert config(vulkan_transfer_queue=True, layout="areas", graph_order="levels", transfer_only=True) == (
-        "Vulkan", "areas", "levels", True, True)
+        "Vulkan",
+        "areas",
+        "levels",
+        True,
+        True,
+    )
     with pytest.raises(record.ResultError, match="order"):
         config(graph_order="random")
     with pytest.raises(record.ResultError, match="layout"):
@@ -324,27 +413,64 @@ def test_check_cpu_without_fallback_count_fails():
 
 
 def test_flags_of_keeps_build_flags_only():
-    cmd = ["/usr/bin/g++", "-DGGML_SHARED", "-I/x", "-isystem", "/y", "-O1", "-g", "-fno-omit-frame-pointer",
-           "-fsanitize=address,undefined", "-std=gnu++17", "-Wall", "-o", "a.o", "-c", "a.cpp", "-O1"]
-    assert provenance.flags_of(cmd) == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-                                   "-std=gnu++17"]
+    cmd = [
+        "/usr/bin/g++",
+        "-DGGML_SHARED",
+        "-I/x",
+        "-isystem",
+        "/y",
+        "-O1",
+        "-g",
+        "-fno-omit-frame-pointer",
+        "-fsanitize=address,undefined",
+        "-std=gnu++17",
+        "-Wall",
+        "-o",
+        "a.o",
+        "-c",
+        "a.cpp",
+        "-O1",
+    ]
+    assert provenance.flags_of(cmd) == [
+        "-O1",
+        "-g",
+        "-fno-omit-frame-pointer",
+        "-fsanitize=address,undefined",
+        "-std=gnu++17",
+    ]
 
 
 def test_build_info_reads_compile_commands(tmp_path, monkeypatch):
     folder = tmp_path / "build" / "cpu-asan" / "Debug"
     folder.mkdir(parents=True)
-    entry = lambda f, flags: {"directory": str(folder), "file": f"/r/native/{f}",  # noqa: E731
-                              "command": f"/usr/bin/g++ {flags} -o x.o -c /r/native/{f}"}
-    (folder / "compile_commands.json").write_text(json.dumps([
-        entry("src/transfer.cpp", "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"),
-        entry("bench/sam3d_bench.cpp", "-O1 -g -fsanitize=address,undefined")]))
+
+    def entry(f, flags):
+        return {
+            "directory": str(folder),
+            "file": f"/r/native/{f}",
+            "command": f"/usr/bin/g++ {flags} -o x.o -c /r/native/{f}",
+        }
+
+    (folder / "compile_commands.json").write_text(
+        json.dumps(
+            [
+                entry("src/transfer.cpp", "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"),
+                entry("bench/sam3d_bench.cpp", "-O1 -g -fsanitize=address,undefined"),
+            ]
+        )
+    )
     monkeypatch.setattr(provenance.paths, "root", lambda: tmp_path)
     build, extra, problems = provenance.build_info(CPU_ASAN, None)
     assert build["compile_flags"] == ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
-    assert (build["build_type"], build["sanitizer"], build["ggml_version"]) == ("Debug", "AddressUndefinedBehavior",
-                                                                                 "0.20.2")
-    assert problems == ["native/bench/sam3d_bench.cpp was compiled without the variant's -fno-omit-frame-pointer "
-                        "(compile_commands.json); rebuild: python -m sam3d build cpu-asan"]
+    assert (build["build_type"], build["sanitizer"], build["ggml_version"]) == (
+        "Debug",
+        "AddressUndefinedBehavior",
+        "0.20.2",
+    )
+    assert problems == [
+        "native/bench/sam3d_bench.cpp was compiled without the variant's -fno-omit-frame-pointer "
+        "(compile_commands.json); rebuild: python -m sam3d build cpu-asan"
+    ]
 
 
 def test_run_name_is_a_safe_new_folder(tmp_path, monkeypatch):
@@ -398,8 +524,7 @@ def test_check_names_extra_mode_counts_bytes_and_outputs():
 def test_check_rejects_unknown_modes_and_missing_on():
     doc = _doc(True)
     doc["rows"][0]["batching"] = "zerocopy"
-    assert "expected rows for batching on and off" in checks.check(
-        _wrap("vulkan", doc))[0]
+    assert "expected rows for batching on and off" in checks.check(_wrap("vulkan", doc))[0]
     doc = _doc(True)
     doc["rows"].append(dict(copy.deepcopy(doc["rows"][0]), batching="turbo"))
     with pytest.raises(record.ResultError, match=r"rows\[2\]\.batching"):  # a mode the record does not know
@@ -411,25 +536,29 @@ def test_check_names_the_optional_rows_beside_the_required_ones():
     doc = _doc(True)
     doc["rows"][0]["batching"] = "zerocopy"
     assert checks.check(_wrap("vulkan", doc)) == [
-        "expected rows for batching on and off (and optionally zerocopy, queued), got ['off', 'zerocopy']"]
+        "expected rows for batching on and off (and optionally zerocopy, queued), got ['off', 'zerocopy']"
+    ]
     no_rows = record.parse({"schema": record.SCHEMA, "variant": "release", "status": "failed", "reason": "x"})
-    assert checks.check(no_rows) == [
-        "expected rows for batching on and off (and optionally zerocopy, queued), got []"]
+    assert checks.check(no_rows) == ["expected rows for batching on and off (and optionally zerocopy, queued), got []"]
 
 
 def test_check_without_extra_expects_every_batched_row_batched():
-    """"extra" is optional (the record): without it no mode has a static fallback, so every
+    """ "extra" is optional (the record): without it no mode has a static fallback, so every
     row beside off must be batched, and no driver problem is reported."""
+
     def without_extra(r):
         d = r.document()
         del d["extra"]
         return record.parse(d)
+
     r = without_extra(_wrap("vulkan", _doc(True)))
     assert checks.check(r) == []
     r = without_extra(_wrap("cpu", _doc(False)))
-    assert checks.check(r) == ["batching on per image: async_uploads 0 (expected 199), async_downloads 0 "
-                               "(expected 232), sync_uploads 202 (expected 3), sync_downloads 233 (expected 1), "
-                               "pinned_batches 0 (expected 82), fallbacks.no_async_caps 82 (expected 0)"]
+    assert checks.check(r) == [
+        "batching on per image: async_uploads 0 (expected 199), async_downloads 0 "
+        "(expected 232), sync_uploads 202 (expected 3), sync_downloads 233 (expected 1), "
+        "pinned_batches 0 (expected 82), fallbacks.no_async_caps 82 (expected 0)"
+    ]
 
 
 def test_check_reports_the_drivers_own_problems_first():
@@ -437,7 +566,9 @@ def test_check_reports_the_drivers_own_problems_first():
     doc["extra"]["problems"] = ["replay: graph 7 left 4 bytes unread"]
     doc["rows"][0]["counters"]["pinned_batches"] = 81
     assert checks.check(_wrap("vulkan", doc)) == [
-        "driver: replay: graph 7 left 4 bytes unread", "batching on per image: pinned_batches 81 (expected 82)"]
+        "driver: replay: graph 7 left 4 bytes unread",
+        "batching on per image: pinned_batches 81 (expected 82)",
+    ]
 
 
 def test_check_counts_an_image_present_in_one_row_only_as_differing():
@@ -445,15 +576,15 @@ def test_check_counts_an_image_present_in_one_row_only_as_differing():
     only on has both differ, though their hashes match."""
     doc = _doc(True)
     doc["rows"][0]["samples"][2]["image"] = 7
-    assert checks.check(_wrap("vulkan", doc)) == [
-        "outputs differ between batching on and off for images [2, 7]"]
+    assert checks.check(_wrap("vulkan", doc)) == ["outputs differ between batching on and off for images [2, 7]"]
 
 
 def test_a_static_fallback_of_a_reason_the_counters_lack_counts_zero_of_it():
     doc = _doc(False)
     doc["extra"]["modes"]["on"]["static_fallback"] = "no_such_reason"
     assert checks.check(_wrap("cpu", doc)) == [
-        "batching on per image: fallbacks.no_async_caps 82 (expected 0), fallbacks.no_such_reason 0 (expected 82)"]
+        "batching on per image: fallbacks.no_async_caps 82 (expected 0), fallbacks.no_such_reason 0 (expected 82)"
+    ]
 
 
 # ---------------------------------------------------------------- the driver's mode table and output schema
@@ -467,14 +598,20 @@ def test_driver_mode_table_names_the_schemas_rows():
     assert [m["name"] for m in table] == ["staged", "off", "zerocopy", "queued"]
     assert sorted(m["row"] for m in table) == sorted(record.BATCHING)
     assert {m["row"] for m in table if m["required"]} == set(record.REQUIRED_ROWS)
-    assert [m["row"] for m in driver.mode_table(list(variants.VARIANTS), "queued,off,staged")] == ["on", "off", "queued"]
+    assert [m["row"] for m in driver.mode_table(list(variants.VARIANTS), "queued,off,staged")] == [
+        "on",
+        "off",
+        "queued",
+    ]
     with pytest.raises(driver.DriverError, match=r"^--modes 'off': off and staged are required"):
         driver.mode_table(list(variants.VARIANTS), "off")
 
 
 def test_modes_without_a_built_driver_name_the_build_command(tmp_path, monkeypatch):
     monkeypatch.setattr(driver.paths, "root", lambda: tmp_path)
-    with pytest.raises(driver.NotBuilt, match=r"not built for cpu-asan: build it first \(python -m sam3d build cpu-asan\)"):
+    with pytest.raises(
+        driver.NotBuilt, match=r"not built for cpu-asan: build it first \(python -m sam3d build cpu-asan\)"
+    ):
         driver.mode_table([CPU_ASAN], "off,staged")
 
 
@@ -495,19 +632,28 @@ def test_junit_counts_read_googletest_xml(tmp_path):
     a GPU, a normal case passes, and a filter naming no case leaves an empty report."""
     from sam3d.device import run as device_run
     from sam3d.tools import ctest as ctest_tool
+
     folder = ctest_tool.build_folder(variants.get("release"))
     device = folder / "tests" / "device" / "sam3d_device_tests"
     normal = folder / "tests" / "sam3d_normal_tests"
     if not device.is_file():
         pytest.skip("release is not built (python -m sam3d build release)")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", GGML_VK_VISIBLE_DEVICES="none")
-    runs = ((device, "DeviceTwoGpus.*"), (normal, "Environment.DefaultOptionsReadBatchingFromTheEnvironment"),
-            (normal, "NoSuchCase.*"))
+    runs = (
+        (device, "DeviceTwoGpus.*"),
+        (normal, "Environment.DefaultOptionsReadBatchingFromTheEnvironment"),
+        (normal, "NoSuchCase.*"),
+    )
     counts = []
     for i, (binary, filt) in enumerate(runs):
         report = tmp_path / f"r{i}.xml"
-        subprocess.run([str(binary), f"--gtest_filter={filt}", f"--gtest_output=xml:{report}"], env=env,
-                       capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            [str(binary), f"--gtest_filter={filt}", f"--gtest_output=xml:{report}"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         counts.append(device_run.junit_counts(report))
     assert counts == [(0, 0, 1), (1, 0, 0), (0, 0, 0)]
 
@@ -517,8 +663,15 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
     import tarfile
 
     from sam3d.running import bundle
+
     stage = tmp_path / "stage"
-    for rel in ("run.pyz", "sanitizers.json", "lsan.supp", "release/bin/sam3d_bench", "cuda-release/lib/libggml-cuda.so"):
+    for rel in (
+        "run.pyz",
+        "sanitizers.json",
+        "lsan.supp",
+        "release/bin/sam3d_bench",
+        "cuda-release/lib/libggml-cuda.so",
+    ):
         (stage / rel).parent.mkdir(parents=True, exist_ok=True)
         (stage / rel).write_text(rel)
     (stage / "manifest.json").write_text("{}")
@@ -527,8 +680,10 @@ def test_a_bundle_per_variant_holds_the_common_files_its_folder_and_its_manifest
     with tarfile.open(tarball) as t:
         names = sorted(n for n in t.getnames() if not t.getmember(n).isdir())
         packed = json.loads(t.extractfile("sam3d-device-cuda-release/manifest.json").read())
-    assert names == ["sam3d-device-cuda-release/" + n for n in
-                     ("cuda-release/lib/libggml-cuda.so", "lsan.supp", "manifest.json", "run.pyz", "sanitizers.json")]
+    assert names == [
+        "sam3d-device-cuda-release/" + n
+        for n in ("cuda-release/lib/libggml-cuda.so", "lsan.supp", "manifest.json", "run.pyz", "sanitizers.json")
+    ]
     assert packed == manifest
 
 
@@ -536,6 +691,7 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     """bundle._split: within the limit one bundle; above it one per variant; a variant's own
     bundle over the limit stops with its name and size (incompressible payloads)."""
     from sam3d.running import bundle
+
     stage = tmp_path / "stage"
     sizes = {"release": 3000, "cuda-release": 9000}
     for name, n in sizes.items():
@@ -548,20 +704,39 @@ def test_bundles_split_per_variant_above_the_limit_and_refuse_one_still_over_it(
     split = bundle._split
     assert [t.name for t in split(stage, out, manifest, None)] == ["sam3d-device.tar.gz"]
     assert [t.name for t in split(stage, out, manifest, 20_000)] == ["sam3d-device.tar.gz"]
-    assert [t.name for t in split(stage, out, manifest, 11_000)] == ["sam3d-device-release.tar.gz",
-                                                                     "sam3d-device-cuda-release.tar.gz"]
-    with pytest.raises(bundle.BundleError, match=r"even one variant per bundle: sam3d-device-cuda-release\.tar\.gz "
-                                                 r"\(0\.0 MiB\)\. Build fewer CUDA architectures"):
+    assert [t.name for t in split(stage, out, manifest, 11_000)] == [
+        "sam3d-device-release.tar.gz",
+        "sam3d-device-cuda-release.tar.gz",
+    ]
+    with pytest.raises(
+        bundle.BundleError,
+        match=r"even one variant per bundle: sam3d-device-cuda-release\.tar\.gz "
+        r"\(0\.0 MiB\)\. Build fewer CUDA architectures",
+    ):
         split(stage, out, manifest, 6000)
 
 
-@pytest.mark.parametrize("archs, cc, runs", [
-    ("90-real", (9, 0), True), ("90-real", (8, 0), False), ("90-real", (10, 0), False),
-    ("80-real", (8, 6), True), ("86-real", (8, 0), False), ("90a-real", (9, 0), True), ("90a", (10, 0), False),
-    ("80-virtual", (9, 0), True), ("90-virtual", (8, 9), False), ("80", (12, 0), True), ("80-real;90-real", (9, 0), True),
-    ("native", (7, 5), True), ("", (9, 0), False)])
+@pytest.mark.parametrize(
+    "archs, cc, runs",
+    [
+        ("90-real", (9, 0), True),
+        ("90-real", (8, 0), False),
+        ("90-real", (10, 0), False),
+        ("80-real", (8, 6), True),
+        ("86-real", (8, 0), False),
+        ("90a-real", (9, 0), True),
+        ("90a", (10, 0), False),
+        ("80-virtual", (9, 0), True),
+        ("90-virtual", (8, 9), False),
+        ("80", (12, 0), True),
+        ("80-real;90-real", (9, 0), True),
+        ("native", (7, 5), True),
+        ("", (9, 0), False),
+    ],
+)
 def test_cuda_code_runs_on_a_compute_capability_by_nvidias_rules(archs, cc, runs):
     from sam3d.device import run as device_run
+
     assert device_run.runs_on(archs, cc) is runs
 
 
@@ -573,10 +748,29 @@ def test_the_driver_records_the_order_it_issued_and_its_levels_are_the_python_tw
     if not exe.is_file():
         pytest.skip("release is not built (nox -s build -- release)")
     p = profile.load()
-    r = subprocess.run([str(exe), "--profile", str(profile.path()), "--backend", "cpu", "--warmups", "0", "--images",
-                        "1", "--order", "levels", "--transfer-only", "--out", str(tmp_path / "o.json")],
-                       capture_output=True, text=True, check=False, timeout=300,
-                       env=driver.driver_env(RELEASE, dict(os.environ)))
+    r = subprocess.run(
+        [
+            str(exe),
+            "--profile",
+            str(profile.path()),
+            "--backend",
+            "cpu",
+            "--warmups",
+            "0",
+            "--images",
+            "1",
+            "--order",
+            "levels",
+            "--transfer-only",
+            "--out",
+            str(tmp_path / "o.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=driver.driver_env(RELEASE, dict(os.environ)),
+    )
     assert r.returncode == 0, r.stderr
     issued = json.loads((tmp_path / "o.json").read_text())["extra"]["issue_order"]
     assert issued == [p["graphs"][g]["name"] for g in profile.level_order(p)]
@@ -595,9 +789,26 @@ def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
     g["depends_on_downloads"].append(dict(g["depends_on_downloads"][0]))
     f = tmp_path / "fed-twice.json"
     f.write_text(json.dumps(p))
-    r = subprocess.run([str(exe), "--profile", str(f), "--backend", "cpu", "--warmups", "0", "--images", "1",
-                        "--out", str(tmp_path / "o.json")], capture_output=True, text=True, check=False,
-                       env=driver.driver_env(RELEASE, dict(os.environ)), timeout=120)
+    r = subprocess.run(
+        [
+            str(exe),
+            "--profile",
+            str(f),
+            "--backend",
+            "cpu",
+            "--warmups",
+            "0",
+            "--images",
+            "1",
+            "--out",
+            str(tmp_path / "o.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=driver.driver_env(RELEASE, dict(os.environ)),
+        timeout=120,
+    )
     upload = g["depends_on_downloads"][0]["upload"]
     assert r.returncode == 1 and f"upload {upload} is fed twice" in r.stderr, r.stderr
     assert not (tmp_path / "o.json").exists()
@@ -611,8 +822,10 @@ def test_a_named_cuda_variant_runs_its_cuda_backend_only_with_an_nvidia_gpu(monk
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     v = variants.get("cuda-release")
     f = bench.Facts(prof={}, machine={}, commit="c", dirty=False)
-    ran = [(r.variant.name, r.backend) for r in bench.runs([v], tmp_path / "run", f, run_name="run", images=1, warmups=0,
-                                                           build=False)]
+    ran = [
+        (r.variant.name, r.backend)
+        for r in bench.runs([v], tmp_path / "run", f, run_name="run", images=1, warmups=0, build=False)
+    ]
     skipped = [ln for ln in capsys.readouterr().out.splitlines() if "skipped, no NVIDIA GPU here" in ln]
     assert ran == ([("cuda-release", "cpu"), ("cuda-release", "cuda")] if gpu else [("cuda-release", "cpu")])
     assert len(skipped) == (0 if gpu else 1)
@@ -624,10 +837,18 @@ def test_a_runs_evidence_keeps_the_reports_of_its_own_variants_only(tmp_path, mo
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path))
     reports = tmp_path / "build" / "reports"
     reports.mkdir(parents=True)
-    for name in ("ctest-normal-release.xml", "ctest-normal-vulkan-validation-release.xml",
-                 "ctest-normal-cuda-release.xml", "ctest-device-cuda-release.xml", "pytest.xml"):
+    for name in (
+        "ctest-normal-release.xml",
+        "ctest-normal-vulkan-validation-release.xml",
+        "ctest-normal-cuda-release.xml",
+        "ctest-device-cuda-release.xml",
+        "pytest.xml",
+    ):
         (reports / name).write_text("<testsuites/>")
     out = tmp_path / "run"
     bench_cli._keep_reports([variants.get("release")], out)
     assert sorted(p.name for p in (out / "reports").iterdir()) == [
-        "ctest-normal-release.xml", "ctest-normal-vulkan-validation-release.xml", "pytest.xml"]
+        "ctest-normal-release.xml",
+        "ctest-normal-vulkan-validation-release.xml",
+        "pytest.xml",
+    ]

@@ -109,8 +109,14 @@ def test_wrong_sdist_hash_stops_with_both_hashes(tmp_path):
     data.write_text(data.read_text().replace(good, bad))
     env = conan.env()
     env["CONAN_HOME"] = str(tmp_path / "home")
-    r = subprocess.run([paths.tool("conan"), "source", str(recipe), "--version", "0.20.2"],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    r = subprocess.run(
+        [paths.tool("conan"), "source", str(recipe), "--version", "0.20.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert bad in out and good in out, out[-2000:]

@@ -16,8 +16,7 @@ from sam3d.tools import build as building
 from sam3d.tools import ccache, conan
 
 PROJECT = {
-    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(cached C)\n"
-                      "add_library(cached STATIC a.c b.c)\n",
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.20)\nproject(cached C)\nadd_library(cached STATIC a.c b.c)\n",
     "a.c": '#include "h.h"\n#ifdef NDEBUG\nint a(int x) { return x + H; }\n#else\nint a(int x) { return H; }\n#endif\n',
     "b.c": '#include "h.h"\nint b(int x) { return x * H; }\n',
     "h.h": "#define H 3\n",
@@ -49,9 +48,19 @@ def _conan_build_folder(name):
 
 def _build(src, build, flags="-O2", compiler="gcc", env=None):
     """Configures and builds the project with the launcher every profile sets, as a Conan build does."""
-    cmd = [paths.tool("cmake"), "-S", str(src), "-B", str(build), "-G", "Ninja",
-           f"-DCMAKE_MAKE_PROGRAM={paths.tool('ninja')}", f"-DCMAKE_C_COMPILER={shutil.which(compiler)}",
-           f"-DCMAKE_C_COMPILER_LAUNCHER={ccache.launcher()}", f"-DCMAKE_C_FLAGS={flags}"]
+    cmd = [
+        paths.tool("cmake"),
+        "-S",
+        str(src),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        f"-DCMAKE_MAKE_PROGRAM={paths.tool('ninja')}",
+        f"-DCMAKE_C_COMPILER={shutil.which(compiler)}",
+        f"-DCMAKE_C_COMPILER_LAUNCHER={ccache.launcher()}",
+        f"-DCMAKE_C_FLAGS={flags}",
+    ]
     if env is None:  # this build's own stats log (ccache.build_log), as Conan's builds inherit it
         env = {k: os.environ[k] for k in ("CCACHE_STATSLOG",) if k in os.environ}
     env = dict(BARE_ENV, **env)
@@ -73,12 +82,18 @@ def test_every_profile_launches_c_cxx_and_cuda_compiles_through_the_cache(tmp_pa
         text = conan.profile_text(v, "12", None, tk if v.cuda else None)
         (line,) = [ln for ln in text.splitlines() if ln.startswith("tools.cmake.cmaketoolchain:extra_variables=")]
         extra = eval(line.split("=", 1)[1])  # a Python literal, as Conan reads it
-        launched = {k.split("_")[1] for k, val in extra.items() if k.endswith("_COMPILER_LAUNCHER")
-                    and val["value"] == ccache.launcher()}
+        launched = {
+            k.split("_")[1]
+            for k, val in extra.items()
+            if k.endswith("_COMPILER_LAUNCHER") and val["value"] == ccache.launcher()
+        }
         assert launched == ({"C", "CXX", "CUDA"} if v.cuda else {"C", "CXX"}), v.name
         # A cache variable that wins over one an earlier configure of the folder left.
-        assert all(extra[f"CMAKE_{lang}_COMPILER_LAUNCHER"]["cache"] is True
-                   and extra[f"CMAKE_{lang}_COMPILER_LAUNCHER"]["force"] is True for lang in launched)
+        assert all(
+            extra[f"CMAKE_{lang}_COMPILER_LAUNCHER"]["cache"] is True
+            and extra[f"CMAKE_{lang}_COMPILER_LAUNCHER"]["force"] is True
+            for lang in launched
+        )
 
 
 def test_the_launcher_names_the_installed_ccache_the_shared_cache_and_its_bound(cache):
@@ -114,8 +129,10 @@ def test_sources_outside_the_shared_cache_folder_are_shared_only_in_place(cache,
     assert (d.hits, d.misses) == (2, 0)
 
 
-@pytest.mark.parametrize("flags, compiler", [("-O1", "gcc"), ("-O2 -fsanitize=address", "gcc"),
-                                             ("-O2 -fno-omit-frame-pointer", "gcc"), ("-O2", "clang")])
+@pytest.mark.parametrize(
+    "flags, compiler",
+    [("-O1", "gcc"), ("-O2 -fsanitize=address", "gcc"), ("-O2 -fno-omit-frame-pointer", "gcc"), ("-O2", "clang")],
+)
 def test_another_flag_or_compiler_never_shares_an_object(cache, tmp_path, flags, compiler):
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} is not installed here")
@@ -154,10 +171,14 @@ def test_a_build_line_counts_its_own_compiles_not_another_clones(cache, tmp_path
 
     def fake_build(variant, log):
         _build(elsewhere, elsewhere / "build", env={})  # another clone's compiles: not this build's log
-        _build(src, src.parent / f"build-{len(list(src.parent.glob('build-*')))}",
-               env={"CCACHE_STATSLOG": os.environ["CCACHE_STATSLOG"]})
+        _build(
+            src,
+            src.parent / f"build-{len(list(src.parent.glob('build-*')))}",
+            env={"CCACHE_STATSLOG": os.environ["CCACHE_STATSLOG"]},
+        )
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("[1/2] Building C object\n")  # the build did work: its line is printed
+
     monkeypatch.setattr(building, "prepare", lambda vs: None)
     monkeypatch.setattr(building.conan, "build", fake_build)
     monkeypatch.setattr(building.ctest, "write_presets", lambda v: None)
@@ -172,9 +193,11 @@ def test_a_build_line_counts_its_own_compiles_not_another_clones(cache, tmp_path
 def test_stats_parse_counts_every_call_ccache_did_not_cache():
     with pytest.raises(ccache.CcacheError, match="no counters"):
         ccache.parse_stats("ccache version 3.7\n")
-    s = ccache.parse_stats("direct_cache_hit\t5\npreprocessed_cache_hit\t2\ncache_miss\t3\ndirect_cache_miss\t3\n"
-                           "unsupported_compiler_option\t1\ncompile_failed\t2\nlocal_storage_write\t9\n"
-                           "cache_size_kibibyte\t2048\nstats_updated_timestamp\t1796163398\n")
+    s = ccache.parse_stats(
+        "direct_cache_hit\t5\npreprocessed_cache_hit\t2\ncache_miss\t3\ndirect_cache_miss\t3\n"
+        "unsupported_compiler_option\t1\ncompile_failed\t2\nlocal_storage_write\t9\n"
+        "cache_size_kibibyte\t2048\nstats_updated_timestamp\t1796163398\n"
+    )
     assert (s.hits, s.misses, s.other, s.size_bytes) == (7, 3, 3, 2 * 2**20)
     assert s.line().startswith("compiler cache: 7 hits, 3 misses (70% hits), 3 not cached; 0.00 GiB")
 
@@ -189,8 +212,9 @@ def test_a_missing_ccache_names_the_fix(monkeypatch, tmp_path):
 
 def test_the_cache_folder_states_the_bound_the_compiles_pass(cache):
     """`ccache -d <cache> -s` (what a person runs) shows the same bound as every compile uses."""
-    out = subprocess.run([str(ccache.executable()), "--dir", str(cache), "--show-config"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [str(ccache.executable()), "--dir", str(cache), "--show-config"], capture_output=True, text=True, check=True
+    ).stdout
     (line,) = [ln for ln in out.splitlines() if ") max_size = " in ln]
     assert line.endswith(f"max_size = {ccache.MAX_SIZE.replace('GiB', '.0 GiB')}") and "ccache.conf" in line
 
@@ -218,11 +242,26 @@ def test_nvcc_compiles_are_cached_and_keyed_on_the_architectures(tmp_path, monke
         d = paths.cache_dir() / "conan2" / "p" / "b" / name / "b"
         d.mkdir(parents=True, exist_ok=True)
         (d / "k.cu").write_text(unit)
-        cmd = [*ccache.launcher().split(";"), str(nvcc), f"-ccbin={shutil.which('g++')}",
-               f"--generate-code=arch=compute_{arch},code=[sm_{arch}]", "-x", "cu", "-c", str(d / "k.cu"),
-               "-o", str(d / "k.o")]
-        subprocess.run(cmd, cwd=d, check=True, capture_output=True, env=dict(BARE_ENV, **{
-            k: os.environ[k] for k in ("CCACHE_STATSLOG",) if k in os.environ}))
+        cmd = [
+            *ccache.launcher().split(";"),
+            str(nvcc),
+            f"-ccbin={shutil.which('g++')}",
+            f"--generate-code=arch=compute_{arch},code=[sm_{arch}]",
+            "-x",
+            "cu",
+            "-c",
+            str(d / "k.cu"),
+            "-o",
+            str(d / "k.o"),
+        ]
+        subprocess.run(
+            cmd,
+            cwd=d,
+            check=True,
+            capture_output=True,
+            env=dict(BARE_ENV, **{k: os.environ[k] for k in ("CCACHE_STATSLOG",) if k in os.environ}),
+        )
+
     assert (_counted(tmp_path, lambda: compile_in("ggml1111", "90")).misses) == 1
     warm = _counted(tmp_path, lambda: compile_in("ggml2222", "90"))
     assert (warm.hits, warm.misses, warm.other) == (1, 0, 0)

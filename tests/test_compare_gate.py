@@ -75,7 +75,9 @@ def test_the_same_samples_in_another_order_are_no_change(tmp_path, run1, capsys)
     assert cli.main(["compare", "--fail-on", "any", "--format", "json", a, b]) == 0
     doc = _numbers(json.loads(capsys.readouterr().out))
     assert [(r["batching"], r["ratio"], r["verdict"]) for r in doc["rows"]] == [
-        ("off", 1.0, "no change"), ("on", 1.0, "no change")]
+        ("off", 1.0, "no change"),
+        ("on", 1.0, "no change"),
+    ]
     assert all(r["a"]["median_ms"] == r["b"]["median_ms"] for r in doc["rows"])
 
 
@@ -88,8 +90,8 @@ def test_samples_made_10_percent_slower_fail_the_gate(tmp_path, run1, capsys):
     out, err = capsys.readouterr()
     assert out.count("**slower**") == 2 and "| 1.100 |" in out
     assert "sam3d compare: 2 row(s) slower: cpu-asan CPU off B/A 1.100" in err
-    assert cli.main(["compare", "--fail-on", "faster", a, b]) == 0      # slower is not faster
-    assert cli.main(["compare", a, b]) == 0                             # no --fail-on: a report
+    assert cli.main(["compare", "--fail-on", "faster", a, b]) == 0  # slower is not faster
+    assert cli.main(["compare", a, b]) == 0  # no --fail-on: a report
     # 10 % is below a minimum effect of 15 %
     assert cli.main(["compare", "--fail-on", "slower", "--min-effect", "0.15", a, b]) == 0
 
@@ -112,6 +114,7 @@ def test_one_run_gate_on_not_slower_than_off(tmp_path, run1):
     """sam3d.ci gate (the CI job's speed gate): the real run passes (on and off within noise);
     its on row made 10 % slower fails."""
     from sam3d import ci
+
     assert ci.gate(Path(_folder(tmp_path, "ok", run1))) == []
     slow = copy.deepcopy(run1)
     for s in next(r for r in slow["rows"] if r["batching"] == "on")["samples"]:
@@ -126,8 +129,9 @@ def _failed(result):
     return r
 
 
-def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepted_folder(tmp_path, run1, capsys,
-                                                                                         monkeypatch):
+def test_the_gate_fails_closed_on_a_failed_run_a_one_sided_row_and_a_not_accepted_folder(
+    tmp_path, run1, capsys, monkeypatch
+):
     """--fail-on any exits 1 naming each: B's run failed; B lacks a row A has; B's folder is
     marked NOT-ACCEPTED. --accept lets each kind pass, and only that kind."""
     a = _folder(tmp_path, "a", run1)
@@ -176,16 +180,22 @@ def test_each_side_that_is_not_accepted_is_named_before_the_table(tmp_path, run1
     why = [f"A ({a}): {a.resolve() / 'NOT-ACCEPTED'} is there", f"B ({b}): {b.resolve() / 'NOT-ACCEPTED'} is there"]
     assert cli.main(["compare", "--fail-on", "any", str(a), str(b)]) == 1
     out, err = capsys.readouterr()
-    assert out.splitlines()[:6] == [f"A: {a}", f"B: {b}", "", *(f"WARNING: not accepted evidence: {x}" for x in why),
-                                    ""]
+    assert out.splitlines()[:6] == [
+        f"A: {a}",
+        f"B: {b}",
+        "",
+        *(f"WARNING: not accepted evidence: {x}" for x in why),
+        "",
+    ]
     assert out.splitlines()[6].startswith("all rows: variant=cpu-asan")
     assert all(f"not accepted evidence: {x}" in err for x in why)
     assert cli.main(["compare", "--format", "json", str(a), str(b)]) == 0
     assert json.loads(capsys.readouterr().out)["not_accepted"] == why
 
 
-@pytest.mark.parametrize("argv", [["--alpha", "0"], ["--alpha", "1"], ["--alpha", "-0.1"], ["--accept", "slower"],
-                                  ["--accept", ""]])
+@pytest.mark.parametrize(
+    "argv", [["--alpha", "0"], ["--alpha", "1"], ["--alpha", "-0.1"], ["--accept", "slower"], ["--accept", ""]]
+)
 def test_the_gate_s_settings_outside_their_range_are_refused(tmp_path, run1, capsys, argv):
     a = _folder(tmp_path, "a", run1)
     with pytest.raises(SystemExit) as e:
@@ -195,16 +205,20 @@ def test_the_gate_s_settings_outside_their_range_are_refused(tmp_path, run1, cap
 
 def test_the_one_run_gate_fails_on_a_failed_result_and_on_an_empty_folder(tmp_path, run1):
     from sam3d import ci
+
     problems = ci.gate(Path(_folder(tmp_path, "failed", _failed(run1))))
     assert len(problems) == 1 and "CPU failed: the driver exited 1" in problems[0]
     (tmp_path / "empty").mkdir()
-    assert ci.gate(tmp_path / "empty") == [f"{tmp_path / 'empty'}: no result files: nothing shows the run was not slower"]
+    assert ci.gate(tmp_path / "empty") == [
+        f"{tmp_path / 'empty'}: no result files: nothing shows the run was not slower"
+    ]
 
 
 def test_the_one_run_gate_counts_a_failed_result_that_is_not_utf8(tmp_path, run1):
     """A result file that mentions the schema but does not decode is an error, not skipped."""
     from sam3d import ci
     from sam3d.results.record import ResultError
+
     folder = Path(_folder(tmp_path, "ok", run1))
     failed = json.dumps(_failed(run1)).replace("the driver exited 1", "the driver exited \\u00ff")
     (folder / "failed.json").write_bytes(failed.replace("\\u00ff", "\udcff").encode("utf-8", "surrogateescape"))

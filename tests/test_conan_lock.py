@@ -112,8 +112,18 @@ def test_two_builds_into_one_empty_home_both_succeed_and_build_once(tmp_path):
         for i in (1, 2):
             err = tmp_path / f"build{i}.err"
             with open(err, "w") as f:
-                procs.append((subprocess.Popen([sys.executable, "-c", BUILD, str(TINY), str(tmp_path / f"build{i}.log")],
-                                               cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=_env(home)), err))
+                procs.append(
+                    (
+                        subprocess.Popen(
+                            [sys.executable, "-c", BUILD, str(TINY), str(tmp_path / f"build{i}.log")],
+                            cwd=ROOT,
+                            stdout=f,
+                            stderr=subprocess.STDOUT,
+                            env=_env(home),
+                        ),
+                        err,
+                    )
+                )
         for p, err in procs:
             waiting = _wait_for(err, "waiting for the Conan cache", p)
             assert f"(held by PID {os.getpid()}, clone {ROOT})" in waiting
@@ -122,6 +132,11 @@ def test_two_builds_into_one_empty_home_both_succeed_and_build_once(tmp_path):
     logs = [(tmp_path / f"build{i}.log").read_text() for i in (1, 2)]
     assert sum(log.count("tinylib: compiling") for log in logs) == 1, logs
     assert all("Install finished successfully" in log for log in logs)
-    listed = subprocess.run([str(Path(sys.executable).with_name("conan")), "list", "tinylib/0.1:*"],
-                            env={**_env(home), "CONAN_HOME": str(home)}, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [str(Path(sys.executable).with_name("conan")), "list", "tinylib/0.1:*"],
+        env={**_env(home), "CONAN_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert listed.stdout.count("compiler.sanitizer: AddressUndefinedBehavior") == 1, listed.stdout

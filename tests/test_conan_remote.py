@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conan_server
 import pytest
 
-import conan_server
 from sam3d.core import variants
 from sam3d.tools import conan, conan_remote
 
@@ -49,8 +49,9 @@ def _resolve(tmp_path: Path, name: str, command: str = "install") -> tuple[dict,
     returns (tinylib's graph node, the log)."""
     log, graph = tmp_path / f"{name}.log", tmp_path / f"{name}.graph.json"
     what = ["--requires=tinylib/0.1"] if command == "install" else [str(TINY)]
-    conan.run_with_remote([command, *what, *conan.profile_args(V), "--build=missing", "--format=json",
-                           "--out-file", str(graph)], log=log)
+    conan.run_with_remote(
+        [command, *what, *conan.profile_args(V), "--build=missing", "--format=json", "--out-file", str(graph)], log=log
+    )
     nodes = json.loads(graph.read_text())["graph"]["nodes"].values()
     (node,) = [n for n in nodes if str(n["ref"]).startswith("tinylib/")]
     return node, log.read_text()
@@ -58,8 +59,11 @@ def _resolve(tmp_path: Path, name: str, command: str = "install") -> tuple[dict,
 
 def _checksums(node: dict) -> dict[str, str]:
     folder = Path(conan.run(["cache", "path", f"{node['ref']}:{node['package_id']}"]).strip())
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _publish_tiny(tmp_path: Path, monkeypatch) -> tuple[dict, dict[str, str]]:
@@ -81,8 +85,9 @@ def test_a_fresh_home_downloads_the_published_binary_instead_of_building_it(tmp_
 
 
 @pytest.mark.parametrize("setting, other", [("os.glibc", "2.17"), ("compiler.version", "11")])
-def test_a_binary_built_against_another_glibc_or_compiler_version_is_not_taken(tmp_path, monkeypatch, server,
-                                                                               setting, other):
+def test_a_binary_built_against_another_glibc_or_compiler_version_is_not_taken(
+    tmp_path, monkeypatch, server, setting, other
+):
     built, _ = _publish_tiny(tmp_path, monkeypatch)
     assert built["info"]["settings"][setting] != other
     # Another machine: its glibc, or its compiler's major version in the variant's profile.
@@ -114,8 +119,14 @@ def test_a_remote_that_stopped_answering_means_a_local_build_and_one_warning(tmp
 def test_wrong_password_is_one_line_naming_the_variables(tmp_path, server):
     env = {k: v for k, v in os.environ.items() if k != "SAM3D_CONAN_HOME"}
     env.update({"SAM3D_CONAN_HOME": str(tmp_path / "home"), conan_remote.PASSWORD_ENV: "wrong"})
-    r = subprocess.run([sys.executable, "-m", "sam3d", "publish", "release"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "sam3d", "publish", "release"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stdout == ""
     (line,) = r.stderr.splitlines()
@@ -129,8 +140,9 @@ def test_an_upload_that_fails_leaves_nothing_a_download_would_take(tmp_path, mon
     name, rrev = built["ref"].split("#")
     # The server cannot store the package's manifest (Conan uploads it last): the upload fails
     # after the archive and conaninfo.txt have arrived.
-    blocker = (server.data / name / "_" / "_" / rrev / "package" / built["package_id"] / built["prev"]
-               / "conanmanifest.txt")
+    blocker = (
+        server.data / name / "_" / "_" / rrev / "package" / built["package_id"] / built["prev"] / "conanmanifest.txt"
+    )
     blocker.mkdir(parents=True)
     with pytest.raises(conan.ConanError) as e:
         conan.upload_graph(tmp_path / "a.graph.json", tmp_path / "a.log")

@@ -30,8 +30,10 @@ def test_the_lock_pins_every_piece_of_one_cuda_release_with_hashes():
     assert nvcc.version == "13.0.88"  # the GPU machine's driver 580 supports CUDA 13.0
     for p in pins.values():
         assert len(p.hashes) == 1 and len(p.hashes[0]) == 64, p.name
-    assert cuda.runtime_wheels(LOCK) == [f"nvidia-cuda-runtime=={pins['nvidia-cuda-runtime'].version}",
-                                         f"nvidia-cublas=={pins['nvidia-cublas'].version}"]
+    assert cuda.runtime_wheels(LOCK) == [
+        f"nvidia-cuda-runtime=={pins['nvidia-cuda-runtime'].version}",
+        f"nvidia-cublas=={pins['nvidia-cublas'].version}",
+    ]
 
 
 def test_install_folder_is_named_after_nvcc_and_the_lock_content(tmp_path):
@@ -53,8 +55,7 @@ def test_a_lock_without_a_piece_names_it_and_the_fix(tmp_path):
 
 
 def test_a_piece_of_another_cuda_release_is_refused(tmp_path):
-    pins = [cuda.Pin(p.name, "13.1.80", p.hashes) if p.name == "nvidia-cuda-runtime" else p
-            for p in _pins().values()]
+    pins = [cuda.Pin(p.name, "13.1.80", p.hashes) if p.name == "nvidia-cuda-runtime" else p for p in _pins().values()]
     lock = _write_lock(tmp_path / "cuda.lock", pins)
     with pytest.raises(cuda.CudaToolkitError) as e:
         cuda.check_lock(cuda.read_lock(lock), lock)
@@ -65,10 +66,13 @@ def test_a_piece_of_another_cuda_release_is_refused(tmp_path):
         cuda.check_lock(cuda.read_lock(lock), lock)
 
 
-@pytest.mark.parametrize("line, want", [
-    ("nvidia-cuda-crt>=13.0 --hash=sha256:" + "0" * 64, "is not pinned to one version"),
-    ("nvidia-cuda-crt==13.0.88", "has no --hash=sha256"),
-])
+@pytest.mark.parametrize(
+    "line, want",
+    [
+        ("nvidia-cuda-crt>=13.0 --hash=sha256:" + "0" * 64, "is not pinned to one version"),
+        ("nvidia-cuda-crt==13.0.88", "has no --hash=sha256"),
+    ],
+)
 def test_unpinned_or_unhashed_entries_are_refused(tmp_path, line, want):
     lock = tmp_path / "cuda.lock"
     lock.write_text(line + "\n")
@@ -79,9 +83,23 @@ def test_unpinned_or_unhashed_entries_are_refused(tmp_path, line, want):
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     """Skips when pip cannot download the small wheel here (no package index)."""
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-                        "-d", str(tmp_path_factory.mktemp("probe")), f"{SMALL}=={_pins()[SMALL].version}"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            str(tmp_path_factory.mktemp("probe")),
+            f"{SMALL}=={_pins()[SMALL].version}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if r.returncode != 0:
         pytest.skip(f"pip cannot download {SMALL} here (no package index): {r.stderr.strip()[-200:]}")
 

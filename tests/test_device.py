@@ -17,7 +17,11 @@ from sam3d.device import run as device_run
 from sam3d.running import bundle
 
 # What the stand-in driver lists: a layout and a mode beyond today's, as a new one would be.
-LISTED = {"modes": ["off", "staged", "fancy"], "layouts": ["scattered", "areas", "tiles"], "orders": ["profile", "levels"]}
+LISTED = {
+    "modes": ["off", "staged", "fancy"],
+    "layouts": ["scattered", "areas", "tiles"],
+    "orders": ["profile", "levels"],
+}
 
 FAKE_BINARY = f"""#!{sys.executable}
 import json, os, sys
@@ -46,7 +50,8 @@ import os, subprocess, sys
 args = sys.argv[1:]
 cmd = args[args.index("--print-limit") + 2:]
 rc = subprocess.run(cmd).returncode
-fault = cmd[0].endswith("{gpu_checks.CUDA_CANARY}") or ("--uninitialized-areas" in cmd and not os.environ.get("FAKE_MISS"))
+fault = cmd[0].endswith("{gpu_checks.CUDA_CANARY}") or (
+    "--uninitialized-areas" in cmd and not os.environ.get("FAKE_MISS"))
 if fault:
     print("========= Uninitialized access at 0x7f00 on access by cudaMemcpy source")
 print(f"========= ERROR SUMMARY: {{int(fault)}} errors")
@@ -58,20 +63,37 @@ def _bundle(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
     """A bundle folder with one CUDA variant "cu" of stand-in binaries, as HERE; (its folder, the log)."""
     stage = tmp_path / "bundle"
     (stage / "cu" / "bin").mkdir(parents=True)
-    for name in ("sam3d_bench", "sam3d_floor_probe", "sam3d_device_tests", device_run.NORMAL_TESTS, gpu_checks.CUDA_CANARY):
+    for name in (
+        "sam3d_bench",
+        "sam3d_floor_probe",
+        "sam3d_device_tests",
+        device_run.NORMAL_TESTS,
+        gpu_checks.CUDA_CANARY,
+    ):
         (stage / "cu" / "bin" / name).write_text(FAKE_BINARY)
         (stage / "cu" / "bin" / name).chmod(0o755)
     (stage / "profile.json").write_text(json.dumps({"graphs": [{"uploads": [4], "downloads": [8]}]}))
     (stage / "compute-sanitizer").write_text(FAKE_SANITIZER)
     (stage / "compute-sanitizer").chmod(0o755)
-    (stage / "manifest.json").write_text(json.dumps(
-        {"variants": {"cu": {"sanitizer": None, "backends": ["cuda"], "cuda_libs": []}}}))
+    (stage / "manifest.json").write_text(
+        json.dumps({"variants": {"cu": {"sanitizer": None, "backends": ["cuda"], "cuda_libs": []}}})
+    )
     log = tmp_path / "calls.log"
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setattr(device_run, "HERE", stage)
     monkeypatch.setattr(device_run, "machine", lambda: {"hostname": "gpu"})
-    monkeypatch.setattr(device_run, "checkers", lambda a, out: (None, [
-        (t, gpu_checks.sanitizer_command(stage / "compute-sanitizer", t, []), {}) for t in (a.compute_sanitizer or "").split(",") if t]))
+    monkeypatch.setattr(
+        device_run,
+        "checkers",
+        lambda a, out: (
+            None,
+            [
+                (t, gpu_checks.sanitizer_command(stage / "compute-sanitizer", t, []), {})
+                for t in (a.compute_sanitizer or "").split(",")
+                if t
+            ],
+        ),
+    )
     return stage, log
 
 
@@ -87,12 +109,17 @@ def test_the_bundle_s_program_runs_from_its_zipapp_alone(tmp_path):
     """python3 -I run.pyz: no sam3d on the path, nothing but the archive and the bundle's files."""
     bundle.pack_program(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps({"variants": {"release": {}}}))
-    r = subprocess.run([sys.executable, "-I", str(tmp_path / bundle.PROGRAM), "--help"], capture_output=True,
-                       text=True, cwd="/")
+    r = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / bundle.PROGRAM), "--help"], capture_output=True, text=True, cwd="/"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: run.pyz") and "--compute-sanitizer" in r.stdout and "of release" in r.stdout
-    r = subprocess.run([sys.executable, "-I", str(tmp_path / bundle.PROGRAM), "--out", str(tmp_path / "o"), "nope"],
-                       capture_output=True, text=True, cwd="/")
+    r = subprocess.run(
+        [sys.executable, "-I", str(tmp_path / bundle.PROGRAM), "--out", str(tmp_path / "o"), "nope"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     assert r.returncode == 1
     assert r.stderr.strip() == "run.pyz: unknown variant(s) ['nope']; this bundle has release"
 
@@ -103,14 +130,18 @@ def test_initcheck_replays_every_layout_order_and_mode_the_driver_lists_after_bo
     assert device_run.main(["--out", str(out), "--compute-sanitizer", "initcheck"]) == 0
     replays = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c and "--uninitialized-areas" not in c]
     assert sorted((_flag(c, "--layout"), _flag(c, "--order"), "--transfer-only" in c) for c in replays) == sorted(
-        (x, o, t) for x in LISTED["layouts"] for o in LISTED["orders"] for t in (False, True))
+        (x, o, t) for x in LISTED["layouts"] for o in LISTED["orders"] for t in (False, True)
+    )
     assert {(_flag(c, "--modes"), _flag(c, "--images"), _flag(c, "--backend")) for c in replays} == {
-        ("off,staged,fancy", "1", "cuda")}
+        ("off,staged,fancy", "1", "cuda")
+    }
     (canary,) = [c for c in _calls(log, "sam3d_bench") if "--uninitialized-areas" in c]
     assert _flag(canary, "--layout") == "areas" and _flag(canary, "--modes") == "off,staged,fancy"
     summary = json.loads((out / "summary.json").read_text())["variants"]["cu"]
-    assert {k: c["caught"] for k, c in summary["canaries"].items()} == {"initcheck": True,
-                                                                        "initcheck-uninitialized-areas": True}
+    assert {k: c["caught"] for k, c in summary["canaries"].items()} == {
+        "initcheck": True,
+        "initcheck-uninitialized-areas": True,
+    }
     assert len(summary["checked_replays"]) == 12 and all(b["sanitizer_errors"] == 0 for b in summary["checked_replays"])
     assert len({b["driver_output"] for b in summary["checked_replays"]}) == 12  # a file each
 
@@ -135,28 +166,62 @@ def test_a_plain_run_takes_the_driver_s_defaults_or_all_it_lists(tmp_path, monke
     (call,) = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
     assert (_flag(call, "--layout"), _flag(call, "--order"), _flag(call, "--modes")) == ("scattered", "profile", None)
     log.unlink()
-    assert device_run.main(["--out", str(tmp_path / "out"), "--skip-tests", "--transfer-only", "--modes", "all",
-                            "--layout", "all", "--order", "all"]) == 0
+    assert (
+        device_run.main(
+            [
+                "--out",
+                str(tmp_path / "out"),
+                "--skip-tests",
+                "--transfer-only",
+                "--modes",
+                "all",
+                "--layout",
+                "all",
+                "--order",
+                "all",
+            ]
+        )
+        == 0
+    )
     calls = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
     assert sorted((_flag(c, "--layout"), _flag(c, "--order"), "--transfer-only" in c) for c in calls) == sorted(
-        (x, o, t) for x in LISTED["layouts"] for o in LISTED["orders"] for t in (False, True))
+        (x, o, t) for x in LISTED["layouts"] for o in LISTED["orders"] for t in (False, True)
+    )
     assert {_flag(c, "--modes") for c in calls} == {"off,staged,fancy"}
     assert len(_calls(log, "sam3d_floor_probe")) == len(calls)
 
 
 def test_the_checked_replays_take_fewer_when_named_and_refuse_what_the_driver_does_not_list(tmp_path, monkeypatch):
     _, log = _bundle(tmp_path, monkeypatch)
-    assert device_run.main(["--out", str(tmp_path / "out"), "--compute-sanitizer", "initcheck", "--layout", "tiles",
-                            "--order", "levels", "--modes", "off,staged"]) == 0
+    assert (
+        device_run.main(
+            [
+                "--out",
+                str(tmp_path / "out"),
+                "--compute-sanitizer",
+                "initcheck",
+                "--layout",
+                "tiles",
+                "--order",
+                "levels",
+                "--modes",
+                "off,staged",
+            ]
+        )
+        == 0
+    )
     replays = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c and "--uninitialized-areas" not in c]
-    assert sorted((_flag(c, "--layout"), _flag(c, "--order"), _flag(c, "--modes"), "--transfer-only" in c)
-                  for c in replays) == [("tiles", "levels", "off,staged", False), ("tiles", "levels", "off,staged", True)]
+    assert sorted(
+        (_flag(c, "--layout"), _flag(c, "--order"), _flag(c, "--modes"), "--transfer-only" in c) for c in replays
+    ) == [("tiles", "levels", "off,staged", False), ("tiles", "levels", "off,staged", True)]
     for flag, value in (("--layout", "scattered,rows"), ("--order", "random"), ("--modes", "off,staged,turbo")):
         with pytest.raises(SystemExit) as e:
             device_run.main(["--out", str(tmp_path / "out"), "--skip-tests", flag, value])
         listed = LISTED[flag[2:] + ("s" if flag != "--modes" else "")]
-        assert str(e.value) == (f"run.pyz: {flag} {value!r}: give distinct names of {', '.join(listed)} (the "
-                                "driver's `sam3d_bench --list-modes`), comma-separated")
+        assert str(e.value) == (
+            f"run.pyz: {flag} {value!r}: give distinct names of {', '.join(listed)} (the "
+            "driver's `sam3d_bench --list-modes`), comma-separated"
+        )
 
 
 def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_path, monkeypatch):
@@ -164,5 +229,6 @@ def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_pat
     (stage / "cu" / "bin" / "sam3d_bench").write_text("#!/bin/sh\necho 'sam3d_bench: error: bad' >&2\nexit 1\n")
     assert device_run.main(["--out", str(tmp_path / "out"), "--skip-tests"]) == 1
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())["variants"]["cu"]
-    assert summary["error"] == (f"`sam3d_bench --list-modes` did not print its {device_run.LIST_SCHEMA} list: "
-                                "sam3d_bench: error: bad")
+    assert summary["error"] == (
+        f"`sam3d_bench --list-modes` did not print its {device_run.LIST_SCHEMA} list: sam3d_bench: error: bad"
+    )

@@ -15,8 +15,13 @@ JSCPD = ROOT / "ci" / "jscpd" / "node_modules" / ".bin" / "jscpd"
 
 def _jscpd(*paths: Path) -> subprocess.CompletedProcess:
     assert JSCPD.is_file(), "jscpd is not installed: ci/bootstrap.sh installs it (npm ci in ci/jscpd)"
-    return subprocess.run([str(JSCPD), "--config", str(ROOT / ".jscpd.json"), *map(str, paths)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(JSCPD), "--config", str(ROOT / ".jscpd.json"), *map(str, paths)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_python_and_cpp_have_no_duplicate_code():

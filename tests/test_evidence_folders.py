@@ -76,6 +76,7 @@ def test_an_interrupt_between_the_two_renames_puts_the_old_folder_back(tmp_path,
         if len(calls) == 2:  # the old folder moved aside, the new one not yet in place
             raise KeyboardInterrupt
         real(src, dst)
+
     monkeypatch.setattr(files.os, "rename", rename)
     with pytest.raises(KeyboardInterrupt):
         with files.staged_folder(final, force=True) as staged:
@@ -84,8 +85,9 @@ def test_an_interrupt_between_the_two_renames_puts_the_old_folder_back(tmp_path,
 
 
 def _dead_pid() -> str:
-    return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_a_kill_between_the_two_renames_is_undone_by_the_next_command(tmp_path):
@@ -104,12 +106,15 @@ def test_a_kill_between_the_two_renames_is_undone_by_the_next_command(tmp_path):
     assert (final / "table.md").read_text() == "rerun\n"
 
 
-def test_an_interrupt_after_the_renames_leaves_the_new_folder_and_the_next_command_clears_the_old(tmp_path, monkeypatch):
+def test_an_interrupt_after_the_renames_leaves_the_new_folder_and_the_next_command_clears_the_old(
+    tmp_path, monkeypatch
+):
     final = _old(tmp_path / "out" / "keep")
 
     def rmtree(path, ignore_errors=False):
         if ".keep.old-" in str(path):
             raise KeyboardInterrupt
+
     monkeypatch.setattr(files.shutil, "rmtree", rmtree)
     with pytest.raises(KeyboardInterrupt):
         with files.staged_folder(final, force=True) as staged:
@@ -177,12 +182,14 @@ def test_report_force_with_a_mistyped_input_keeps_the_old_folder(tmp_path, capsy
 
 
 @pytest.mark.parametrize("point", ["write_evidence", "plot", "write_atomic"])
-def test_report_interrupted_while_writing_keeps_the_old_folder_and_its_rerun_succeeds(tmp_path, capsys, monkeypatch,
-                                                                                    point):
+def test_report_interrupted_while_writing_keeps_the_old_folder_and_its_rerun_succeeds(
+    tmp_path, capsys, monkeypatch, point
+):
     final = _old(tmp_path / "out" / "keep")
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(evidence, point, interrupt)
     assert _report(tmp_path, RESULT) == 130
     assert capsys.readouterr().err == "sam3d report: interrupted\n"
@@ -197,6 +204,7 @@ def test_report_on_a_full_disk_says_so_in_one_line_and_replaces_nothing(tmp_path
 
     def full(path, text):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
     monkeypatch.setattr(evidence, "write_atomic", full)
     assert _report(tmp_path, RESULT) == 2
     (line,) = capsys.readouterr().err.splitlines()
@@ -209,35 +217,62 @@ def test_report_terminated_keeps_the_old_folder_and_readers_skip_nothing_half(tm
     """SIGTERM (kill, timeout, systemd) unwinds like Ctrl-C: one line, exit 143, the old folder
     intact; and a staged folder, while it exists, is never read as evidence."""
     final = _old(tmp_path / "out" / "keep")
-    script = ("import os, signal, sys\n"
-              "from sam3d.results import evidence\n"
-              "real = evidence.write_evidence\n"
-              "def stop(*a, **k):\n"
-              "    real(*a, **k)\n"
-              "    os.kill(os.getpid(), signal.SIGTERM)\n"
-              "evidence.write_evidence = stop\n"
-              "from sam3d.cli import main\n"
-              "sys.exit(main(sys.argv[1:]))\n")
-    r = subprocess.run([sys.executable, "-c", script, "report", "--out", str(tmp_path / "out"), "--name", "keep",
-                        "--force", str(RESULT)], capture_output=True, text=True, timeout=120)
+    script = (
+        "import os, signal, sys\n"
+        "from sam3d.results import evidence\n"
+        "real = evidence.write_evidence\n"
+        "def stop(*a, **k):\n"
+        "    real(*a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "evidence.write_evidence = stop\n"
+        "from sam3d.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "report",
+            "--out",
+            str(tmp_path / "out"),
+            "--name",
+            "keep",
+            "--force",
+            str(RESULT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 143 and r.stderr == "sam3d report: terminated\n", r.stderr
     assert _intact(final)
     half = tmp_path / "out" / f".keep.new-{os.getpid()}"
     shutil.copytree(DATA, half / "results")
     from sam3d.results import record
+
     assert record.result_files(tmp_path / "out") == []
 
 
 def test_device_import_interrupted_keeps_the_old_folder(tmp_path, capsys, monkeypatch):
     from test_cli import _summary
+
     from sam3d.cli import bench as bench_cmd
-    raw = _summary(tmp_path, manifest__variants__release__build={"compile_flags": ["-O2"], "build_type": "Release",
-                                                                  "ggml_version": "0.20.2"})
+
+    raw = _summary(
+        tmp_path,
+        manifest__variants__release__build={
+            "compile_flags": ["-O2"],
+            "build_type": "Release",
+            "ggml_version": "0.20.2",
+        },
+    )
     monkeypatch.setenv("SAM3D_ROOT", str(tmp_path / "root"))
     final = _old(paths.diagnostics_dir() / "dev")
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(bench_cmd.table, "device_tests", interrupt)
     assert cli.main(["device-import", str(raw), "--name", "dev", "--force"]) == 130
     assert _intact(final)
@@ -259,6 +294,7 @@ def test_a_real_sigint_during_a_benchmark_run_keeps_the_old_folder_and_the_logs(
     build/logs/bench-<name>/; the rerun succeeds. Needs release built."""
     from sam3d.core import variants
     from sam3d.running import bench as bench_runner
+
     try:
         bench_runner.require_built([variants.get("release")])
     except Sam3dError as e:
@@ -266,8 +302,21 @@ def test_a_real_sigint_during_a_benchmark_run_keeps_the_old_folder_and_the_logs(
     name = f"pytest-sigint-{os.getpid()}"
     final = _old(paths.diagnostics_dir() / name)
     kept = paths.logs_dir() / f"bench-{name}"
-    cmd = [sys.executable, "-m", "sam3d", "bench", "--no-build", "--name", name, "--force", "--images", "1",
-           "--warmups", "0", "release"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sam3d",
+        "bench",
+        "--no-build",
+        "--name",
+        name,
+        "--force",
+        "--images",
+        "1",
+        "--warmups",
+        "0",
+        "release",
+    ]
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         for line in p.stdout:

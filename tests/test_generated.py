@@ -41,9 +41,12 @@ def test_the_record_s_schemas_and_fields_are_among_the_derived_files():
     import jsonschema
 
     from sam3d.results import compare, table
-    schemas = {"sam3d/results/result.schema.json": record.SCHEMA,
-               "docs/schemas/report.schema.json": table.REPORT_SCHEMA,
-               "docs/schemas/comparison.schema.json": compare.COMPARISON_SCHEMA}
+
+    schemas = {
+        "sam3d/results/result.schema.json": record.SCHEMA,
+        "docs/schemas/report.schema.json": table.REPORT_SCHEMA,
+        "docs/schemas/comparison.schema.json": compare.COMPARISON_SCHEMA,
+    }
     assert set(schemas) <= set(generate.FILES)
     assert set(generate.BLOCKS["docs/results.md"]) == {"record"}
     assert {"variants", "schema"} <= set(generate.BLOCKS["README.md"])
@@ -69,8 +72,13 @@ def test_the_check_fails_on_a_drifted_block(tmp_path):
 def test_cmake_canaries_are_the_registry_s():
     """native/tests/CMakeLists.txt adds a canary per -fsanitize= name it finds in the flags."""
     cmake = (ROOT / "native" / "tests" / "CMakeLists.txt").read_text()
-    found = dict(re.findall(r'if\(CMAKE_CXX_FLAGS MATCHES "-fsanitize=\[\^ \]\*(\w+)"\)\s*\n'
-                            r'\s*list\(APPEND canaries "([^"]+)"\)', cmake))
+    found = dict(
+        re.findall(
+            r'if\(CMAKE_CXX_FLAGS MATCHES "-fsanitize=\[\^ \]\*(\w+)"\)\s*\n'
+            r'\s*list\(APPEND canaries "([^"]+)"\)',
+            cmake,
+        )
+    )
     assert found == {s.fsanitize: "|".join(s.canary) for s in variants.SANITIZERS}
     for s in variants.SANITIZERS:
         assert (ROOT / "native" / "tests" / "canaries" / f"{s.canary[0]}.cpp").is_file(), s.key
@@ -83,8 +91,11 @@ def test_cmake_builds_each_vulkan_preload_where_the_registry_preloads_it():
     cmake = (ROOT / "native" / "CMakeLists.txt").read_text()
     (cond,) = re.findall(r"if\(SAM3D_VULKAN AND ([^\n]+)\)\n\s*add_subdirectory\(sanitizers\)", cmake)
     assert set(re.findall(r'-fsanitize=\[\^ \]\*(\w+)', cond)) == {
-        s.fsanitize for s in variants.SANITIZERS if s.vulkan_preload}
-    targets = set(re.findall(r"add_library\((\w+) MODULE", (ROOT / "native" / "sanitizers" / "CMakeLists.txt").read_text()))
+        s.fsanitize for s in variants.SANITIZERS if s.vulkan_preload
+    }
+    targets = set(
+        re.findall(r"add_library\((\w+) MODULE", (ROOT / "native" / "sanitizers" / "CMakeLists.txt").read_text())
+    )
     assert {s.vulkan_preload for s in variants.SANITIZERS if s.vulkan_preload} <= targets
 
 
@@ -98,8 +109,9 @@ def test_ggml_recipe_switches_are_the_registry_s():
         for cuda in (False, True):
             scope = {"sanitizer": setting or "", "self": SimpleNamespace(options=SimpleNamespace(cuda=cuda))}
             got = {k: bool(eval(e, {}, scope)) for k, e in exprs.items()}
-            v = variants.Variant(name="x", summary="", build_type="Debug", opt_flags=(), roles=(),
-                                 sanitizer=setting, cuda=cuda)
+            v = variants.Variant(
+                name="x", summary="", build_type="Debug", opt_flags=(), roles=(), sanitizer=setting, cuda=cuda
+            )
             assert got == v.ggml_switches, (setting, cuda)
 
 
@@ -110,8 +122,9 @@ def test_the_bundle_s_sanitizer_options_are_the_registry_s(tmp_path):
     packed = json.loads((tmp_path / run.RUNTIME_FILE).read_text())
     for setting in (None, *variants.SANITIZER_SETTINGS):
         for cuda in (False, True):
-            assert (host.sanitizer_env(packed, setting, tmp_path, cuda)
-                    == host.sanitizer_env(variants.sanitizer_runtime(), setting, tmp_path, cuda))
+            assert host.sanitizer_env(packed, setting, tmp_path, cuda) == host.sanitizer_env(
+                variants.sanitizer_runtime(), setting, tmp_path, cuda
+            )
     asan = host.sanitizer_env(packed, "Address", tmp_path, cuda=True)
     assert asan["ASAN_OPTIONS"].endswith(":protect_shadow_gap=0")
     assert asan["LSAN_OPTIONS"].startswith(f"suppressions={tmp_path / 'lsan.supp'}:")
@@ -128,14 +141,21 @@ def _texts():
             head, rest = text.split(generate.begin("record"), 1)
             text = head + rest.split(generate.end("record"), 1)[1]
         yield p, text
-    yield from ((p, p.read_text()) for p in sorted((ROOT / "sam3d").rglob("*.py"))
-                if p != ROOT / "sam3d" / "results" / "record.py")
+    yield from (
+        (p, p.read_text())
+        for p in sorted((ROOT / "sam3d").rglob("*.py"))
+        if p != ROOT / "sam3d" / "results" / "record.py"
+    )
 
 
 def test_pages_and_docstrings_name_the_current_result_schema():
     """record.py alone lists the versions it still reads; everything else names the one it writes."""
-    wrong = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in _texts()
-             for m in re.finditer(r"sam3d-bench-result/\d+", text) if m.group(0) != record.SCHEMA]
+    wrong = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p, text in _texts()
+        for m in re.finditer(r"sam3d-bench-result/\d+", text)
+        if m.group(0) != record.SCHEMA
+    ]
     assert wrong == [], f"the code writes {record.SCHEMA}"
 
 
@@ -183,8 +203,9 @@ def _copy(tmp: Path) -> Path:
 
 def _py(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, SAM3D_ROOT=str(root), PYTHONPATH=str(root))
-    return subprocess.run([sys.executable, *args], cwd=root, env=env, input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, *args], cwd=root, env=env, input=stdin, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_new_registry_entry_is_the_only_edit_a_variant_needs(tmp_path):
@@ -209,15 +230,20 @@ def test_a_new_registry_entry_is_the_only_edit_a_variant_needs(tmp_path):
     m = json.loads(_py(root, "-m", "sam3d.ci", "matrix", "-", stdin=records.stdout).stdout)
     mine = [e for e in m["include"] if e["variant"] == "cpu-throwaway"]
     assert [(e["os"], e["sanitize"], e["run_name"]) for e in mine] == [
-        (o, True, f"ci-cpu-throwaway-{o}") for o in ("debian12", "debian13")]
+        (o, True, f"ci-cpu-throwaway-{o}") for o in ("debian12", "debian13")
+    ]
     # Its Conan profile and its CMake test preset.
     folder = root / "build" / "cpu-throwaway" / "RelWithDebInfo" / "generators"
     folder.mkdir(parents=True)
     (folder / "CMakePresets.json").write_text(json.dumps({"testPresets": [{"name": "conan-relwithdebinfo"}]}))
-    probe = _py(root, "-c", "import json; from sam3d.core import variants; from sam3d.tools import conan, ctest\n"
-                            "v = variants.get('cpu-throwaway')\n"
-                            "print(json.dumps([conan.profile_text(v, '12'), ctest.test_preset(v),"
-                            " [x.name for x in variants.select(None)]]))")
+    probe = _py(
+        root,
+        "-c",
+        "import json; from sam3d.core import variants; from sam3d.tools import conan, ctest\n"
+        "v = variants.get('cpu-throwaway')\n"
+        "print(json.dumps([conan.profile_text(v, '12'), ctest.test_preset(v),"
+        " [x.name for x in variants.select(None)]]))",
+    )
     assert probe.returncode == 0, probe.stderr
     profile, preset, default = json.loads(probe.stdout)
     assert "compiler.sanitizer=Address" in profile and "['const.cpu-throwaway']" in profile

@@ -33,8 +33,9 @@ size_t f(Session & s, size_t n, std::vector<int> * v) {
 
 def _changes(text: str, kind: str | None = None) -> set[tuple[str, str]]:
     helpers = gm.core_functions({"x.cpp": text})
-    return {(g.before, g.after) for g in gm.mutants_of("native/src/x.cpp", text, helpers)
-            if kind is None or g.kind == kind}
+    return {
+        (g.before, g.after) for g in gm.mutants_of("native/src/x.cpp", text, helpers) if kind is None or g.kind == kind
+    }
 
 
 def test_relational_operators_get_their_boundary_and_negation():
@@ -68,9 +69,14 @@ def test_off_by_one_drops_a_one_and_moves_an_ordering_bound_the_other_way_from_i
         ("if (n < s.limit) {", "if (n < s.limit - 1) {"),
     }
     # <= and > move up; a right-hand side that is not a number moves not at all
-    text = "void g(Session & s, T * p) {\n    if (a <= b) {\n    }\n    if (c > d) {\n    }\n    if (p >= nullptr) {\n    }\n}\n"
-    assert _changes(text, "off-by-one") == {("if (a <= b) {", "if (a <= b + 1) {"),
-                                            ("if (c > d) {", "if (c > d + 1) {")}
+    text = (
+        "void g(Session & s, T * p) {\n    if (a <= b) {\n    }\n    if (c > d) {\n    }\n"
+        "    if (p >= nullptr) {\n    }\n}\n"
+    )
+    assert _changes(text, "off-by-one") == {
+        ("if (a <= b) {", "if (a <= b + 1) {"),
+        ("if (c > d) {", "if (c > d + 1) {"),
+    }
 
 
 def test_comments_strings_templates_and_includes_are_not_mutated():
@@ -81,7 +87,9 @@ def test_comments_strings_templates_and_includes_are_not_mutated():
 
 
 def test_each_find_occurs_once_and_replace_is_find_with_one_change():
-    text = "void g(Session & s) {\n    if (n < m) {\n        x = 1;\n    }\n    if (n < m) {\n        x = 2;\n    }\n}\n"
+    text = (
+        "void g(Session & s) {\n    if (n < m) {\n        x = 1;\n    }\n    if (n < m) {\n        x = 2;\n    }\n}\n"
+    )
     ms = gm.mutants_of("native/src/x.cpp", text, set())
     assert len({g.name for g in ms}) == len(ms) == 2 * 5  # two identical sites: 2 relational, 1 off-by-one, 2 condition
     for g in ms:
@@ -126,6 +134,7 @@ def test_an_unknown_file_is_refused_naming_the_files():
 
 # ---------------------------------------------------------------- equivalents
 
+
 def _equivalents(tmp_path, body: str, ms):
     p = tmp_path / "eq.toml"
     p.write_text(body)
@@ -161,6 +170,7 @@ def test_the_curated_list_holds_no_change_a_generated_mutant_makes_in_release():
     def mutated(file, find, replace):
         source = text.setdefault(file, (gm.paths.root() / file).read_text())
         return file, source.replace(find, replace, 1)
+
     made = {mutated(g.file, g.find, g.replace) for g in ms}
     curated = mutants.load()
     assert [m.name for m in curated if m.variant == "release" and mutated(m.file, m.find, m.replace) in made] == []
@@ -170,9 +180,11 @@ def test_the_curated_list_holds_no_change_a_generated_mutant_makes_in_release():
 
 # ---------------------------------------------------------------- running and the cache
 
+
 class FakeScratch:
     """Stands for mutants.Scratch: kills a mutant whose replace holds `killed`, fails to build
     one holding `broken`, and records what it was asked to build."""
+
     trials: list[str] = []
     entered: list[str] = []
     killer = "Suite.Case"

@@ -144,8 +144,12 @@ def built(tmp_path_factory):
     root, home = tmp / "checkout", tmp / "conan2"
     _checkout(root)
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in {"SAM3D_ROOT": root, "SAM3D_CACHE": tmp / "cache", "SAM3D_CONAN_HOME": home,
-                           "SAM3D_VULKAN_INCLUDE_DIR": tmp / "vulkan-include"}.items():
+        for key, value in {
+            "SAM3D_ROOT": root,
+            "SAM3D_CACHE": tmp / "cache",
+            "SAM3D_CONAN_HOME": home,
+            "SAM3D_VULKAN_INCLUDE_DIR": tmp / "vulkan-include",
+        }.items():
             mp.setenv(key, str(value))
         for key in (conan_remote.REMOTE_ENV, HOLD_ENV, FAIL_ENV):
             mp.delenv(key, raising=False)
@@ -154,12 +158,14 @@ def built(tmp_path_factory):
         folder, version = cuda.install_dir()
         toolkit = cuda.Toolkit(root=tmp / "cuda-not-installed", version=version, ident=folder.name)
         (home / "profiles" / CUDA.profile_name).write_text(
-            conan.profile_text(CUDA, conan.compiler_version(CUDA.compiler), toolkit=toolkit))
+            conan.profile_text(CUDA, conan.compiler_version(CUDA.compiler), toolkit=toolkit)
+        )
         log = {v.name: tmp / f"build-{v.name}.log" for v in (RELEASE, TSAN, CUDA)}
         for v in (RELEASE, TSAN, CUDA):
             conan.build(v, log[v.name])
-        yield SimpleNamespace(root=root, home=home, tmp=tmp, log=log,
-                              graph=log[RELEASE.name].with_suffix(".graph.json"))
+        yield SimpleNamespace(
+            root=root, home=home, tmp=tmp, log=log, graph=log[RELEASE.name].with_suffix(".graph.json")
+        )
 
 
 @contextmanager
@@ -180,8 +186,10 @@ def _record_with(v: variants.Variant, **change) -> str:
 
 def _forbid_conan(mp: pytest.MonkeyPatch) -> None:
     """Any Conan invocation or lock taken fails the test."""
+
     def forbidden(*args, **kwargs):
         raise AssertionError(f"Conan invoked or its lock taken: {args}")
+
     mp.setattr(conan, "_invoke", forbidden)
     mp.setattr(conan_lock, "held", forbidden)
 
@@ -220,8 +228,12 @@ def test_a_build_records_its_ggml_package_as_conan_has_it(built):
     full = f"{rec.ref}#{rec.recipe_revision}:{rec.package_id}#{rec.package_revision}"
     assert Path(conan.run(["cache", "path", full]).strip()) == rec.package_folder
     assert rec.package_folder.is_relative_to(built.home)
-    assert (rec.settings["build_type"], rec.settings["compiler"], rec.options, rec.conf) == \
-        ("Release", "gcc", {"cuda": "False", "vulkan": "True"}, {})
+    assert (rec.settings["build_type"], rec.settings["compiler"], rec.options, rec.conf) == (
+        "Release",
+        "gcc",
+        {"cuda": "False", "vulkan": "True"},
+        {},
+    )
     assert "compiler.sanitizer" not in rec.settings and "os.glibc" not in rec.settings
     assert ggml_package.read(TSAN).settings["compiler.sanitizer"] == "Thread"
     assert ggml_package.write(RELEASE, built.graph, rec.recipe_sha256) == rec == ggml_package.read(RELEASE)
@@ -241,18 +253,27 @@ def test_a_cuda_record_keeps_the_toolkit_id_and_goes_stale_with_the_toolkit_lock
         with pytest.raises(NotBuilt) as e:
             ggml_package.read(CUDA)
     assert other != ident
-    assert str(e.value) == (f"{ggml_package.path(CUDA)}: its GGML package ({rec.ref}:{rec.package_id}) has "
-                            f"conf.{ggml_package.TOOLKIT_CONF}={ident!r}, the variant asks for {other!r} now: "
-                            "rebuild it (python -m sam3d build cuda-release)")
+    assert str(e.value) == (
+        f"{ggml_package.path(CUDA)}: its GGML package ({rec.ref}:{rec.package_id}) has "
+        f"conf.{ggml_package.TOOLKIT_CONF}={ident!r}, the variant asks for {other!r} now: "
+        "rebuild it (python -m sam3d build cuda-release)"
+    )
     ggml_package.read(CUDA)
 
 
-@pytest.mark.parametrize("group, name, value", [
-    ("settings", "build_type", "Debug"), ("settings", "compiler", "clang"),
-    ("settings", "compiler.sanitizer", "Thread"), ("settings", "os.glibc", "2.36"),
-    ("options", "vulkan", "False"), ("options", "cuda", "True"), ("options", "cuda_architectures", "90-real"),
-    ("conf", ggml_package.TOOLKIT_CONF, "cuda-13.0.88-000000000000"),
-])
+@pytest.mark.parametrize(
+    "group, name, value",
+    [
+        ("settings", "build_type", "Debug"),
+        ("settings", "compiler", "clang"),
+        ("settings", "compiler.sanitizer", "Thread"),
+        ("settings", "os.glibc", "2.36"),
+        ("options", "vulkan", "False"),
+        ("options", "cuda", "True"),
+        ("options", "cuda_architectures", "90-real"),
+        ("conf", ggml_package.TOOLKIT_CONF, "cuda-13.0.88-000000000000"),
+    ],
+)
 def test_a_record_of_another_binary_than_the_variant_asks_for_is_stale(built, no_conan, group, name, value):
     """What the variant's profile fixes of its GGML binary (the settings and options that differ
     between variants, os.glibc, the CUDA toolkit id): a record of a package with another value
@@ -261,12 +282,16 @@ def test_a_record_of_another_binary_than_the_variant_asks_for_is_stale(built, no
     record = ggml_package.path(RELEASE)
     want = ggml_package.expected(RELEASE)[f"{group}.{name}"]
     want = "(unset)" if want is None else repr(want)
-    with _changed(record, _record_with(RELEASE, **{group: {**getattr(rec, group), name: value}})), \
-            pytest.raises(NotBuilt) as e:
+    with (
+        _changed(record, _record_with(RELEASE, **{group: {**getattr(rec, group), name: value}})),
+        pytest.raises(NotBuilt) as e,
+    ):
         ggml_package.read(RELEASE)
-    assert str(e.value) == (f"{record}: its GGML package ({rec.ref}:{rec.package_id}) has {group}.{name}={value!r}, "
-                            f"the variant asks for {want} now: rebuild it "
-                            "(python -m sam3d build release)")
+    assert str(e.value) == (
+        f"{record}: its GGML package ({rec.ref}:{rec.package_id}) has {group}.{name}={value!r}, "
+        f"the variant asks for {want} now: rebuild it "
+        "(python -m sam3d build release)"
+    )
 
 
 def test_a_remote_configured_since_the_build_makes_the_record_stale(built, no_conan, monkeypatch):
@@ -289,8 +314,13 @@ def test_a_record_is_read_at_once_while_another_build_holds_the_lock(built, monk
     hold, out = built.tmp / "hold", built.tmp / "build-cpu-tsan.out"
     hold.mkdir()
     with open(out, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-c", BUILD, TSAN.name, str(built.log[TSAN.name])],
-                                cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, HOLD_ENV: str(hold)})
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BUILD, TSAN.name, str(built.log[TSAN.name])],
+            cwd=ROOT,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, HOLD_ENV: str(hold)},
+        )
     try:
         _wait_for(hold / "building", proc, out)
         assert not _lock_free(built.home)
@@ -309,8 +339,10 @@ def test_a_record_is_read_at_once_while_another_build_holds_the_lock(built, monk
         (hold / "release").touch()
         rc = proc.wait(timeout=120)
     assert rc == 0, out.read_text()
-    assert str(e.value) == (f"{ggml_package.path(TSAN)} is missing (or a build of it is running: PID {proc.pid} "
-                            "of this clone holds the Conan lock): build the variant first (python -m sam3d build cpu-tsan)")
+    assert str(e.value) == (
+        f"{ggml_package.path(TSAN)} is missing (or a build of it is running: PID {proc.pid} "
+        "of this clone holds the Conan lock): build the variant first (python -m sam3d build cpu-tsan)"
+    )
     assert ggml_package.read(TSAN).package_id != rec.package_id
 
 
@@ -323,12 +355,18 @@ def _fake_build(v: variants.Variant, lib_dir: Path, tmp: Path) -> None:
     exe = tmp / "program"
     subprocess.run(["gcc", "-o", str(exe), str(src), f"-L{lib_dir}", "-lggml-base"], check=True)
     build = ggml_package.path(v).parent
-    for rel in ("tests/device/sam3d_device_tests", "tests/gpu_canary_vulkan", "bench/sam3d_bench", "bench/sam3d_floor_probe"):
+    for rel in (
+        "tests/device/sam3d_device_tests",
+        "tests/gpu_canary_vulkan",
+        "bench/sam3d_bench",
+        "bench/sam3d_floor_probe",
+    ):
         (build / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(exe, build / rel)
     core = str(build.parents[2] / "native" / "src" / "core.cpp")
-    (build / "compile_commands.json").write_text(json.dumps(
-        [{"directory": str(build), "file": core, "arguments": ["c++", *v.compile_flags, "-c", core]}]))
+    (build / "compile_commands.json").write_text(
+        json.dumps([{"directory": str(build), "file": core, "arguments": ["c++", *v.compile_flags, "-c", core]}])
+    )
 
 
 def test_bundle_no_build_packs_ggml_from_the_record_without_conan(built, no_conan, monkeypatch, tmp_path, capsys):
@@ -358,11 +396,13 @@ def test_no_record_means_not_built(built, no_conan):
     v = variants.get("vulkan-ubsan")
     with pytest.raises(NotBuilt) as e:
         ggml_package.read(v)
-    assert str(e.value) == f"{ggml_package.path(v)} is missing: build the variant first (python -m sam3d build vulkan-ubsan)"
+    assert (
+        str(e.value)
+        == f"{ggml_package.path(v)} is missing: build the variant first (python -m sam3d build vulkan-ubsan)"
+    )
 
 
-@pytest.mark.parametrize("holder, running", [("this clone", True), ("another clone", False),
-                                             ("a dead process", False)])
+@pytest.mark.parametrize("holder, running", [("this clone", True), ("another clone", False), ("a dead process", False)])
 def test_a_missing_record_names_a_running_build_of_this_clone_only(built, no_conan, holder, running):
     """A build holds the Conan home's lock from removing its record to writing it again, and the
     lock file names the holder ("PID N, clone X") while it is held: read() reads that file, it
@@ -374,8 +414,10 @@ def test_a_missing_record_names_a_running_build_of_this_clone_only(built, no_con
     with _changed(built.home / conan_lock.LOCK_FILE, f"PID {pid}, clone {clone}\n"), pytest.raises(NotBuilt) as e:
         ggml_package.read(v)
     said = f" (or a build of it is running: PID {pid} of this clone holds the Conan lock)"
-    assert str(e.value) == (f"{ggml_package.path(v)} is missing{said if running else ''}: build the variant first "
-                            "(python -m sam3d build vulkan-ubsan)")
+    assert str(e.value) == (
+        f"{ggml_package.path(v)} is missing{said if running else ''}: build the variant first "
+        "(python -m sam3d build vulkan-ubsan)"
+    )
 
 
 def test_a_record_of_another_recipe_state_is_stale(built, no_conan):
@@ -392,8 +434,9 @@ def test_the_recipe_digest_is_of_what_conan_exports(built, no_conan, tmp_path):
     contents, so swapping the two files' contents is another state; a file Conan does not
     export (an editor's swap file) is none."""
     folder = built.root / ggml_package.RECIPE
-    listing = subprocess.run(["sha256sum", "conandata.yml", "conanfile.py"], cwd=folder, capture_output=True,
-                             check=True).stdout
+    listing = subprocess.run(
+        ["sha256sum", "conandata.yml", "conanfile.py"], cwd=folder, capture_output=True, check=True
+    ).stdout
     assert ggml_package.recipe_sha256() == hashlib.sha256(listing).hexdigest()
     data, recipe = folder / "conandata.yml", folder / "conanfile.py"
     with _changed(data, recipe.read_text()), _changed(recipe, data.read_text()):
@@ -415,9 +458,16 @@ def test_the_checkout_s_recipe_index_serves_ggml_as_to_a_conan_user(monkeypatch,
     the recipe is ggml_package.EXPORTED and Conan's manifest, nothing else (no test_package/): its
     conandata.yml holds the sources of that version, as the checkout's does. The project's Conan
     home gets the very same recipe revision from the index."""
+
     def user_conan(*args: str) -> str:  # Conan as its user runs it: CONAN_HOME, the checkout as cwd
-        return subprocess.run([paths.tool("conan"), *args], cwd=ROOT, capture_output=True, text=True, check=True,
-                              env={**os.environ, "CONAN_HOME": str(tmp_path / "user")}).stdout
+        return subprocess.run(
+            [paths.tool("conan"), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "CONAN_HOME": str(tmp_path / "user")},
+        ).stdout
 
     def revisions(listed: str) -> list[str]:
         return list(json.loads(listed)["Local Cache"][ref]["revisions"])
@@ -436,8 +486,9 @@ def test_the_checkout_s_recipe_index_serves_ggml_as_to_a_conan_user(monkeypatch,
     monkeypatch.delenv(conan_remote.REMOTE_ENV, raising=False)
     conan.ensure_home([TSAN])
     conan.run(["download", ref, "-r", conan_remote.INDEX_NAME, "--only-recipe"])
-    assert revisions(conan.run(["list", f"{ref}#*", "--format=json"])) == \
-        revisions(user_conan("list", f"{ref}#*", "--format=json"))
+    assert revisions(conan.run(["list", f"{ref}#*", "--format=json"])) == revisions(
+        user_conan("list", f"{ref}#*", "--format=json")
+    )
 
 
 def test_a_build_takes_the_index_s_recipe_over_a_newer_revision_in_the_cache(built):
@@ -493,11 +544,14 @@ def _without_lib(node: dict, tmp: Path) -> None:
     node["immutable_package_folder"] = str(tmp)
 
 
-@pytest.mark.parametrize("defect, expect", [
-    (_without_folder, "field 'immutable_package_folder': missing; not the graph of `conan build --format=json`"),
-    (_without_lib, "has no lib/ folder: the GGML recipe's package() must copy its libraries there"),
-    (None, "2 ggml packages in the build's graph (want 1): the core's conanfile.py must require GGML once"),
-])
+@pytest.mark.parametrize(
+    "defect, expect",
+    [
+        (_without_folder, "field 'immutable_package_folder': missing; not the graph of `conan build --format=json`"),
+        (_without_lib, "has no lib/ folder: the GGML recipe's package() must copy its libraries there"),
+        (None, "2 ggml packages in the build's graph (want 1): the core's conanfile.py must require GGML once"),
+    ],
+)
 def test_a_graph_the_record_cannot_be_taken_from_is_a_conan_error(built, monkeypatch, tmp_path, defect, expect):
     """conan.build() fails with ConanError, the error build_variants() fails one variant with
     (and goes on with the next), in one line naming the graph file, when the graph Conan wrote
@@ -510,7 +564,7 @@ def test_a_graph_the_record_cannot_be_taken_from_is_a_conan_error(built, monkeyp
         graph = Path(args[args.index("--out-file") + 1])
         doc = json.loads(graph.read_text())
         nodes = doc["graph"]["nodes"]
-        (key, node), = [(k, n) for k, n in nodes.items() if n.get("name") == "ggml"]
+        ((key, node),) = [(k, n) for k, n in nodes.items() if n.get("name") == "ggml"]
         if defect is None:
             nodes[f"{key}-again"] = node
         else:

@@ -46,19 +46,28 @@ def test_sanitizer_summaries_are_counted_per_tool():
     assert gpu_checks.sanitizer_errors(RACECHECK) == 1
     assert gpu_checks.sanitizer_errors(CLEAN) == 0
     # A run the tool did not finish has no summary: not "0 errors".
-    assert gpu_checks.sanitizer_errors("========= COMPUTE-SANITIZER\n========= Error: Target application "
-                                       "terminated before first instrumented API call\n") is None
+    assert (
+        gpu_checks.sanitizer_errors(
+            "========= COMPUTE-SANITIZER\n========= Error: Target application "
+            "terminated before first instrumented API call\n"
+        )
+        is None
+    )
 
 
 def test_validation_messages_land_in_the_case_that_was_running():
     assert gpu_checks.validation_messages(GTEST) == {
         "": ["WARNING-vkGetDeviceProcAddr-device"],
-        "Device.Second": ["SYNC-HAZARD-READ-AFTER-WRITE", "VUID-vkCmdCopyBuffer-srcBuffer-00118"]}
+        "Device.Second": ["SYNC-HAZARD-READ-AFTER-WRITE", "VUID-vkCmdCopyBuffer-srcBuffer-00118"],
+    }
     assert gpu_checks.validation_messages("[ RUN      ] A.b\n[       OK ] A.b\n") == {}
 
 
 def test_the_canary_verdict_names_each_missing_hazard():
-    both = "Validation Error: [ SYNC-HAZARD-READ-AFTER-WRITE ] | x\nValidation Error: [ SYNC-HAZARD-WRITE-AFTER-READ ] | y\n"
+    both = (
+        "Validation Error: [ SYNC-HAZARD-READ-AFTER-WRITE ] | x\n"
+        "Validation Error: [ SYNC-HAZARD-WRITE-AFTER-READ ] | y\n"
+    )
     assert gpu_checks.vulkan_canary_caught(both) == []
     assert gpu_checks.vulkan_canary_caught(both.splitlines()[0]) == ["SYNC-HAZARD-WRITE-AFTER-READ"]
     assert gpu_checks.vulkan_canary_caught("") == list(gpu_checks.VULKAN_CANARY_IDS)
@@ -72,8 +81,10 @@ def test_validation_env_turns_on_sync_validation_and_fatal_adds_the_break_action
     assert env["VK_KHRONOS_VALIDATION_MESSAGE_ID_FILTER"] == "VUID-a,SYNC-b"
     assert "BREAK" not in env["VK_KHRONOS_VALIDATION_DEBUG_ACTION"]
     fatal = gpu_checks.validation_env(tmp_path, [], fatal=True)
-    assert fatal["VK_KHRONOS_VALIDATION_DEBUG_ACTION"].split(",") == ["VK_DBG_LAYER_ACTION_LOG_MSG",
-                                                                      "VK_DBG_LAYER_ACTION_BREAK"]
+    assert fatal["VK_KHRONOS_VALIDATION_DEBUG_ACTION"].split(",") == [
+        "VK_DBG_LAYER_ACTION_LOG_MSG",
+        "VK_DBG_LAYER_ACTION_BREAK",
+    ]
     assert "VK_KHRONOS_VALIDATION_MESSAGE_ID_FILTER" not in fatal
 
 
@@ -131,8 +142,18 @@ def _canary(tmp_path):
     if shutil.which("g++") is None or not Path("/usr/include/vulkan/vulkan.h").is_file():
         pytest.skip("needs g++ and libvulkan-dev (installed by `nox -s build` for the Vulkan variants)")
     exe = tmp_path / "vulkan_hazard"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(exe),
-                    str(paths.root() / "native" / "tests" / "canaries" / "vulkan_hazard.cpp"), "-lvulkan"], check=True)
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-o",
+            str(exe),
+            str(paths.root() / "native" / "tests" / "canaries" / "vulkan_hazard.cpp"),
+            "-lvulkan",
+        ],
+        check=True,
+    )
     library, manifest = checkers.validation_layer()
     layer = gpu_checks.layer_manifest(library, manifest, tmp_path / "layer")
     return exe, layer
@@ -168,8 +189,12 @@ def _junit(tmp_path, body):
 def test_the_validation_run_needs_its_canary_test_to_have_passed(tmp_path):
     t = validation.CANARY_TEST
     assert validation.canary_verdict(_junit(tmp_path, f'<testcase name="{t}" status="run"/>')) is None
-    assert "failed" in validation.canary_verdict(_junit(tmp_path, f'<testcase name="{t}"><failure message="x"/></testcase>'))
-    assert "skipped" in validation.canary_verdict(_junit(tmp_path, f'<testcase name="{t}" status="notrun"><skipped/></testcase>'))
+    assert "failed" in validation.canary_verdict(
+        _junit(tmp_path, f'<testcase name="{t}"><failure message="x"/></testcase>')
+    )
+    assert "skipped" in validation.canary_verdict(
+        _junit(tmp_path, f'<testcase name="{t}" status="notrun"><skipped/></testcase>')
+    )
     assert "did not run" in validation.canary_verdict(_junit(tmp_path, '<testcase name="Other.case"/>'))
     assert "no readable JUnit report" in validation.canary_verdict(tmp_path / "missing.xml")
 
@@ -177,11 +202,14 @@ def test_the_validation_run_needs_its_canary_test_to_have_passed(tmp_path):
 def test_the_device_table_has_a_column_per_checker_and_import_names_each_finding():
     from sam3d.cli.bench import checker_findings
     from sam3d.results import table
+
     counts = {"exit_code": 0, "passed": 5, "failed": 0, "skipped": 0}
-    runs = [("release", "plain", counts),
-            ("release", "plain (vulkan-validation)", dict(counts, validation_messages=0)),
-            ("cuda-release", "plain (memcheck)", dict(counts, sanitizer_errors=3)),
-            ("cuda-release", "plain (racecheck)", dict(counts, sanitizer_errors=None))]
+    runs = [
+        ("release", "plain", counts),
+        ("release", "plain (vulkan-validation)", dict(counts, validation_messages=0)),
+        ("cuda-release", "plain (memcheck)", dict(counts, sanitizer_errors=3)),
+        ("cuda-release", "plain (racecheck)", dict(counts, sanitizer_errors=None)),
+    ]
     lines = table.device_tests({"hostname": "h", "gpu": "g"}, runs).splitlines()
     header = next(ln for ln in lines if ln.startswith("| variant"))
     assert "validation messages" in header and "compute-sanitizer errors" in header
@@ -201,6 +229,7 @@ def test_the_device_table_has_a_column_per_checker_and_import_names_each_finding
 
 def test_a_checked_run_passes_only_with_the_checker_live_and_silent():
     from sam3d.device import run as device_run
+
     loaded = 'INFO | LAYER:     Insert instance layer "VK_LAYER_KHRONOS_validation" (/x.so)\n'
     ok = device_run.check_counts(device_run.VALIDATION_TAG, loaded + "[ RUN      ] A.b\n[       OK ] A.b\n")
     assert ok["layer_loaded"] and ok["validation_messages"] == 0 and device_run.checked_ok(ok)
@@ -217,7 +246,9 @@ def test_a_checked_run_passes_only_with_the_checker_live_and_silent():
 
 def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
     import tarfile
+
     from sam3d.running import bundle
+
     stage = tmp_path / "stage"
     for d in ("validation", "compute-sanitizer", "vk", "cu"):
         (stage / d).mkdir(parents=True)
@@ -226,8 +257,7 @@ def test_each_bundle_carries_the_checkers_of_its_variants_backends(tmp_path):
     manifest = {"variants": {"vk": {"backends": ["vulkan"]}, "cu": {"backends": ["cuda"]}}}
     names = {}
     for only in ("vk", "cu"):
-        tb = bundle._pack(stage, tmp_path / f"{only}.tar.gz", "top",
-                          {"variants": {only: manifest["variants"][only]}})
+        tb = bundle._pack(stage, tmp_path / f"{only}.tar.gz", "top", {"variants": {only: manifest["variants"][only]}})
         with tarfile.open(tb) as t:
             names[only] = {n.split("/")[1] for n in t.getnames() if n.count("/") >= 1}
     assert names["vk"] == {"run.pyz", "vk", "validation", "manifest.json"}

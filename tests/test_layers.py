@@ -49,7 +49,7 @@ def imports(root: Path, outside: dict[str, set[str]] | None = None) -> dict[str,
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     pkg = base.split(".")
-                    pkg = pkg[:len(pkg) - (node.level - 1)]
+                    pkg = pkg[: len(pkg) - (node.level - 1)]
                     mod = ".".join(pkg + ([node.module] if node.module else []))
                 else:
                     mod = node.module or ""
@@ -72,7 +72,9 @@ def layer(module: str) -> int:
         return TOP_LEVEL[module]
     parts = module.split(".")
     if len(parts) < 2 or parts[1] not in LAYERS:
-        raise AssertionError(f"{module} belongs to no layer: put it in one of {', '.join(LAYERS)} (tests/test_layers.py)")
+        raise AssertionError(
+            f"{module} belongs to no layer: put it in one of {', '.join(LAYERS)} (tests/test_layers.py)"
+        )
     return LAYERS[parts[1]]
 
 
@@ -83,8 +85,9 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
         for dep in sorted(deps):
             a, b = layer(mod), layer(dep)
             if b not in MAY_USE[a]:
-                out.append(f"{mod} (layer {a}) imports {dep} (layer {b}); layer {a} may use layers "
-                           f"{sorted(MAY_USE[a])}")
+                out.append(
+                    f"{mod} (layer {a}) imports {dep} (layer {b}); layer {a} may use layers {sorted(MAY_USE[a])}"
+                )
             elif dep.startswith("sam3d.cli") and not mod.startswith("sam3d.cli") and mod != "sam3d.__main__":
                 out.append(f"{mod} imports the CLI ({dep}): nothing but `python -m sam3d` imports it")
     return out
@@ -98,7 +101,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[m] = "open"
         for d in sorted(graph.get(m, ())):
             if state.get(d) == "open":
-                found.append(stack[stack.index(d):] + [d])
+                found.append(stack[stack.index(d) :] + [d])
             elif d not in state:
                 visit(d, stack + [d])
         state[m] = "done"
@@ -124,8 +127,13 @@ def test_imports_have_no_cycle():
 
 def standard_library_only(outside: dict[str, set[str]], layer_name: str) -> list[str]:
     """The imports of a layer's modules that are neither sam3d's nor the standard library's."""
-    return [f"{mod} imports {dep}, which is not in the standard library" for mod, deps in sorted(outside.items())
-            if mod.split(".")[1:2] == [layer_name] for dep in sorted(deps) if dep not in sys.stdlib_module_names]
+    return [
+        f"{mod} imports {dep}, which is not in the standard library"
+        for mod, deps in sorted(outside.items())
+        if mod.split(".")[1:2] == [layer_name]
+        for dep in sorted(deps)
+        if dep not in sys.stdlib_module_names
+    ]
 
 
 def test_the_gpu_machine_s_program_uses_the_standard_library_only():
@@ -155,13 +163,16 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_checks_find_an_upward_import_a_sideways_one_and_a_cycle(tmp_path):
-    root = _tree(tmp_path, {
-        "core/paths.py": "from ..tools import conan\n",
-        "tools/conan.py": "from ..core import paths\n",
-        "results/table.py": "def f():\n    from ..running import bench\n",
-        "running/bench.py": "from sam3d.cli import main\n",
-        "cli/main.py": "from ..results import table\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "core/paths.py": "from ..tools import conan\n",
+            "tools/conan.py": "from ..core import paths\n",
+            "results/table.py": "def f():\n    from ..running import bench\n",
+            "running/bench.py": "from sam3d.cli import main\n",
+            "cli/main.py": "from ..results import table\n",
+        },
+    )
     graph = imports(root)
     problems = violations(graph)
     assert problems == [
@@ -169,17 +180,26 @@ def test_the_checks_find_an_upward_import_a_sideways_one_and_a_cycle(tmp_path):
         "sam3d.results.table (layer 4) imports sam3d.running.bench (layer 3); layer 4 may use layers [0, 1, 4]",
         "sam3d.running.bench (layer 3) imports sam3d.cli.main (layer 5); layer 3 may use layers [0, 1, 2, 3]",
     ]
-    assert cycles(graph) == [["sam3d.cli.main", "sam3d.results.table", "sam3d.running.bench", "sam3d.cli.main"],
-                             ["sam3d.core.paths", "sam3d.tools.conan", "sam3d.core.paths"]]
+    assert cycles(graph) == [
+        ["sam3d.cli.main", "sam3d.results.table", "sam3d.running.bench", "sam3d.cli.main"],
+        ["sam3d.core.paths", "sam3d.tools.conan", "sam3d.core.paths"],
+    ]
 
 
 def test_a_third_party_import_in_the_device_program_is_named(tmp_path):
-    root = _tree(tmp_path, {"device/run.py": "import json\nfrom . import host\n", "device/host.py": "import yaml\n",
-                            "core/paths.py": "import yaml\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "device/run.py": "import json\nfrom . import host\n",
+            "device/host.py": "import yaml\n",
+            "core/paths.py": "import yaml\n",
+        },
+    )
     outside: dict[str, set[str]] = {}
     imports(root, outside)
-    assert standard_library_only(outside, "device") == ["sam3d.device.host imports yaml, which is not in the standard "
-                                                        "library"]
+    assert standard_library_only(outside, "device") == [
+        "sam3d.device.host imports yaml, which is not in the standard library"
+    ]
 
 
 def test_a_module_outside_the_layers_is_named(tmp_path):

@@ -7,16 +7,15 @@ import copy
 import json
 
 import pytest
+from conftest import limits_extra, records
 
 from sam3d.cli import bench
 from sam3d.core import profile
 from sam3d.results import compare, limits, record, table
 from sam3d.results.record import Series, TransferFloor
 
-from conftest import limits_extra, records
-
 SHA = profile.sha256()
-ON = [10.0 + 0.01 * i for i in range(20)]     # median 10.095
+ON = [10.0 + 0.01 * i for i in range(20)]  # median 10.095
 OFF = [20.0 + 0.01 * i for i in range(20)]
 
 
@@ -24,8 +23,14 @@ def _doc(make_result, transfer_only=False, **extra):
     """A Vulkan result document of the committed profile with on, off, zerocopy and queued rows
     (zerocopy median 6.095, queued median 5.095) and the limit probes of limits_extra(**extra);
     ``transfer_only``: the record's field of that name."""
-    r = make_result(backend="Vulkan", device="Test GPU", on_ms=ON, off_ms=OFF, profile_sha=SHA,
-                    **({"transfer_only": True} if transfer_only else {}))
+    r = make_result(
+        backend="Vulkan",
+        device="Test GPU",
+        on_ms=ON,
+        off_ms=OFF,
+        profile_sha=SHA,
+        **({"transfer_only": True} if transfer_only else {}),
+    )
     on = next(row for row in r["rows"] if row["batching"] == "on")
     for mode, less in (("zerocopy", 4.0), ("queued", 5.0)):
         row = copy.deepcopy(on)
@@ -75,10 +80,11 @@ def _write_json(path, doc):
 
 # --- mandatory waits ------------------------------------------------------------------------
 
+
 def test_mandatory_waits_of_the_committed_profile():
-    """50 dependency points for 82 batched graphs (docs/getting-started.md, "The benchmark run"), the image encoder's synchronous
-    path (3 uploads, 1 download, and its compute with compute), no ring waits (the profile keeps
-    at most about 13.6 MiB in flight), the end."""
+    """50 dependency points for 82 batched graphs (docs/getting-started.md, "The benchmark run"),
+    the image encoder's synchronous path (3 uploads, 1 download, and its compute with compute),
+    no ring waits (the profile keeps at most about 13.6 MiB in flight), the end."""
     prof = profile.load()
     w = limits.mandatory_waits(prof, compute=True, alignment=64)
     assert (w.dependency, w.synchronous, w.ring, w.end, w.total) == (50, 5, 0, 1, 56)
@@ -88,8 +94,13 @@ def test_mandatory_waits_of_the_committed_profile():
 
 
 def _graph(name, up, down, deps=(), synchronous=False):
-    return {"name": name, "uploads": up, "downloads": down, "synchronous": synchronous,
-            "depends_on_downloads": [{"upload": u, "graph": g, "download": d} for u, g, d in deps]}
+    return {
+        "name": name,
+        "uploads": up,
+        "downloads": down,
+        "synchronous": synchronous,
+        "depends_on_downloads": [{"upload": u, "graph": g, "download": d} for u, g, d in deps],
+    }
 
 
 MIB = 1 << 20
@@ -109,8 +120,13 @@ def test_kept_download_slots_and_dependencies_count_in_flight():
     # g2 reads g0's 12 MiB download: one dependency wait before g2 (g0 completes; its download
     # slots stay held for g2). g2's own 9 MiB then find g1 queued (12 MiB) and g0's kept 12 MiB:
     # 33 MiB > 32 MiB, so g1 is waited once (without the kept slots it would fit: no wait).
-    prof = {"graphs": [_graph("g0", [4096], [12 * MIB]), _graph("g1", [4096], [12 * MIB]),
-                       _graph("g2", [12 * MIB, 9 * MIB], [4096], deps=[(0, "g0", 0)])]}
+    prof = {
+        "graphs": [
+            _graph("g0", [4096], [12 * MIB]),
+            _graph("g1", [4096], [12 * MIB]),
+            _graph("g2", [12 * MIB, 9 * MIB], [4096], deps=[(0, "g0", 0)]),
+        ]
+    }
     w = limits.mandatory_waits(prof, compute=False, alignment=4096)
     assert (w.dependency, w.ring, w.end) == (1, 1, 1)
     # A synchronous graph after queued work waits for it (a dependency point) and counts its
@@ -123,10 +139,18 @@ def test_kept_download_slots_and_dependencies_count_in_flight():
 def test_level_order_keeps_feeders_first_and_synchronous_graphs_in_place():
     """sam3d_bench --order levels (native/bench/profile.cpp): between synchronous graphs by
     level (one more than the highest feeder's), ties in profile order."""
-    prof = {"graphs": [_graph("a", [4], [4]), _graph("b", [4], [4], deps=[(0, "a", 0)]), _graph("c", [4], [4]),
-                       _graph("d", [4], [4], deps=[(0, "b", 0)]), _graph("e", [4], [4]),
-                       _graph("enc", [4], [4], synchronous=True), _graph("f", [4], [4], deps=[(0, "e", 0)]),
-                       _graph("g", [4], [4])]}
+    prof = {
+        "graphs": [
+            _graph("a", [4], [4]),
+            _graph("b", [4], [4], deps=[(0, "a", 0)]),
+            _graph("c", [4], [4]),
+            _graph("d", [4], [4], deps=[(0, "b", 0)]),
+            _graph("e", [4], [4]),
+            _graph("enc", [4], [4], synchronous=True),
+            _graph("f", [4], [4], deps=[(0, "e", 0)]),
+            _graph("g", [4], [4]),
+        ]
+    }
     # levels: a 1, b 2, c 1, d 3, e 1 | enc | f 2, g 1
     assert profile.level_order(prof) == [0, 2, 4, 1, 3, 5, 7, 6]
     assert profile.level_order({"graphs": prof["graphs"][:5]}) == [0, 2, 4, 1, 3]
@@ -148,8 +172,14 @@ def test_mandatory_waits_follow_the_issue_order(make_result):
     assert limits.mandatory_waits(prof, compute=False, alignment=64, order=range(profile.GRAPHS)).total == 55
     # c reads a, d reads b: in profile order c waits a, then d waits b (2); with d first, its
     # wait completes a and b at once (1)
-    four = {"graphs": [_graph("a", [4], [4]), _graph("b", [4], [4]), _graph("c", [4], [4], deps=[(0, "a", 0)]),
-                       _graph("d", [4], [4], deps=[(0, "b", 0)])]}
+    four = {
+        "graphs": [
+            _graph("a", [4], [4]),
+            _graph("b", [4], [4]),
+            _graph("c", [4], [4], deps=[(0, "a", 0)]),
+            _graph("d", [4], [4], deps=[(0, "b", 0)]),
+        ]
+    }
     assert limits.mandatory_waits(four, compute=False, alignment=4).dependency == 2
     assert limits.mandatory_waits(four, compute=False, alignment=4, order=[0, 1, 3, 2]).dependency == 1
     d = _doc(make_result, transfer_only=True, floor=1.5, rt_download=0.03)
@@ -193,25 +223,25 @@ def test_a_synchronous_graph_s_download_read_later_stays_in_flight():
     reader = _graph("r", [20 * MIB], [4096], deps=[(0, "enc", 0)])
     w = limits.mandatory_waits({"graphs": [enc, *queued, reader]}, compute=False, alignment=4096)
     assert (w.dependency, w.ring) == (0, 1)
-    w = limits.mandatory_waits({"graphs": [enc, *queued, _graph("r", [4096], [4096])]}, compute=False,
-                               alignment=4096)
+    w = limits.mandatory_waits({"graphs": [enc, *queued, _graph("r", [4096], [4096])]}, compute=False, alignment=4096)
     assert w.ring == 0
 
 
 # --- the limit arithmetic -------------------------------------------------------------------
 
+
 def test_limits_with_compute_use_the_graph_round_trip(make_result):
     r = _result(make_result, floor=1.5, rt_download=0.03, rt_graph=0.04, memcpy=4.0)
     on, zc, q = (limits.limit(r, _row(r, m)) for m in ("on", "zerocopy", "queued"))
-    assert on.ms == pytest.approx(83 * 0.04 + max(1.5, 4.0))   # 7.32: the copies overlap the floor
-    assert zc.ms == pytest.approx(1.5 + 83 * 0.04)          # 4.82
-    assert q.ms == pytest.approx(1.5 + 56 * 0.04)           # 3.74
+    assert on.ms == pytest.approx(83 * 0.04 + max(1.5, 4.0))  # 7.32: the copies overlap the floor
+    assert zc.ms == pytest.approx(1.5 + 83 * 0.04)  # 4.82
+    assert q.ms == pytest.approx(1.5 + 56 * 0.04)  # 3.74
     assert (on.round_trip, q.round_trips, q.waits.total) == ("graph", 56, 56)
     assert limits.limit(r, _row(r, "off")) is None
     cells = _cells([r])
-    assert cells[("Vulkan", "on")]["x limit"] == "1.38x (7.320)"        # 10.095 / 7.32
+    assert cells[("Vulkan", "on")]["x limit"] == "1.38x (7.320)"  # 10.095 / 7.32
     assert cells[("Vulkan", "zerocopy")]["x limit"] == "1.26x (4.820)"  # 6.095 / 4.82
-    assert cells[("Vulkan", "queued")]["x limit"] == "1.36x (3.740)"    # 5.095 / 3.74
+    assert cells[("Vulkan", "queued")]["x limit"] == "1.36x (3.740)"  # 5.095 / 3.74
     assert cells[("Vulkan", "off")]["x limit"] == ""
     assert cells[("Vulkan", "queued")]["x floor"] == "3.4x (1.500)"
 
@@ -246,7 +276,7 @@ def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
 
 
 def test_no_limit_without_a_floor_or_another_profile(make_result):
-    cpu = _rec(make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA))   # CPU: no transfer floor
+    cpu = _rec(make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA))  # CPU: no transfer floor
     t = table.build([cpu])
     assert "x limit" in [c.header for c in t.columns] and all(row["x limit"] == "" for row in t.rows)
     assert "x limit" not in table.render([cpu]).splitlines()[2]
@@ -258,13 +288,17 @@ def test_no_limit_without_a_floor_or_another_profile(make_result):
 
 # --- the floor --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("both, up, down, ok", [
-    (1.40, 0.80, 0.75, True),    # within [0.80, 1.55]
-    (0.80, 0.80, 0.75, True),    # fully overlapped: the slower direction alone
-    (1.55, 0.80, 0.75, True),    # fully serial: the sum
-    (0.79, 0.80, 0.75, False),   # faster than the slower direction alone
-    (1.56, 0.80, 0.75, False),   # slower than both alone in sequence
-])
+
+@pytest.mark.parametrize(
+    "both, up, down, ok",
+    [
+        (1.40, 0.80, 0.75, True),  # within [0.80, 1.55]
+        (0.80, 0.80, 0.75, True),  # fully overlapped: the slower direction alone
+        (1.55, 0.80, 0.75, True),  # fully serial: the sum
+        (0.79, 0.80, 0.75, False),  # faster than the slower direction alone
+        (1.56, 0.80, 0.75, False),  # slower than both alone in sequence
+    ],
+)
 def test_floor_self_check(make_result, both, up, down, ok):
     r = _result(make_result, floor=both, upload=up, download=down)
     check = limits.floor_check(r.extra.transfer_floor)
@@ -278,8 +312,11 @@ def test_floor_self_check(make_result, both, up, down, ok):
 def _blocks(*medians):
     """A probed series with these block medians; its samples differ from them, so a
     resolution read from the samples instead would differ too."""
-    return {"best_median_ms": min(medians), "block_medians_ms": list(medians),
-            "samples_ms": [m * k for m in medians for k in (0.9, 1.0, 1.3)]}
+    return {
+        "best_median_ms": min(medians),
+        "block_medians_ms": list(medians),
+        "samples_ms": [m * k for m in medians for k in (0.9, 1.0, 1.3)],
+    }
 
 
 def _floor(both=None, upload=None, download=None, **more):
@@ -290,52 +327,70 @@ def _floor(both=None, upload=None, download=None, **more):
 
 
 # The H200 run's block medians (ms): both missed the sum 0.6062 + 0.5895 = 1.1957 by 0.0011.
-H200_UP = (0.7043, 0.6138, 0.6083, 0.6062)     # resolution 0.0021
-H200_DOWN = (0.5916, 0.5908, 0.5903, 0.5895)   # resolution 0.0008
+H200_UP = (0.7043, 0.6138, 0.6083, 0.6062)  # resolution 0.0021
+H200_DOWN = (0.5916, 0.5908, 0.5903, 0.5895)  # resolution 0.0008
 
 
 def test_wrap_records_the_self_check():
     from test_bench import COMMON, RELEASE
     from test_bench import _doc as driver_doc
+
     doc = driver_doc()
     doc["extra"].update(limits_extra(floor=1.6, upload=0.8, download=0.75))
     r = bench.wrap(RELEASE.name, "Vulkan", doc, reason=None, **COMMON)
     assert r.extra.transfer_floor.self_check.model_dump() == {
-        "ok": False, "both_ms": 1.6, "max_alone_ms": 0.8, "sum_alone_ms": pytest.approx(1.55),
-        "low_tolerance_ms": 0.0, "high_tolerance_ms": 0.0}
+        "ok": False,
+        "both_ms": 1.6,
+        "max_alone_ms": 0.8,
+        "sum_alone_ms": pytest.approx(1.55),
+        "low_tolerance_ms": 0.0,
+        "high_tolerance_ms": 0.0,
+    }
     # the record as written reads back with its self-check
     assert record.parse(r.document()).extra.transfer_floor.self_check == r.extra.transfer_floor.self_check
-    doc["extra"]["transfer_floor"].update(both=_blocks(1.2956, 1.2040, 1.1968, 1.1985), upload=_blocks(*H200_UP),
-                                          download=_blocks(*H200_DOWN), median_ms=1.1968)
+    doc["extra"]["transfer_floor"].update(
+        both=_blocks(1.2956, 1.2040, 1.1968, 1.1985),
+        upload=_blocks(*H200_UP),
+        download=_blocks(*H200_DOWN),
+        median_ms=1.1968,
+    )
     check = bench.wrap(RELEASE.name, "Vulkan", doc, reason=None, **COMMON).extra.transfer_floor.self_check
     assert check.ok and check.high_tolerance_ms == pytest.approx(0.0017 + 0.0021 + 0.0008)
     assert check.low_tolerance_ms == pytest.approx(0.0017 + 0.0021)  # both and the slower direction, upload
 
 
-@pytest.mark.parametrize("both, up, down, ok, strict", [
-    # high bound: the H200 run, missed by 0.0011 within 0.0017 + 0.0021 + 0.0008 = 0.0046
-    ((1.2956, 1.2040, 1.1968, 1.1985), H200_UP, H200_DOWN, True, False),
-    # the same bound missed by 0.0111, more than the resolution
-    ((1.2956, 1.2140, 1.2068, 1.2085), H200_UP, H200_DOWN, False, False),
-    # one block gives no second value: no tolerance
-    ((1.1968,), (0.6062,), (0.5895,), False, False),
-    # low bound: both 0.6030 under the slower direction alone (0.6062) by 0.0032, more than
-    # both's resolution 0.0010 + upload's 0.0021
-    ((0.6030, 0.6040, 0.7, 0.7), H200_UP, H200_DOWN, False, False),
-    # and by 0.0022, within 0.0010 + 0.0021 (the faster direction's resolution is not added)
-    ((0.6040, 0.6050, 0.7, 0.7), H200_UP, H200_DOWN, True, False),
-    # a noisy run: the resolutions (0.30 + 0.05 + 0.05) would allow 0.40 ms, the cap 1% of both
-    ((1.30, 1.60, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), False, False),
-    ((1.19, 1.49, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), True, True),
-])
+@pytest.mark.parametrize(
+    "both, up, down, ok, strict",
+    [
+        # high bound: the H200 run, missed by 0.0011 within 0.0017 + 0.0021 + 0.0008 = 0.0046
+        ((1.2956, 1.2040, 1.1968, 1.1985), H200_UP, H200_DOWN, True, False),
+        # the same bound missed by 0.0111, more than the resolution
+        ((1.2956, 1.2140, 1.2068, 1.2085), H200_UP, H200_DOWN, False, False),
+        # one block gives no second value: no tolerance
+        ((1.1968,), (0.6062,), (0.5895,), False, False),
+        # low bound: both 0.6030 under the slower direction alone (0.6062) by 0.0032, more than
+        # both's resolution 0.0010 + upload's 0.0021
+        ((0.6030, 0.6040, 0.7, 0.7), H200_UP, H200_DOWN, False, False),
+        # and by 0.0022, within 0.0010 + 0.0021 (the faster direction's resolution is not added)
+        ((0.6040, 0.6050, 0.7, 0.7), H200_UP, H200_DOWN, True, False),
+        # a noisy run: the resolutions (0.30 + 0.05 + 0.05) would allow 0.40 ms, the cap 1% of both
+        ((1.30, 1.60, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), False, False),
+        ((1.19, 1.49, 1.62, 1.70), (0.60, 0.65, 0.7, 0.7), (0.59, 0.64, 0.7, 0.7), True, True),
+    ],
+)
 def test_floor_self_check_allows_the_runs_own_resolution(both, up, down, ok, strict):
     check = limits.floor_check(_floor(_blocks(*both), _blocks(*up), _blocks(*down)))
     assert check.high_ms == pytest.approx(min(up) + min(down)) and check.low_ms == max(min(up), min(down))
     assert (check.ok, check.strict) == (ok, strict)
     assert check.high_tolerance_ms <= 0.01 * check.both_ms and check.low_tolerance_ms <= 0.01 * check.both_ms
     text = str(check)
-    assert text.startswith("self-check ok within the run's resolution" if ok and not strict
-                           else "self-check ok:" if ok else "self-check FAILED")
+    assert text.startswith(
+        "self-check ok within the run's resolution"
+        if ok and not strict
+        else "self-check ok:"
+        if ok
+        else "self-check FAILED"
+    )
 
 
 @pytest.mark.parametrize("probe, warned", [(1.5, False), (1.45, False), (1.42, True), (1.60, True)])
@@ -346,10 +401,11 @@ def test_floor_probe_disagreement_over_5_percent_is_noted(make_result, probe, wa
     line = next(n for n in notes if n.startswith("limits, "))
     assert f"sam3d_floor_probe {probe:.3f} ms ({1.5 / probe - 1:+.1%})" in line
     assert "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)" in line
-    assert "queued 3.40x floor, 1.36x limit 3.740 ms" in line   # 5.095 / 1.5, 5.095 / (1.5 + 56 x 0.04)
+    assert "queued 3.40x floor, 1.36x limit 3.740 ms" in line  # 5.095 / 1.5, 5.095 / (1.5 + 56 x 0.04)
 
 
 # --- accounting, compare, older results, plot -----------------------------------------------
+
 
 def test_excluded_ms_beside_zerocopy_and_queued_rows(make_result):
     r = _result(make_result, writes=[0.5] * 19 + [9.0], reads=[0.25] * 20)
@@ -362,17 +418,26 @@ def test_excluded_ms_beside_zerocopy_and_queued_rows(make_result):
 def _series_of(ms):
     """A probed series whose median of all samples is ``ms`` and whose best block median is
     0.1 ms less."""
-    return {"best_median_ms": ms - 0.1, "median_ms": ms, "block_medians_ms": [ms - 0.1, ms + 0.1],
-            "samples_ms": [ms - 0.1, ms, ms + 0.1]}
+    return {
+        "best_median_ms": ms - 0.1,
+        "median_ms": ms,
+        "block_medians_ms": [ms - 0.1, ms + 0.1],
+        "samples_ms": [ms - 0.1, ms, ms + 0.1],
+    }
 
 
 def test_ggml_calls_without_the_core_are_shown_against_the_floor_and_the_rows(make_result):
     """The per-copy cost over the floor divides by the copies beyond the floor's 2, and each
     row's excess is its median minus its own calls (zerocopy median 6.095, queued 5.095)."""
     d = _doc(make_result, transfer_only=True, floor=1.4)
-    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
-                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
-                                "queued_cold": _series_of(4.2), "copies_per_image": 435}
+    d["extra"]["ggml_calls"] = {
+        "copies": _series_of(2.9),
+        "zerocopy": _series_of(5.0),
+        "zerocopy_cold": _series_of(4.5),
+        "queued": _series_of(4.6),
+        "queued_cold": _series_of(4.2),
+        "copies_per_image": 435,
+    }
     notes = " ".join(_notes([d]))
     # copies against the floor: both the best block median (2.8 ms); the rows against medians
     assert "the profile's 435 copies, one synchronize 2.800 ms (+3.23 us per copy over the floor's 2)" in notes
@@ -390,11 +455,17 @@ def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
     counters say it enqueued none (a backend of one in-order queue, docs/contract.md A6), with
     them otherwise; the three policies are listed side by side (medians of all samples)."""
     d = _doc(make_result, transfer_only=True, floor=1.4)
-    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
-                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6),
-                                "queued_cold": _series_of(4.2), "copies_per_image": 435,
-                                "queued_no_upload_wait": _series_of(4.4), "queued_synchronize": _series_of(4.9),
-                                "queued_two_backends": _series_of(4.3)}
+    d["extra"]["ggml_calls"] = {
+        "copies": _series_of(2.9),
+        "zerocopy": _series_of(5.0),
+        "zerocopy_cold": _series_of(4.5),
+        "queued": _series_of(4.6),
+        "queued_cold": _series_of(4.2),
+        "copies_per_image": 435,
+        "queued_no_upload_wait": _series_of(4.4),
+        "queued_synchronize": _series_of(4.9),
+        "queued_two_backends": _series_of(4.3),
+    }
     d["extra"]["modes"]["queued"]["event_waits_per_image"] = 0
     _rec(d)
     d["extra"]["ggml_calls"]["queued_levels"] = {"median_ms": "fast"}
@@ -403,8 +474,10 @@ def test_queued_calls_follow_the_event_waits_the_core_made(make_result):
     d["extra"]["ggml_calls"]["queued_levels"] = None
     notes = " ".join(_notes([d]))
     assert "queued's calls 4.400 ms (without the event waits) (cold 4.200, with them), the row +0.695 ms" in notes
-    assert ("queued's calls with the event wait before uploads 4.600, without it 4.400, "
-            "with no event, every wait a synchronize 4.900, downloads on a second backend 4.300") in notes
+    assert (
+        "queued's calls with the event wait before uploads 4.600, without it 4.400, "
+        "with no event, every wait a synchronize 4.900, downloads on a second backend 4.300"
+    ) in notes
     d["extra"]["modes"]["queued"]["event_waits_per_image"] = 49
     notes = " ".join(_notes([d]))
     assert "queued's calls 4.600 ms (cold 4.200), the row +0.495 ms" in notes
@@ -416,50 +489,88 @@ def test_the_cores_ggml_calls_per_image_are_listed_per_row(make_result):
     d = _doc(make_result)
     counts = {"on": (175, 82, 7, 0, 12), "queued": (320, 6, 82, 0, 130)}
     for mode, values in counts.items():
-        d["extra"]["modes"][mode].update(zip(("ggml_copies_per_image", "synchronizes_per_image",
-                                              "event_records_per_image", "event_waits_per_image",
-                                              "event_synchronizes_per_image"), values))
+        d["extra"]["modes"][mode].update(
+            zip(
+                (
+                    "ggml_copies_per_image",
+                    "synchronizes_per_image",
+                    "event_records_per_image",
+                    "event_waits_per_image",
+                    "event_synchronizes_per_image",
+                ),
+                values,
+            )
+        )
     notes = " ".join(_notes([d]))
-    assert ("the core's GGML calls per image (copies/synchronizes/event records/event waits/event synchronizes): "
-            "on 175/82/7/0/12, queued 320/6/82/0/130") in notes
+    assert (
+        "the core's GGML calls per image (copies/synchronizes/event records/event waits/event synchronizes): "
+        "on 175/82/7/0/12, queued 320/6/82/0/130"
+    ) in notes
     del d["extra"]["modes"]["on"]["event_waits_per_image"]
     notes = " ".join(_notes([d]))
     assert "on 175/" not in notes and "queued 320/6/82/0/130" in notes
 
 
-@pytest.mark.parametrize("duplex, hidden, fault", [(0.8, "100%", False), (0.85, "93%", False), (1.55, "0%", False),
-                                                   (1.2, "47%", False), (1.7, "-20%", False), (0.795, "101%", False),
-                                                   (0.7, "113%", True)])
+@pytest.mark.parametrize(
+    "duplex, hidden, fault",
+    [
+        (0.8, "100%", False),
+        (0.85, "93%", False),
+        (1.55, "0%", False),
+        (1.2, "47%", False),
+        (1.7, "-20%", False),
+        (0.795, "101%", False),
+        (0.7, "113%", True),
+    ],
+)
 def test_duplex_says_how_much_of_the_faster_direction_was_hidden(make_result, duplex, hidden, fault):
     """Both directions on two backends at once against each alone (upload 0.8, download 0.75):
     (0.8 + 0.75 - duplex) / 0.75 of the faster direction hidden, negative when they contended;
     the GB/s are both directions' bytes over the duplex time; more than 1% below the slower
     direction alone (0.792 ms) is a measurement fault."""
     d = _doc(make_result, floor=1.5)
-    d["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": duplex, "block_medians_ms": [duplex],
-                                              "median_ms": duplex, "n": 1, "samples_ms": [duplex]}
+    d["extra"]["transfer_floor"]["duplex"] = {
+        "best_median_ms": duplex,
+        "block_medians_ms": [duplex],
+        "median_ms": duplex,
+        "n": 1,
+        "samples_ms": [duplex],
+    }
     notes = " ".join(_notes([d]))
     gbs = (33_193_136 + 32_403_596) / (duplex * 1e6)
-    assert f"duplex (upload and download on two backends at once) {duplex:.3f} ms = {gbs:.1f} GB/s, {hidden} of the faster direction hidden" in notes
+    assert (
+        f"duplex (upload and download on two backends at once) {duplex:.3f} ms = {gbs:.1f} GB/s, "
+        f"{hidden} of the faster direction hidden" in notes
+    )
     assert ("a measurement fault" in notes) == fault
 
 
 def _duplex_floor(up, down, both, upload_bytes=1_000_000, download_bytes=580_000):
-    return _floor(upload=_blocks(up), download=_blocks(down), duplex=Series(**_blocks(both)),
-                  upload_bytes=upload_bytes, download_bytes=download_bytes)
+    return _floor(
+        upload=_blocks(up),
+        download=_blocks(down),
+        duplex=Series(**_blocks(both)),
+        upload_bytes=upload_bytes,
+        download_bytes=download_bytes,
+    )
 
 
 def test_duplex_line_flags_a_fault_only_more_than_one_percent_below_the_slower_direction():
     """The whole duplex note, with and without the fault flag; exactly 1% below the slower
     direction alone is still physics, more than 1% is a measurement fault."""
     head = "duplex (upload and download on two backends at once) "
-    assert limits.duplex(_duplex_floor(0.8, 0.75, 0.8)) == head + "0.800 ms = 2.0 GB/s, 100% of the faster direction hidden"
+    assert (
+        limits.duplex(_duplex_floor(0.8, 0.75, 0.8))
+        == head + "0.800 ms = 2.0 GB/s, 100% of the faster direction hidden"
+    )
     assert limits.duplex(_duplex_floor(0.8, 0.75, 0.79)) == (
         head + "0.790 ms = 2.0 GB/s, 101% of the faster direction hidden"
-        " (**below the slower direction alone: a measurement fault**)")
+        " (**below the slower direction alone: a measurement fault**)"
+    )
     # GB/s = bytes / (ms x 1e6): 2,250,001 bytes in 1 ms are 2.250001 GB/s, shown rounded up
-    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex(_duplex_floor(1.0, 0.75, 1.0, upload_bytes=2_000_001,
-                                                                  download_bytes=250_000))
+    assert " 1.000 ms = 2.3 GB/s, " in limits.duplex(
+        _duplex_floor(1.0, 0.75, 1.0, upload_bytes=2_000_001, download_bytes=250_000)
+    )
     edge = 1.0 * (1 - limits.DUPLEX_TOLERANCE)
     assert "fault" not in limits.duplex(_duplex_floor(1.0, 0.5, edge))
     assert "fault" in limits.duplex(_duplex_floor(1.0, 0.5, edge * 0.999))
@@ -472,38 +583,54 @@ def test_duplex_of_zero_ms_times_renders(make_result):
     assert "0% of the faster direction hidden" in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
     assert " 100%" not in limits.duplex(_duplex_floor(0.8, 0.0, 0.8))
     assert limits.duplex(_duplex_floor(0.8, 0.75, 0.0)).startswith(
-        "duplex (upload and download on two backends at once) 0.000 ms, 207% of the faster direction hidden (**")
+        "duplex (upload and download on two backends at once) 0.000 ms, 207% of the faster direction hidden (**"
+    )
     d = _doc(make_result, floor=1.5)
     d["extra"]["transfer_floor"]["download"] = _blocks(0.0)
-    d["extra"]["transfer_floor"]["duplex"] = {"best_median_ms": 0.0, "block_medians_ms": [0.0], "median_ms": 0.0,
-                                              "n": 1, "samples_ms": [0.0]}
-    assert "duplex (upload and download on two backends at once) 0.000 ms, 0% of" in " ".join(
-        _notes([d]))
+    d["extra"]["transfer_floor"]["duplex"] = {
+        "best_median_ms": 0.0,
+        "block_medians_ms": [0.0],
+        "median_ms": 0.0,
+        "n": 1,
+        "samples_ms": [0.0],
+    }
+    assert "duplex (upload and download on two backends at once) 0.000 ms, 0% of" in " ".join(_notes([d]))
 
 
 def test_queued_policies_are_listed_side_by_side_only_when_several_were_timed(make_result):
     """The list of queued's call policies compares them: it needs two; with queued alone there
     is nothing to set it beside."""
     d = _doc(make_result, transfer_only=True, floor=1.4)
-    d["extra"]["ggml_calls"] = {"copies": _series_of(2.9), "zerocopy": _series_of(5.0),
-                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6), "queued_cold": None,
-                                "copies_per_image": 435}
+    d["extra"]["ggml_calls"] = {
+        "copies": _series_of(2.9),
+        "zerocopy": _series_of(5.0),
+        "zerocopy_cold": _series_of(4.5),
+        "queued": _series_of(4.6),
+        "queued_cold": None,
+        "copies_per_image": 435,
+    }
     assert "queued's calls with" not in limits.ggml_calls(_rec(d))
     d["extra"]["ggml_calls"]["queued_synchronize"] = _series_of(4.9)
-    assert ("queued's calls with the event wait before uploads 4.600, with no event, every wait a synchronize "
-            "4.900 (medians)") in limits.ggml_calls(_rec(d))
+    assert (
+        "queued's calls with the event wait before uploads 4.600, with no event, every wait a synchronize "
+        "4.900 (medians)"
+    ) in limits.ggml_calls(_rec(d))
     d["extra"]["ggml_calls"]["queued_two_backends"] = _series_of(4.3)
-    assert ("with no event, every wait a synchronize 4.900, downloads on a second backend 4.300 (medians)"
-            in limits.ggml_calls(_rec(d)))
+    assert (
+        "with no event, every wait a synchronize 4.900, downloads on a second backend 4.300 (medians)"
+        in limits.ggml_calls(_rec(d))
+    )
     d["extra"]["ggml_calls"]["queued_levels"] = _series_of(4.1)
-    assert ("downloads on a second backend 4.300, graphs in dependency-level order 4.100 (medians)"
-            in limits.ggml_calls(_rec(d)))
+    assert "downloads on a second backend 4.300, graphs in dependency-level order 4.100 (medians)" in limits.ggml_calls(
+        _rec(d)
+    )
 
 
 def test_compare_carries_x_floor_and_x_limit(make_result):
     """Each side's x floor and x limit: as numbers in the comparison's lines, and as cells of
     its Markdown table."""
     from test_report import parse
+
     a = _result(make_result, floor=1.5)
     b = _result(make_result, floor=2.0)
     c = compare.compare_results([a], [b])
@@ -523,24 +650,24 @@ def test_compare_carries_x_floor_and_x_limit(make_result):
 def test_schema_1_results_render_without_limits(tmp_path, make_result):
     old = _doc(make_result)
     old["schema"] = "sam3d-bench-result/1"
-    old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"},
-                    "modes": {"zerocopy": {"slot_fill_and_read_ms_excluded": [0.75] * 20}}}
+    old["extra"] = {
+        "transfer_floor": {"median_ms": 2.0, "how": "async"},
+        "modes": {"zerocopy": {"slot_fill_and_read_ms_excluded": [0.75] * 20}},
+    }
     _write_json(tmp_path / "old.json", old)
     (loaded,) = record.read_many([tmp_path])
     assert loaded.migrated_from == "sam3d-bench-result/1"
     cells = _cells([loaded])
     assert cells[("Vulkan", "on")]["x floor"] == "5.0x (2.000)" and cells[("Vulkan", "on")]["x limit"] == ""
     assert cells[("Vulkan", "zerocopy")]["excluded ms"] == "0.750"
-    assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n
-               for n in _notes([loaded]))
+    assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n for n in _notes([loaded]))
 
 
 @pytest.mark.parametrize("schema", ["sam3d-bench-result/4", "sam3d-bench-result/3"])
 def test_a_version_3_self_check_needs_its_tolerances(make_result, schema):
     d = _doc(make_result)
     d["schema"] = schema
-    d["extra"]["transfer_floor"]["self_check"] = {"ok": True, "both_ms": 1.5, "max_alone_ms": 0.8,
-                                                  "sum_alone_ms": 1.55}
+    d["extra"]["transfer_floor"]["self_check"] = {"ok": True, "both_ms": 1.5, "max_alone_ms": 0.8, "sum_alone_ms": 1.55}
     with pytest.raises(record.ResultError, match="low_tolerance_ms"):
         _rec(d)
     d["schema"] = "sam3d-bench-result/2"  # written before the tolerances existed
@@ -553,8 +680,12 @@ def test_schema_2_results_render_their_limits_without_the_ggml_calls(tmp_path, m
     old = _doc(make_result, floor=1.56, upload=0.80, download=0.75)
     old.update(schema="sam3d-bench-result/2", backend="Vulkan (transfer-only)")  # version 2 named it so
     old["extra"]["transfer_only"] = True
-    old["extra"]["transfer_floor"]["self_check"] = {"ok": False, "both_ms": 1.56, "max_alone_ms": 0.8,
-                                                    "sum_alone_ms": 1.55}
+    old["extra"]["transfer_floor"]["self_check"] = {
+        "ok": False,
+        "both_ms": 1.56,
+        "max_alone_ms": 0.8,
+        "sum_alone_ms": 1.55,
+    }
     _write_json(tmp_path / "old.json", old)
     (loaded,) = record.read_many([tmp_path])
     assert (loaded.backend, loaded.transfer_only, loaded.migrated_from) == ("Vulkan", True, "sam3d-bench-result/2")
@@ -570,6 +701,7 @@ def test_schema_2_results_render_their_limits_without_the_ggml_calls(tmp_path, m
 
 def test_plot_draws_every_backend_group(tmp_path, make_result):
     from sam3d.results import evidence
+
     rs = [_result(make_result), _rec(make_result(on_ms=ON, off_ms=OFF))]
     p = evidence.plot(rs, tmp_path / "t.png")
     assert p.stat().st_size > 10_000
@@ -580,25 +712,37 @@ def test_the_floor_probe_runs_beside_the_driver(tmp_path):
     bytes, and no floor on a device without a host buffer type."""
     from sam3d.core import variants
     from sam3d.running import driver
+
     release = variants.get("release")
     if not driver.path(release, driver.PROBE).is_file():
         pytest.skip("release is not built (python -m sam3d build release)")
-    doc, why = driver.run_probe(release, "cpu", tmp_path / "p.log", upload_bytes=profile.UPLOAD_BYTES,
-                                download_bytes=profile.DOWNLOAD_BYTES, env={})
+    doc, why = driver.run_probe(
+        release,
+        "cpu",
+        tmp_path / "p.log",
+        upload_bytes=profile.UPLOAD_BYTES,
+        download_bytes=profile.DOWNLOAD_BYTES,
+        env={},
+    )
     assert why is None and doc["schema"] == driver.PROBE_SCHEMA
     assert (doc["backend"], doc["upload_bytes"], doc["download_bytes"], doc["median_ms"]) == (
-        "CPU", profile.UPLOAD_BYTES, profile.DOWNLOAD_BYTES, None)
+        "CPU",
+        profile.UPLOAD_BYTES,
+        profile.DOWNLOAD_BYTES,
+        None,
+    )
     assert "--upload-bytes 33193136 --download-bytes 32403596" in (tmp_path / "p.log").read_text()
 
 
 # --- the rules at their edges (docs/benchmark.md, "Transfer floor, round trips and limits") ---
 
+
 def test_ring_waits_only_over_the_bound_not_at_it():
-    """"ring waits only where the staging ring would hold more than 32 MiB": exactly 32 MiB in
+    """ "ring waits only where the staging ring would hold more than 32 MiB": exactly 32 MiB in
     flight fits."""
-    prof = {"graphs": [_graph(f"g{i}", [8 * MIB - 4096], [4096]) for i in range(4)]}   # 8 MiB each
+    prof = {"graphs": [_graph(f"g{i}", [8 * MIB - 4096], [4096]) for i in range(4)]}  # 8 MiB each
     assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 0
-    prof["graphs"].append(_graph("g4", [4096], []))                                     # one slot more
+    prof["graphs"].append(_graph("g4", [4096], []))  # one slot more
     assert limits.mandatory_waits(prof, compute=True, alignment=4096).ring == 1
 
 
@@ -620,8 +764,10 @@ def test_every_synchronous_graph_adds_its_blocking_steps():
 
 def test_a_resolution_needs_two_block_medians():
     """The gap between the best and second-best block medians; two blocks are enough."""
+
     def series(*medians):
         return Series(best_median_ms=min(medians, default=0.0), block_medians_ms=list(medians), samples_ms=[])
+
     assert limits.resolution_ms(series(1.25, 1.0)) == 0.25
     assert limits.resolution_ms(series(1.5, 1.0, 1.125)) == 0.125
     assert limits.resolution_ms(series(1.0)) == 0.0
@@ -631,17 +777,18 @@ def test_a_resolution_needs_two_block_medians():
 def test_a_failed_self_check_says_which_bound_by_how_much_and_the_tolerance():
     """Below [max(up, down), up + down] names the slower direction alone and the low tolerance;
     above it, the two in sequence and the high tolerance; the bounds follow."""
-    below = limits.FloorCheck(both_ms=0.79, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
-                              high_tolerance_ms=0.02)
+    below = limits.FloorCheck(both_ms=0.79, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005, high_tolerance_ms=0.02)
     assert not below.ok
-    assert str(below) == ("self-check FAILED: both 0.0100 ms below the slower direction alone "
-                          "(tolerance 0.0050 ms; 0.800 <= 0.790 <= 1.550 ms)")
-    above = limits.FloorCheck(both_ms=1.58, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
-                              high_tolerance_ms=0.02)
-    assert str(above) == ("self-check FAILED: both 0.0300 ms above the two alone in sequence "
-                          "(tolerance 0.0200 ms; 0.800 <= 1.580 <= 1.550 ms)")
-    within = limits.FloorCheck(both_ms=1.56, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005,
-                               high_tolerance_ms=0.02)
+    assert str(below) == (
+        "self-check FAILED: both 0.0100 ms below the slower direction alone "
+        "(tolerance 0.0050 ms; 0.800 <= 0.790 <= 1.550 ms)"
+    )
+    above = limits.FloorCheck(both_ms=1.58, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005, high_tolerance_ms=0.02)
+    assert str(above) == (
+        "self-check FAILED: both 0.0300 ms above the two alone in sequence "
+        "(tolerance 0.0200 ms; 0.800 <= 1.580 <= 1.550 ms)"
+    )
+    within = limits.FloorCheck(both_ms=1.56, low_ms=0.80, high_ms=1.55, low_tolerance_ms=0.005, high_tolerance_ms=0.02)
     assert str(within).startswith("self-check ok within the run's resolution: both 0.0100 ms above")
     assert str(limits.FloorCheck(both_ms=1.4, low_ms=0.8, high_ms=1.55)) == "self-check ok: 0.800 <= 1.400 <= 1.550 ms"
 
@@ -652,13 +799,20 @@ def test_the_per_copy_cost_divides_by_the_copies_beyond_the_floors_two(make_resu
     cold time (queued); the parts end "(medians)"."""
     d = _doc(make_result, transfer_only=True, floor=1.4)
     d["rows"] = [row for row in d["rows"] if row["batching"] != "zerocopy"]
-    d["extra"]["ggml_calls"] = {"copies": _series_of(1.6), "zerocopy": _series_of(5.0),
-                                "zerocopy_cold": _series_of(4.5), "queued": _series_of(4.6), "queued_cold": None,
-                                "copies_per_image": 3}
-    assert limits.ggml_calls(_rec(d)) == ("GGML's calls alone (no core): the profile's 3 copies, one synchronize "
-                                          "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
-                                          "5.000 ms (cold 4.500), queued's calls 4.600 ms, the row +0.495 ms "
-                                          "(medians)")
+    d["extra"]["ggml_calls"] = {
+        "copies": _series_of(1.6),
+        "zerocopy": _series_of(5.0),
+        "zerocopy_cold": _series_of(4.5),
+        "queued": _series_of(4.6),
+        "queued_cold": None,
+        "copies_per_image": 3,
+    }
+    assert limits.ggml_calls(_rec(d)) == (
+        "GGML's calls alone (no core): the profile's 3 copies, one synchronize "
+        "1.500 ms (+100.00 us per copy over the floor's 2), zerocopy's calls "
+        "5.000 ms (cold 4.500), queued's calls 4.600 ms, the row +0.495 ms "
+        "(medians)"
+    )
 
 
 def test_transfer_only_queued_waits_count_no_compute(make_result):
@@ -679,26 +833,31 @@ def test_the_limits_note_gives_every_same_run_term_and_each_rows_ratios(make_res
     and the core's host ms per image (medians of the samples)."""
     d = _doc(make_result, floor=1.5, upload=0.8, download=0.75, probe=1.7)
     rts = d["extra"]["round_trips"]
-    rts.update(download_event=_blocks(0.05), graph_event=_blocks(0.06), back_to_back=_blocks(0.35),
-               back_to_back_graphs=8)
+    rts.update(
+        download_event=_blocks(0.05), graph_event=_blocks(0.06), back_to_back=_blocks(0.35), back_to_back_graphs=8
+    )
     line = limits.describe(_rec(d))
     up, down = 33_193_136, 32_403_596
     on, zc, q = 83 * 0.04 + 4.0, 1.5 + 83 * 0.04, 1.5 + 56 * 0.04
     medians = {"on": 10.095, "zerocopy": 6.095, "queued": 5.095}
-    assert line == "; ".join([
-        f"floor 1.500 ms (upload alone 0.800 ms = {up / 0.8 / 1e6:.1f} GB/s, download alone 0.750 ms = "
-        f"{down / 0.75 / 1e6:.1f} GB/s, both {(up + down) / 1.5 / 1e6:.1f} GB/s; self-check ok: 0.800 <= 1.500 <= 1.550 ms)",
-        f"sam3d_floor_probe 1.700 ms ({1.5 / 1.7 - 1:+.1%})",
-        "RT download 0.0300 ms, graph 0.0400 ms",
-        f"staging memcpy 4.000 ms ({56_159_512 / 4.0 / 1e6:.1f} GB/s)",
-        "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)",
-        f"on {medians['on'] / 1.5:.2f}x floor, {medians['on'] / on:.2f}x limit {on:.3f} ms",
-        f"zerocopy {medians['zerocopy'] / 1.5:.2f}x floor, {medians['zerocopy'] / zc:.2f}x limit {zc:.3f} ms",
-        f"queued {medians['queued'] / 1.5:.2f}x floor, {medians['queued'] / q:.2f}x limit {q:.3f} ms",
-        "diagnostics (not in any limit): event-wait RT download 0.0500 ms, graph 0.0600 ms",
-        f"8 graphs back to back 0.3500 ms ({(0.35 - 0.04) / 7:+.4f} ms per graph after the first)",
-        "host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
-        + ", ".join(f"{m} 0.500/1.000/0.250/0.000" for m in ("on", "zerocopy", "queued"))])
+    assert line == "; ".join(
+        [
+            f"floor 1.500 ms (upload alone 0.800 ms = {up / 0.8 / 1e6:.1f} GB/s, download alone 0.750 ms = "
+            f"{down / 0.75 / 1e6:.1f} GB/s, both {(up + down) / 1.5 / 1e6:.1f} GB/s; "
+            "self-check ok: 0.800 <= 1.500 <= 1.550 ms)",
+            f"sam3d_floor_probe 1.700 ms ({1.5 / 1.7 - 1:+.1%})",
+            "RT download 0.0300 ms, graph 0.0400 ms",
+            f"staging memcpy 4.000 ms ({56_159_512 / 4.0 / 1e6:.1f} GB/s)",
+            "queued mandatory waits 56 (50 dependency + 5 synchronous + 0 ring + 1 end)",
+            f"on {medians['on'] / 1.5:.2f}x floor, {medians['on'] / on:.2f}x limit {on:.3f} ms",
+            f"zerocopy {medians['zerocopy'] / 1.5:.2f}x floor, {medians['zerocopy'] / zc:.2f}x limit {zc:.3f} ms",
+            f"queued {medians['queued'] / 1.5:.2f}x floor, {medians['queued'] / q:.2f}x limit {q:.3f} ms",
+            "diagnostics (not in any limit): event-wait RT download 0.0500 ms, graph 0.0600 ms",
+            f"8 graphs back to back 0.3500 ms ({(0.35 - 0.04) / 7:+.4f} ms per graph after the first)",
+            "host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
+            + ", ".join(f"{m} 0.500/1.000/0.250/0.000" for m in ("on", "zerocopy", "queued")),
+        ]
+    )
     # one graph back to back says nothing per further graph; a CPU result (no floor) has no line
     rts["back_to_back_graphs"] = 1
     assert "back to back" not in limits.describe(_rec(d))
@@ -715,24 +874,28 @@ def test_the_tables_notes_state_the_rules(make_result):
     failed = make_result(variant="vulkan-ubsan", status="failed", reason="x | y", on_ms=None, off_ms=None)
     notes = _notes([r, cpu, again, failed])
     text = "\n".join(notes)
-    for rule in ("p95 is nearest-rank (the ceil(0.95 n)-th smallest)",
-                 "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
-                 "IQR (25th-75th percentile, numpy linear)",
-                 "the SAM3D transfer profile's totals are 33,193,136 uploaded and 32,403,596 downloaded; * marks "
-                 "rows that differ from them.",
-                 "saved vs on: median(on) - median(row) per image, ms (share of on)",
-                 "x floor: median over the transfer floor measured in the same run",
-                 "the smallest of its block medians", "both directions within [max, sum] of each direction alone",
-                 "staged = G x RT + the slower of the floor and the staged copies at plain memcpy speed",
-                 "zerocopy = floor + G x RT; queued = floor + W x RT",
-                 "ring waits where the bytes in flight exceed 32 MiB", "**+N** marks waits beyond the model",
-                 "excluded ms: per-image host ms the zerocopy and queued rows do not time",
-                 "the producer's writes into slots + the consumer's reads out of them",
-                 f"WARNING: release Vulkan: the driver's floor 1.500 ms and sam3d_floor_probe's 1.700 ms differ by "
-                 f"{1.5 / 1.7 - 1:+.1%} (more than 5%).",
-                 "WARNING: release Vulkan: no floor cross-check: probe \\| crashed",
-                 "run: #i is the i-th result given; two results share a configuration and host.",
-                 "FAILED: vulkan-ubsan CPU Test CPU: x \\| y (no timings)"):
+    for rule in (
+        "p95 is nearest-rank (the ceil(0.95 n)-th smallest)",
+        "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
+        "IQR (25th-75th percentile, numpy linear)",
+        "the SAM3D transfer profile's totals are 33,193,136 uploaded and 32,403,596 downloaded; * marks "
+        "rows that differ from them.",
+        "saved vs on: median(on) - median(row) per image, ms (share of on)",
+        "x floor: median over the transfer floor measured in the same run",
+        "the smallest of its block medians",
+        "both directions within [max, sum] of each direction alone",
+        "staged = G x RT + the slower of the floor and the staged copies at plain memcpy speed",
+        "zerocopy = floor + G x RT; queued = floor + W x RT",
+        "ring waits where the bytes in flight exceed 32 MiB",
+        "**+N** marks waits beyond the model",
+        "excluded ms: per-image host ms the zerocopy and queued rows do not time",
+        "the producer's writes into slots + the consumer's reads out of them",
+        f"WARNING: release Vulkan: the driver's floor 1.500 ms and sam3d_floor_probe's 1.700 ms differ by "
+        f"{1.5 / 1.7 - 1:+.1%} (more than 5%).",
+        "WARNING: release Vulkan: no floor cross-check: probe \\| crashed",
+        "run: #i is the i-th result given; two results share a configuration and host.",
+        "FAILED: vulkan-ubsan CPU Test CPU: x \\| y (no timings)",
+    ):
         assert rule in text, rule
     assert notes[0].startswith("times: per-image wall ms; ") and notes[1].startswith("bytes per image; ")
     assert any(n.startswith("limits, release Vulkan: floor 1.500 ms") for n in notes)
@@ -745,6 +908,7 @@ def _drawn(monkeypatch, tmp_path, rs, title=None):
     from matplotlib.figure import Figure
 
     from sam3d.results import evidence
+
     figs = []
     save = Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figs.append(self), save(self, *a, **k))[1])
@@ -761,56 +925,89 @@ def test_plot_shows_each_rows_samples_floor_limit_and_median(monkeypatch, tmp_pa
     limit; a failed row says FAILED and why; a panel whose times span more than 20x is
     logarithmic, else linear from 0."""
     import matplotlib.colors as mcolors
+
     vk = _result(make_result, floor=1.5)
     slow = make_result(variant="cpu-asan", on_ms=[x * 30 for x in ON], off_ms=OFF)
     cpu = make_result(on_ms=ON, off_ms=OFF)
-    failed = make_result(variant="vulkan-ubsan", backend="Vulkan", device="Test GPU", status="failed",
-                         reason="r" * 150, on_ms=None, off_ms=None)
+    failed = make_result(
+        variant="vulkan-ubsan",
+        backend="Vulkan",
+        device="Test GPU",
+        status="failed",
+        reason="r" * 150,
+        on_ms=None,
+        off_ms=None,
+    )
     fig = _drawn(monkeypatch, tmp_path, [vk, slow, cpu, failed], title="run-7")
     assert fig._suptitle.get_text() == "run-7"
     panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
     assert [ax.get_title(loc="left") for ax in panels] == ["CPU", "Vulkan"]
     cpu_ax, vk_ax = panels
     assert cpu_ax.get_xlim() != vk_ax.get_xlim()
-    assert [t.get_text() for t in cpu_ax.get_yticklabels()] == [     # the variant list's order
-        "cpu-asan Test CPU off\nmedian 20.095", "cpu-asan Test CPU on\nmedian 302.850",
-        "release Test CPU off\nmedian 20.095", "release Test CPU on\nmedian 10.095"]
+    assert [t.get_text() for t in cpu_ax.get_yticklabels()] == [  # the variant list's order
+        "cpu-asan Test CPU off\nmedian 20.095",
+        "cpu-asan Test CPU on\nmedian 302.850",
+        "release Test CPU off\nmedian 20.095",
+        "release Test CPU on\nmedian 10.095",
+    ]
     labels = [t.get_text() for t in vk_ax.get_yticklabels()]
-    assert labels == ["vulkan-ubsan Test GPU -", "release Test GPU off\nmedian 20.095",
-                      "release Test GPU on\nmedian 10.095, 1.38x limit",
-                      "release Test GPU zerocopy\nmedian 6.095, 1.26x limit",
-                      "release Test GPU queued\nmedian 5.095, 1.36x limit"]
+    assert labels == [
+        "vulkan-ubsan Test GPU -",
+        "release Test GPU off\nmedian 20.095",
+        "release Test GPU on\nmedian 10.095, 1.38x limit",
+        "release Test GPU zerocopy\nmedian 6.095, 1.26x limit",
+        "release Test GPU queued\nmedian 5.095, 1.36x limit",
+    ]
     assert vk_ax.get_ylim() == (4.5, -0.5)
     assert [t.get_text() for t in vk_ax.texts] == ["FAILED: " + "r" * 100]
-    bars = [(round(seg[0][0], 3), round(seg[0][1], 2), mcolors.to_hex(c))
-            for coll in vk_ax.collections if hasattr(coll, "get_segments")
-            for seg, c in zip(coll.get_segments(), coll.get_colors())]
+    bars = [
+        (round(seg[0][0], 3), round(seg[0][1], 2), mcolors.to_hex(c))
+        for coll in vk_ax.collections
+        if hasattr(coll, "get_segments")
+        for seg, c in zip(coll.get_segments(), coll.get_colors())
+    ]
     black, red = mcolors.to_hex("black"), mcolors.to_hex("tab:red")
-    assert sorted(bars) == sorted([(1.5, round(y - 0.4, 2), black) for y in range(1, 5)] + [
-        (round(83 * 0.04 + 4.0, 3), 1.6, red), (round(1.5 + 83 * 0.04, 3), 2.6, red), (round(1.5 + 56 * 0.04, 3), 3.6, red)])
+    assert sorted(bars) == sorted(
+        [(1.5, round(y - 0.4, 2), black) for y in range(1, 5)]
+        + [
+            (round(83 * 0.04 + 4.0, 3), 1.6, red),
+            (round(1.5 + 83 * 0.04, 3), 2.6, red),
+            (round(1.5 + 56 * 0.04, 3), 3.6, red),
+        ]
+    )
     dots = [coll for coll in vk_ax.collections if not hasattr(coll, "get_segments")]
     assert sorted(x for d in dots for x, _ in d.get_offsets()) == sorted(
-        s.wall_ms for row in vk.rows for s in row.samples)
+        s.wall_ms for row in vk.rows for s in row.samples
+    )
     assert all(abs(yv - round(yv)) <= 0.125 for d in dots for _, yv in d.get_offsets())
-    assert vk_ax.get_xscale() == "linear" and vk_ax.get_xlim()[0] == 0          # 5.0 to 20.2 ms: under 20x
-    assert cpu_ax.get_xscale() == "log"                                          # 10 to 305 ms: over 20x
+    assert vk_ax.get_xscale() == "linear" and vk_ax.get_xlim()[0] == 0  # 5.0 to 20.2 ms: under 20x
+    assert cpu_ax.get_xscale() == "log"  # 10 to 305 ms: over 20x
     assert vk_ax.get_xlabel() == "wall time per image (ms)"
     legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert legend == ["transfer floor (same run)", "modelled limit of the mode"]
     assert _drawn(monkeypatch, tmp_path, [cpu])._suptitle.get_text() == "per-image wall time"
 
 
-def test_plot_gives_each_configuration_of_a_backend_its_panel_on_the_backends_ms_axis(monkeypatch, tmp_path,
-                                                                                      make_result):
+def test_plot_gives_each_configuration_of_a_backend_its_panel_on_the_backends_ms_axis(
+    monkeypatch, tmp_path, make_result
+):
     """Two configurations of one backend are two panels, titled by the backend and the
     configuration's words (the record's fields not at their default), sharing one ms axis
     (the same range and scale): it follows the times of both (here 1.0 to 20.2 ms, over 20x:
     logarithmic, though each panel alone spans under 20x), so the configurations compare at a
     glance; another backend keeps an axis of its own."""
     plain = _doc(make_result, floor=1.5)
-    quick = [x / 10 for x in ON]                          # 1.0 to 1.019 ms
-    tuned = make_result(backend="Vulkan", device="Test GPU", on_ms=quick, off_ms=quick, profile_sha=SHA,
-                        layout="areas", order="levels", transfer_only=True)
+    quick = [x / 10 for x in ON]  # 1.0 to 1.019 ms
+    tuned = make_result(
+        backend="Vulkan",
+        device="Test GPU",
+        on_ms=quick,
+        off_ms=quick,
+        profile_sha=SHA,
+        layout="areas",
+        order="levels",
+        transfer_only=True,
+    )
     cpu = make_result(on_ms=ON, off_ms=OFF)
     fig = _drawn(monkeypatch, tmp_path, [plain, tuned, cpu])
     fig.canvas.draw()
@@ -818,15 +1015,19 @@ def test_plot_gives_each_configuration_of_a_backend_its_panel_on_the_backends_ms
     assert sorted(panels) == ["CPU", "Vulkan", "Vulkan, areas, levels, transfer-only"]
     vk, vk_tuned, cpu_ax = panels["Vulkan"], panels["Vulkan, areas, levels, transfer-only"], panels["CPU"]
     assert [t.get_text().split("\n")[0] for t in vk_tuned.get_yticklabels()] == [
-        "release Test GPU off", "release Test GPU on"]
+        "release Test GPU off",
+        "release Test GPU on",
+    ]
     assert len(vk.get_yticklabels()) == 4
     assert vk.get_xlim() == vk_tuned.get_xlim() and vk.get_xscale() == vk_tuned.get_xscale() == "log"
     low, high = vk.get_xlim()
-    assert low <= 1.0 and high >= 20.19                   # both panels' samples within the shared range
+    assert low <= 1.0 and high >= 20.19  # both panels' samples within the shared range
     assert cpu_ax.get_xlim() != vk.get_xlim() and cpu_ax.get_xscale() == "linear"
     # each configuration's samples in its own panel
-    dots = {name: sorted(x for c in ax.collections if not hasattr(c, "get_segments") for x, _ in c.get_offsets())
-            for name, ax in panels.items()}
+    dots = {
+        name: sorted(x for c in ax.collections if not hasattr(c, "get_segments") for x, _ in c.get_offsets())
+        for name, ax in panels.items()
+    }
     assert dots["Vulkan, areas, levels, transfer-only"] == sorted(quick + quick)
     assert min(dots["Vulkan"]) == 5.0
     # with one backend's times under 20x in all, the shared axis is linear from 0 in both panels
@@ -841,9 +1042,13 @@ def test_plot_names_the_host_when_results_come_from_two(monkeypatch, tmp_path, m
     rs = [make_result(on_ms=ON, off_ms=OFF, host="a"), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="b")]
     (ax,) = [ax for ax in _drawn(monkeypatch, tmp_path, rs).axes if ax.get_title(loc="left")]
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
-        "cpu-asan Test CPU off b (Test CPU)", "cpu-asan Test CPU on b (Test CPU)",
-        "release Test CPU off a (Test CPU)", "release Test CPU on a (Test CPU)"]
+        "cpu-asan Test CPU off b (Test CPU)",
+        "cpu-asan Test CPU on b (Test CPU)",
+        "release Test CPU off a (Test CPU)",
+        "release Test CPU on a (Test CPU)",
+    ]
     from sam3d.results import evidence
+
     with pytest.raises(evidence.ReportError, match="no results to plot"):
         evidence.plot([], tmp_path / "none.png")
 
@@ -869,7 +1074,7 @@ def test_no_self_check_or_probe_gap_without_their_measurements(make_result):
     assert limits.probe_gap(_rec(d)) == (1.2, pytest.approx(1.5 / 1.2 - 1.0))
     d["extra"]["floor_probe"]["median_ms"] = 0
     assert limits.probe_gap(_rec(d)) is None
-    d["extra"]["floor_probe"]["median_ms"] = None    # the probe found no floor (a CPU device)
+    d["extra"]["floor_probe"]["median_ms"] = None  # the probe found no floor (a CPU device)
     assert limits.probe_gap(_rec(d)) is None
     cpu = make_result(on_ms=ON, off_ms=OFF, profile_sha=SHA)
     cpu["extra"] = {"floor_probe": {"schema": "sam3d-floor-probe/1", "median_ms": 1.0}}
@@ -881,6 +1086,7 @@ def test_plot_panels_grow_with_their_rows(monkeypatch, tmp_path, make_result):
     """The figure's layout: panels stacked in one column, each as tall as its rows plus one
     (its title and axis), the figure growing by the same height per row and per panel, laid
     out by matplotlib's constrained layout so labels fit."""
+
     def drawn(*backends):
         rs = [make_result(variant=v, backend=b, on_ms=ON, off_ms=OFF) for b, v in backends]
         return _drawn(monkeypatch, tmp_path, rs)
@@ -888,16 +1094,19 @@ def test_plot_panels_grow_with_their_rows(monkeypatch, tmp_path, make_result):
     two = drawn(("CPU", "release"))
     four = drawn(("CPU", "release"), ("CPU", "cpu-asan"))
     six = drawn(("CPU", "release"), ("CPU", "cpu-asan"), ("CPU", "vulkan-ubsan"))
-    split = drawn(("CPU", "release"), ("Vulkan", "cpu-asan"))        # four rows in two panels
+    split = drawn(("CPU", "release"), ("Vulkan", "cpu-asan"))  # four rows in two panels
     h = {k: f.get_size_inches()[1] for k, f in (("2", two), ("4", four), ("6", six), ("2+2", split))}
     assert h["4"] - h["2"] == pytest.approx(h["6"] - h["4"]) and h["4"] > h["2"]
-    assert h["2+2"] > h["4"]                                              # a panel adds height of its own
+    assert h["2+2"] > h["4"]  # a panel adds height of its own
     assert len({f.get_size_inches()[0] for f in (two, four, six, split)}) == 1
     axes = [ax for ax in split.axes if ax.get_title(loc="left")]
     grid = axes[0].get_subplotspec().get_gridspec()
     assert (grid.nrows, grid.ncols, list(grid.get_height_ratios())) == (2, 1, [3, 3])
-    assert split.get_layout_engine() is not None and type(split.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    assert (
+        split.get_layout_engine() is not None and type(split.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    )
     from sam3d.results import evidence
+
     with pytest.raises(evidence.ReportError, match="^no results to plot$"):
         evidence.plot([], tmp_path / "none.png")
 
@@ -907,14 +1116,18 @@ def test_plot_rows_boxes_samples_and_failures_sit_on_their_row(monkeypatch, tmp_
     it, its device cut to 32 characters in the label; a failed row's FAILED text is red, at
     the panel's left edge; the figure holds the panels and nothing else."""
     import matplotlib.colors as mcolors
+
     long = "D" * 40
-    ok = make_result(device=long, on_ms=ON + [100.0], off_ms=OFF + [1.0])   # outliers beyond 1.5 IQR
+    ok = make_result(device=long, on_ms=ON + [100.0], off_ms=OFF + [1.0])  # outliers beyond 1.5 IQR
     ok["protocol"]["images"] = 21
     bad = make_result(variant="cpu-asan", device=long, status="failed", reason="oom", on_ms=None, off_ms=None)
     fig = _drawn(monkeypatch, tmp_path, [ok, bad])
     (ax,) = fig.axes
     assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [
-        "cpu-asan " + "D" * 32 + " -", "release " + "D" * 32 + " off", "release " + "D" * 32 + " on"]
+        "cpu-asan " + "D" * 32 + " -",
+        "release " + "D" * 32 + " off",
+        "release " + "D" * 32 + " on",
+    ]
     (text,) = ax.texts
     assert text.get_position() == (0.01, 0) and text.get_transform() == ax.get_yaxis_transform()
     assert mcolors.to_hex(text.get_color()) == mcolors.to_hex("tab:red")
@@ -932,13 +1145,15 @@ def test_plot_bars_span_their_row_over_the_samples_drawn_as_the_legend_keys_them
     centred on it and short of the next (evidence.py: _BAR_HALF_HEIGHT), drawn over the
     samples; the legend keys them with lines of the bars' colours and widths."""
     import matplotlib.colors as mcolors
+
     from sam3d.results import evidence
+
     fig = _drawn(monkeypatch, tmp_path, [_result(make_result, floor=1.5)])
     (ax,) = fig.axes
     bars = [c for c in ax.collections if hasattr(c, "get_segments")]
     dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
     segs = [(seg, mcolors.to_hex(c)) for b in bars for seg, c in zip(b.get_segments(), b.get_colors())]
-    assert len(segs) == 4 + 3                                   # floors of on, zerocopy, queued, off; 3 limits
+    assert len(segs) == 4 + 3  # floors of on, zerocopy, queued, off; 3 limits
     for (x0, y0), (x1, y1) in (s for s, _ in segs):
         row = round((y0 + y1) / 2)
         assert x0 == x1 and (y0 + y1) / 2 == pytest.approx(row)
@@ -958,10 +1173,20 @@ def test_plot_fixes_its_fonts_legend_place_and_resolution(monkeypatch, tmp_path,
     _FIGURE_WIDTH_IN x _DPI pixels wide."""
     import matplotlib
     import matplotlib.text
+
     from sam3d.results import evidence
+
     failed = make_result(variant="cpu-asan", status="failed", reason="oom", on_ms=None, off_ms=None)
-    with matplotlib.rc_context({"font.size": 13, "axes.titlesize": 13, "legend.fontsize": 13, "legend.loc": "lower left",
-                                "figure.dpi": 50, "savefig.dpi": 50}):
+    with matplotlib.rc_context(
+        {
+            "font.size": 13,
+            "axes.titlesize": 13,
+            "legend.fontsize": 13,
+            "legend.loc": "lower left",
+            "figure.dpi": 50,
+            "savefig.dpi": 50,
+        }
+    ):
         fig = _drawn(monkeypatch, tmp_path, [make_result(on_ms=ON, off_ms=OFF), failed])
         fig.canvas.draw()
     (ax,) = fig.axes
@@ -973,22 +1198,27 @@ def test_plot_fixes_its_fonts_legend_place_and_resolution(monkeypatch, tmp_path,
     (legend,) = fig.legends
     assert {t.get_fontsize() for t in legend.get_texts()} == {evidence._LEGEND_FONT}
     a, b = (t.get_window_extent() for t in legend.get_texts())
-    assert a.x1 < b.x0 and a.y0 == pytest.approx(b.y0)          # one row, two columns
+    assert a.x1 < b.x0 and a.y0 == pytest.approx(b.y0)  # one row, two columns
     box = legend.get_window_extent()
-    assert box.y0 >= ax.get_window_extent().y1 and box.x1 > fig.bbox.width / 2   # above the panel, right
+    assert box.y0 >= ax.get_window_extent().y1 and box.x1 > fig.bbox.width / 2  # above the panel, right
     png = (tmp_path / "t.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == evidence._FIGURE_WIDTH_IN * evidence._DPI
+    assert (
+        png[:8] == b"\x89PNG\r\n\x1a\n"
+        and int.from_bytes(png[16:20], "big") == evidence._FIGURE_WIDTH_IN * evidence._DPI
+    )
 
 
 def test_plot_spreads_each_rows_samples_in_turn_over_its_line(monkeypatch, tmp_path, make_result):
     """Sample k of a row is drawn at the row's line plus the k-th offset of evidence._JITTER
     (cycling), so equal times stay visible."""
     from sam3d.results import evidence
+
     fig = _drawn(monkeypatch, tmp_path, [make_result(on_ms=ON, off_ms=OFF)])
     (ax,) = fig.axes
     dots = [c for c in ax.collections if not hasattr(c, "get_segments")]
     assert [[round(yv, 9) for _, yv in d.get_offsets()] for d in dots] == [
-        [round(row + evidence._JITTER[k % len(evidence._JITTER)], 9) for k in range(20)] for row in (0, 1)]
+        [round(row + evidence._JITTER[k % len(evidence._JITTER)], 9) for k in range(20)] for row in (0, 1)
+    ]
 
 
 @pytest.mark.parametrize("low, high, log", [(1.0, 20.0, False), (1.0, 20.5, True), (0.1, 3.0, True), (0.5, 5.0, False)])
@@ -1002,19 +1232,23 @@ def test_plot_goes_logarithmic_beyond_twenty_times(monkeypatch, tmp_path, make_r
 
 def test_plot_creates_the_folders_it_writes_into(tmp_path, make_result):
     from sam3d.results import evidence
+
     p = evidence.plot([_rec(make_result(on_ms=ON, off_ms=OFF))], tmp_path / "new" / "deeper" / "t.png")
     assert p == tmp_path / "new" / "deeper" / "t.png" and p.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("both, up, down, ok", [
-    # download the slower (0.70): the low tolerance is both's 0.002 + download's 0.001, not upload's 0.05
-    ((0.6950, 0.6970), (0.60, 0.65), (0.700, 0.701), False),
-    ((0.6975, 0.6995), (0.60, 0.65), (0.700, 0.701), True),
-    # a tie (0.70 each way): the upload's resolution (0.05) is the slower direction's
-    ((0.6950, 0.6970), (0.70, 0.75), (0.700, 0.701), True),
-    # the cap is 1% of both, so it grows with the floor: 2 ms missed by 0.015 ms is within 0.01995
-    ((1.995, 2.4), (1.0, 1.3), (0.98, 1.2), True),
-])
+@pytest.mark.parametrize(
+    "both, up, down, ok",
+    [
+        # download the slower (0.70): the low tolerance is both's 0.002 + download's 0.001, not upload's 0.05
+        ((0.6950, 0.6970), (0.60, 0.65), (0.700, 0.701), False),
+        ((0.6975, 0.6995), (0.60, 0.65), (0.700, 0.701), True),
+        # a tie (0.70 each way): the upload's resolution (0.05) is the slower direction's
+        ((0.6950, 0.6970), (0.70, 0.75), (0.700, 0.701), True),
+        # the cap is 1% of both, so it grows with the floor: 2 ms missed by 0.015 ms is within 0.01995
+        ((1.995, 2.4), (1.0, 1.3), (0.98, 1.2), True),
+    ],
+)
 def test_the_self_checks_low_tolerance_takes_the_slower_direction_and_the_cap_grows_with_the_floor(both, up, down, ok):
     check = limits.floor_check(_floor(_blocks(*both), _blocks(*up), _blocks(*down)))
     assert check.ok == ok
@@ -1026,7 +1260,8 @@ def test_back_to_back_graphs_are_shown_from_two_on(make_result):
     rts = d["extra"]["round_trips"]
     rts.update(back_to_back=_blocks(0.10), back_to_back_graphs=2)
     assert f"2 graphs back to back 0.1000 ms ({0.10 - 0.04:+.4f} ms per graph after the first)" in limits.describe(
-        _rec(d))
+        _rec(d)
+    )
     del rts["back_to_back_graphs"]
     assert "back to back" not in limits.describe(_rec(d))
 
@@ -1044,7 +1279,13 @@ def test_a_limit_names_its_mode_and_terms(make_result):
     r = _result(make_result, transfer_only=True, floor=1.5, rt_download=0.03, memcpy=4.0)
     q = limits.limit(r, _row(r, "queued"))
     assert (q.mode, q.floor_ms, q.round_trip, q.round_trip_ms, q.round_trips, q.memcpy_ms) == (
-        "queued", 1.5, "download", 0.03, 55, 0.0)
+        "queued",
+        1.5,
+        "download",
+        0.03,
+        55,
+        0.0,
+    )
     on = limits.limit(r, _row(r, "on"))
     assert (on.mode, on.round_trips, on.memcpy_ms, on.waits) == ("on", 83, 4.0, None)
 
@@ -1059,13 +1300,20 @@ def test_a_staging_memcpy_without_its_gb_per_s_shows_none(make_result):
 
 # --- the table's columns and notes (table.build's docstring; docs/benchmark.md) --------------
 
+
 def _header_and_aligns(md):
     """The header of table.md's pipe table and each column's alignment ("left"/"right")."""
     tab = [line for line in md.splitlines() if line.startswith("|")]
     header = [c.strip() for c in tab[0].strip("|").split("|")]
     rule = [c.strip() for c in tab[1].strip("|").split("|")]
-    aligns = ["left" if c.startswith(":") and not c.endswith(":") else "right" if c.endswith(":") and not
-              c.startswith(":") else c for c in rule]
+    aligns = [
+        "left"
+        if c.startswith(":") and not c.endswith(":")
+        else "right"
+        if c.endswith(":") and not c.startswith(":")
+        else c
+        for c in rule
+    ]
     return header, dict(zip(header, aligns))
 
 
@@ -1077,8 +1325,21 @@ def test_numbers_are_right_aligned_and_names_and_words_left(make_result):
     r = _result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
     cpu = _rec(make_result(on_ms=ON[:19], off_ms=OFF[:19], bytes_down=32_403_592, fallbacks={"oversized": 2}))
     header, aligns = _header_and_aligns(table.render([r, cpu]))
-    right = ["median ms", "p95 ms", "min-max ms", "n", "async up/down", "sync up/down", "bytes up/down",
-             "speedup", "saved vs on ms", "x floor", "x limit", "waits", "excluded ms"]
+    right = [
+        "median ms",
+        "p95 ms",
+        "min-max ms",
+        "n",
+        "async up/down",
+        "sync up/down",
+        "bytes up/down",
+        "speedup",
+        "saved vs on ms",
+        "x floor",
+        "x limit",
+        "waits",
+        "excluded ms",
+    ]
     left = ["backend", "device", "batching", "fallbacks", "profile"]
     assert sorted(header) == sorted(right + left)
     assert aligns == {**{h: "right" for h in right}, **{h: "left" for h in left}}
@@ -1089,12 +1350,22 @@ def test_a_rows_own_measurements_stay_in_the_table_when_every_row_reads_the_same
     measurements stay, each its value: 5.095 / 1.5 x floor, 5.095 / (1.5 + 56 x 0.04) x limit,
     56 waits made of W = 56, writes + reads excluded."""
     from test_report import parse
+
     d = _doc(make_result, writes=[0.5] * 20, reads=[0.25] * 20)
     d["rows"] = [row for row in d["rows"] if row["batching"] == "queued"]
     caption, header, rows = parse(table.render([_rec(d)]))
     assert header == ["median ms", "p95 ms", "min-max ms", "x floor", "x limit", "waits", "excluded ms"]
-    assert rows == [{"median ms": "5.095", "p95 ms": "5.180", "min-max ms": "5.000-5.190", "x floor": "3.4x (1.500)",
-                     "x limit": "1.36x (3.740)", "waits": "56/56", "excluded ms": "0.500 + 0.250"}]
+    assert rows == [
+        {
+            "median ms": "5.095",
+            "p95 ms": "5.180",
+            "min-max ms": "5.000-5.190",
+            "x floor": "3.4x (1.500)",
+            "x limit": "1.36x (3.740)",
+            "waits": "56/56",
+            "excluded ms": "0.500 + 0.250",
+        }
+    ]
     assert (caption["batching"], caption["n"], caption["backend"]) == ("queued", "20", "Vulkan")
 
 
@@ -1104,48 +1375,62 @@ def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full
     bytes, calls and sampling and its self-check; each mode's limit, G, W and RT and the waits
     cell; what the zerocopy and queued rows leave untimed."""
     notes = _notes([_result(make_result, writes=[0.5] * 20, reads=[0.25] * 20)])
-    floor, limit, excluded = (next(n for n in notes if n.startswith(k))
-                              for k in ("x floor:", "x limit:", "excluded ms:"))
-    assert floor == ("x floor: median over the transfer floor measured in the same run (the profile's bytes as one "
-                     "async upload and one async download from the host buffer type's memory, offsets aligned, one "
-                     "synchronize; sampled after every image, the smallest of its block medians; ms in parentheses); "
-                     "its self-check: both directions within [max, sum] of each direction alone.")
-    assert limit == ("x limit: median over the mode's modelled limit from the same run's measurements and the profile "
-                     "(ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at plain "
-                     "memcpy speed on the session's copy threads (they overlap, piece by piece); zerocopy = floor + "
-                     "G x RT; queued = floor + W x RT; G = the profile's graphs, W = the mandatory waits (dependency "
-                     "points, the synchronous graph's blocking uploads, compute and downloads, ring waits where the "
-                     "bytes in flight exceed 32 MiB, the end); RT = the download round trip on transfer-only rows, "
-                     "the graph round trip with compute. waits: made/mandatory per image, **+N** marks waits beyond "
-                     "the model. docs/benchmark.md, \"Transfer floor, round trips and limits\".")
-    assert excluded == ("excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
-                        "producer's writes into slots + the consumer's reads out of them; the staged row times its "
-                        "copies, the off row GGML's.")
+    floor, limit, excluded = (
+        next(n for n in notes if n.startswith(k)) for k in ("x floor:", "x limit:", "excluded ms:")
+    )
+    assert floor == (
+        "x floor: median over the transfer floor measured in the same run (the profile's bytes as one "
+        "async upload and one async download from the host buffer type's memory, offsets aligned, one "
+        "synchronize; sampled after every image, the smallest of its block medians; ms in parentheses); "
+        "its self-check: both directions within [max, sum] of each direction alone."
+    )
+    assert limit == (
+        "x limit: median over the mode's modelled limit from the same run's measurements and the profile "
+        "(ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at plain "
+        "memcpy speed on the session's copy threads (they overlap, piece by piece); zerocopy = floor + "
+        "G x RT; queued = floor + W x RT; G = the profile's graphs, W = the mandatory waits (dependency "
+        "points, the synchronous graph's blocking uploads, compute and downloads, ring waits where the "
+        "bytes in flight exceed 32 MiB, the end); RT = the download round trip on transfer-only rows, "
+        "the graph round trip with compute. waits: made/mandatory per image, **+N** marks waits beyond "
+        "the model. docs/benchmark.md, \"Transfer floor, round trips and limits\"."
+    )
+    assert excluded == (
+        "excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
+        "producer's writes into slots + the consumer's reads out of them; the staged row times its "
+        "copies, the off row GGML's."
+    )
     from pathlib import Path
+
     doc = (Path(__file__).parents[1] / "docs" / "benchmark.md").read_text()
-    assert "\n## Transfer floor, round trips and limits\n" in doc     # the section the note names
+    assert "\n## Transfer floor, round trips and limits\n" in doc  # the section the note names
 
 
 def test_each_results_limits_line_comes_once_and_names_its_host_among_several(make_result):
     """One limits line per result, however many rows it has (a failed result has none), named
     by its configuration where it is not the default; with results from two hosts each line,
     and each warning about its floor, names the host."""
-    a = _doc(make_result, floor=1.6, probe=1.2)                          # self-check and probe both flagged
+    a = _doc(make_result, floor=1.6, probe=1.2)  # self-check and probe both flagged
     b = _doc(make_result, floor=1.5)
     b["variant"] = "cpu-asan"
     failed = make_result(variant="vulkan-ubsan", status="failed", reason="x", on_ms=None, off_ms=None)
     notes = _notes([a, b, failed])
-    assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == ["limits, cpu-asan Vulkan",
-                                                                            "limits, release Vulkan"]
+    assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
+        "limits, cpu-asan Vulkan",
+        "limits, release Vulkan",
+    ]
     tuned = _doc(make_result, transfer_only=True, floor=1.5)
     tuned["layout"] = "areas"
     notes = _notes([a, tuned])
     assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
-        "limits, release Vulkan areas transfer-only", "limits, release Vulkan"]
+        "limits, release Vulkan areas transfer-only",
+        "limits, release Vulkan",
+    ]
     b["machine"]["hostname"] = "host-b"
     notes = _notes([a, b])
     assert [n.split(":")[0] for n in notes if n.startswith("limits, ")] == [
-        "limits, cpu-asan Vulkan host-b (Test CPU)", "limits, release Vulkan host-a (Test CPU)"]
+        "limits, cpu-asan Vulkan host-b (Test CPU)",
+        "limits, release Vulkan host-a (Test CPU)",
+    ]
     warned = [n for n in notes if n.startswith("WARNING: ")]
     assert len(warned) == 2 and all(n.startswith("WARNING: release Vulkan host-a (Test CPU): the ") for n in warned)
 
@@ -1156,8 +1441,10 @@ def test_a_failed_self_check_warns_why_the_floor_cannot_be_right(make_result):
     notes = _notes([_result(make_result, floor=1.6, upload=0.8, download=0.75)])
     (warning,) = [n for n in notes if n.startswith("WARNING: ")]
     assert warning.startswith("WARNING: release Vulkan: the transfer floor's self-check FAILED")
-    assert warning.endswith(": both directions together must take at least the slower direction alone and at most "
-                            "the two alone in sequence.")
+    assert warning.endswith(
+        ": both directions together must take at least the slower direction alone and at most "
+        "the two alone in sequence."
+    )
 
 
 def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_measurement(make_result):
@@ -1179,12 +1466,13 @@ def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_
     old["extra"] = {"transfer_floor": {"median_ms": 2.0, "how": "async"}}
     (note,) = [n for n in _notes([old]) if "earlier measurement" in n]
     assert note.startswith("release Vulkan: a sam3d-bench-result/1 result: its floor is the earlier measurement")
-    assert note.endswith(", and it has no limits.")     # record.py: version 1 renders without limits
+    assert note.endswith(", and it has no limits.")  # record.py: version 1 renders without limits
     old["extra"] = {}
     assert not any("earlier measurement" in n for n in _notes([old]))
 
 
 # --- the model's inputs where a result lacks some, and the plot's axes -----------------------
+
 
 def test_the_queued_limit_rounds_slots_to_the_drivers_staging_alignment(make_result):
     """W counts ring waits with each slot rounded up to the staging alignment the driver
@@ -1227,6 +1515,7 @@ def test_a_duplex_without_both_byte_counts_gives_no_rate():
         assert line.startswith("duplex (upload and download on two backends at once) 0.500 ms, ") and "GB/s" not in line
     assert " 0.500 ms = 3.2 GB/s, " in limits.duplex(_duplex_floor(0.8, 0.75, 0.5))
 
+
 def test_the_event_wait_round_trips_are_shown_only_as_a_pair(make_result):
     """The event-waited round trips (download and graph) are one diagnostic: a result that
     recorded only one of them shows neither, and its limits line is still written."""
@@ -1241,8 +1530,9 @@ def test_a_failed_result_without_a_backend_has_a_panel_named_dash(monkeypatch, t
     """A result that failed before it had a backend (a build failure) is drawn in a panel
     titled "-" (the table's word for what a failed result does not record), saying FAILED and
     why; the panels after it keep their own axes, fitted to their times."""
-    build = make_result(status="failed", reason="build failed: conan exit 1", backend=None, device=None,
-                        on_ms=None, off_ms=None)
+    build = make_result(
+        status="failed", reason="build failed: conan exit 1", backend=None, device=None, on_ms=None, off_ms=None
+    )
     fig = _drawn(monkeypatch, tmp_path, [build, make_result(on_ms=ON, off_ms=OFF)])
     panels = {ax.get_title(loc="left"): ax for ax in fig.axes if ax.get_title(loc="left")}
     assert list(panels) == ["-", "CPU"]
@@ -1269,6 +1559,7 @@ def test_the_evidence_folder_is_made_with_the_folders_above_it(tmp_path, make_re
     """write_evidence() makes the folder it is given, and those above it, as plot() and
     record.write() do for their files."""
     from sam3d.results import evidence
+
     d = evidence.write_evidence([_rec(make_result(on_ms=ON, off_ms=OFF))], tmp_path / "new" / "run-1")
     assert d == tmp_path / "new" / "run-1"
     assert (d / evidence.TABLE_FILE).is_file() and (d / evidence.PLOT_FILE).is_file()

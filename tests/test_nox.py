@@ -10,8 +10,9 @@ NOX = str(Path(sys.executable).with_name("nox"))
 
 
 def _nox(*args, env=None):
-    return subprocess.run([NOX, "-f", str(ROOT / "noxfile.py"), *args], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=ROOT)
+    return subprocess.run(
+        [NOX, "-f", str(ROOT / "noxfile.py"), *args], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
 
 
 def _sessions(listing):
@@ -33,10 +34,15 @@ def test_every_description_is_one_complete_sentence():
 
 
 def test_a_tag_selects_only_the_sessions_it_names():
-    for tag, want in (("bench", {"bench"}), ("report", {"report"}), ("device", {"device"}),
-                      ("test", {"tests", "sanitize", "validate"})):
-        selected = {line[2:].split(" ")[0] for line in _nox("-t", tag, "-l").stdout.splitlines()
-                    if line.startswith("* ")}
+    for tag, want in (
+        ("bench", {"bench"}),
+        ("report", {"report"}),
+        ("device", {"device"}),
+        ("test", {"tests", "sanitize", "validate"}),
+    ):
+        selected = {
+            line[2:].split(" ")[0] for line in _nox("-t", tag, "-l").stdout.splitlines() if line.startswith("* ")
+        }
         assert selected == want, tag
 
 
@@ -65,6 +71,6 @@ def test_plain_nox_runs_lint_alone_the_session_that_builds_nothing():
     listing = _nox("-l").stdout.splitlines()
     assert [line[2:].split(" ")[0] for line in listing if line.startswith("* ")] == ["lint"]
     src = (ROOT / "noxfile.py").read_text()
-    body = src[src.index("def lint("):src.index("\n@nox.session", src.index("def lint("))]
+    body = src[src.index("def lint(") : src.index("\n@nox.session", src.index("def lint("))]
     assert '"ruff", "check"' in body and '"ruff", "format", "--check"' in body and "jscpd" in body
     assert "_sam3d(" not in body and "\"sam3d\"" not in body

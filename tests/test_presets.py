@@ -31,11 +31,19 @@ def test_preset_carries_the_test_environment(name, tmp_path):
     if v.ubsan:
         assert "halt_on_error=1" in want["UBSAN_OPTIONS"]
     # the same tests as `ctest -L normal` in the build folder
-    listed = subprocess.run([CTEST, "--preset", name, "-N", "--output-junit", str(tmp_path / "j.xml")],
-                            cwd=ROOT / "native", capture_output=True,
-                            text=True, check=True).stdout.splitlines()[-1]
-    direct = subprocess.run([CTEST, "--test-dir", str(ctest.build_folder(v)), "-L", "normal", "-N"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+    listed = subprocess.run(
+        [CTEST, "--preset", name, "-N", "--output-junit", str(tmp_path / "j.xml")],
+        cwd=ROOT / "native",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()[-1]
+    direct = subprocess.run(
+        [CTEST, "--test-dir", str(ctest.build_folder(v)), "-L", "normal", "-N"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()[-1]
     assert listed == direct and listed.startswith("Total Tests: ")
 
 
@@ -46,14 +54,21 @@ def test_preset_fails_on_a_planted_ub_report(tmp_path, monkeypatch):
     v = _built("cpu-asan")
     canary = ctest.build_folder(v) / "tests" / "sanitizer_canary_ub"
     (tmp_path / "CTestTestfile.cmake").write_text(
-        f'add_test(planted_ub "{canary}")\nset_tests_properties(planted_ub PROPERTIES LABELS normal)\n')
+        f'add_test(planted_ub "{canary}")\nset_tests_properties(planted_ub PROPERTIES LABELS normal)\n'
+    )
     junit = ["--output-junit", str(tmp_path / "junit.xml")]
     bare = {k: x for k, x in os.environ.items() if not k.endswith("SAN_OPTIONS")}
-    plain = subprocess.run([CTEST, "--test-dir", str(tmp_path), "-L", "normal", "-V"],
-                           env=bare, capture_output=True, text=True)
+    plain = subprocess.run(
+        [CTEST, "--test-dir", str(tmp_path), "-L", "normal", "-V"], env=bare, capture_output=True, text=True
+    )
     assert plain.returncode == 0 and "runtime error: signed integer overflow" in plain.stdout
-    preset = subprocess.run([CTEST, "--preset", "cpu-asan", "--test-dir", str(tmp_path), *junit],
-                            cwd=ROOT / "native", env=bare, capture_output=True, text=True)
+    preset = subprocess.run(
+        [CTEST, "--preset", "cpu-asan", "--test-dir", str(tmp_path), *junit],
+        cwd=ROOT / "native",
+        env=bare,
+        capture_output=True,
+        text=True,
+    )
     assert preset.returncode != 0, preset.stdout
     assert "runtime error: signed integer overflow" in preset.stdout and "planted_ub (Failed)" in preset.stdout
     monkeypatch.setattr(ctest, "build_folder", lambda _v: tmp_path)

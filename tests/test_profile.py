@@ -38,8 +38,16 @@ def test_groups_of_the_batched_graphs(committed):
     groups = {}
     for g in committed["graphs"]:
         groups[g["group"]] = groups.get(g["group"], 0) + 1
-    assert groups == {"image_encoder": 1, "prompts": 2, "conditioning": 4, "decoder": 24, "pose_head": 12,
-                      "camera_head": 4, "feedback": 12, "mhr_projection": 24}
+    assert groups == {
+        "image_encoder": 1,
+        "prompts": 2,
+        "conditioning": 4,
+        "decoder": 24,
+        "pose_head": 12,
+        "camera_head": 4,
+        "feedback": 12,
+        "mhr_projection": 24,
+    }
 
 
 def test_every_batched_graph_fits_the_staging_bound_and_sizes_are_f32(committed):
@@ -61,7 +69,8 @@ def test_dependencies_point_back_at_same_sized_downloads(committed):
         by_name[g["name"]] = g
     assert fed > 80  # most graphs consume earlier outputs
     assert by_name["conditioning.image_proj"]["depends_on_downloads"] == [
-        {"upload": 0, "graph": "image_encoder", "download": 0}]
+        {"upload": 0, "graph": "image_encoder", "download": 0}
+    ]
 
 
 def test_generator_reproduces_the_committed_file_byte_for_byte():
@@ -99,6 +108,7 @@ def test_size_not_f32_is_named(committed):
 def test_dependency_on_a_later_graph_is_refused(committed):
     def change(p):
         p["graphs"][3]["depends_on_downloads"][0]["graph"] = "decoder.0.0"
+
     with pytest.raises(profile.ProfileError, match="'decoder.0.0' is not an earlier graph"):
         profile.validate(_broken(committed, change))
 
@@ -107,6 +117,7 @@ def test_dependency_size_mismatch_is_refused(committed):
     def change(p):
         p["graphs"][3]["depends_on_downloads"][0]["download"] = 0
         p["graphs"][3]["depends_on_downloads"][0]["graph"] = "prompts.keypoints"
+
     with pytest.raises(profile.ProfileError, match="5242880 bytes but prompts.keypoints download 0 is 147456"):
         profile.validate(_broken(committed, change))
 
@@ -114,6 +125,7 @@ def test_dependency_size_mismatch_is_refused(committed):
 def test_oversized_batched_graph_is_refused(committed):
     def change(p):
         p["graphs"][1]["uploads"][0] = 40 * 1024 * 1024
+
     with pytest.raises(profile.ProfileError, match="exceed the 33554432-byte staging bound"):
         profile.validate(_broken(committed, change))
 

@@ -9,9 +9,11 @@ from sam3d.tools import build
 def test_a_running_compile_is_named(tmp_path):
     src = tmp_path / "slow_unit.cpp"
     # enough template work to keep g++ busy for a moment
-    src.write_text("#include <regex>\n#include <map>\n#include <string>\n"
-                   "std::map<std::string, std::regex> m{{\"a\", std::regex(\"[a-z]+\")}};\n"
-                   "int main() { return std::regex_match(\"abc\", m[\"a\"]) ? 0 : 1; }\n")
+    src.write_text(
+        "#include <regex>\n#include <map>\n#include <string>\n"
+        "std::map<std::string, std::regex> m{{\"a\", std::regex(\"[a-z]+\")}};\n"
+        "int main() { return std::regex_match(\"abc\", m[\"a\"]) ? 0 : 1; }\n"
+    )
     proc = subprocess.Popen(["g++", "-O2", "-c", str(src), "-o", str(tmp_path / "o.o")])
     since: dict = {}
     try:
@@ -22,8 +24,8 @@ def test_a_running_compile_is_named(tmp_path):
     finally:
         proc.wait(timeout=120)
     assert [s for s, _ in first] == [str(src)]
-    assert second and second[0][0] == str(src) and second[0][1] >= 0.4   # seconds since first seen
-    assert build._compiling(since) == [] and since == {}                  # finished: forgotten
+    assert second and second[0][0] == str(src) and second[0][1] >= 0.4  # seconds since first seen
+    assert build._compiling(since) == [] and since == {}  # finished: forgotten
 
 
 def test_only_a_build_that_compiled_counts_as_real(tmp_path):

@@ -34,14 +34,18 @@ def test_the_committed_equivalents_load_each_with_a_reason():
 
 
 def test_an_entry_loads(tmp_path):
-    assert _load(tmp_path, ENTRY) == [Equivalent("sam3d.results.stats.x_median",
-                                                 "return float(np.median(_values(samples)))", "the same")]
+    assert _load(tmp_path, ENTRY) == [
+        Equivalent("sam3d.results.stats.x_median", "return float(np.median(_values(samples)))", "the same")
+    ]
 
 
-@pytest.mark.parametrize("change, message", [
-    (('reason = "the same"', 'reason = " "'), r"equivalent\[0\]: missing reason"),
-    (('change = "return float(np.median(_values(samples)))"\n', ''), "missing change"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (('reason = "the same"', 'reason = " "'), r"equivalent\[0\]: missing reason"),
+        (('change = "return float(np.median(_values(samples)))"\n', ''), "missing change"),
+    ],
+)
 def test_an_entry_without_its_change_or_reason_is_refused(tmp_path, change, message):
     with pytest.raises(pymutants.PyMutantError, match=message):
         _load(tmp_path, ENTRY.replace(*change))
@@ -84,13 +88,25 @@ def _score(statuses, equivalents=(), changes=None):
     """A Score whose survivors each change "x" (or ``changes``' text), with entries listing the
     mutants in ``equivalents`` (by their function and that change)."""
     changes = {m: "x" for m, st in statuses.items() if st in pymutants.UNDETECTED} | (changes or {})
-    return Score(dict(statuses), [Equivalent(pymutants.function_of(m), changes.get(m, "x"), "a reason")
-                                  for m in equivalents], changes)
+    return Score(
+        dict(statuses),
+        [Equivalent(pymutants.function_of(m), changes.get(m, "x"), "a reason") for m in equivalents],
+        changes,
+    )
 
 
 def test_the_score_is_detected_over_all_but_the_equivalents():
-    s = _score({"f__mutmut_1": "killed", "f__mutmut_2": "killed", "g__mutmut_1": "timeout",
-                "g__mutmut_2": "survived", "h__mutmut_1": "survived"}, ["h__mutmut_1"], {"g__mutmut_2": "y"})
+    s = _score(
+        {
+            "f__mutmut_1": "killed",
+            "f__mutmut_2": "killed",
+            "g__mutmut_1": "timeout",
+            "g__mutmut_2": "survived",
+            "h__mutmut_1": "survived",
+        },
+        ["h__mutmut_1"],
+        {"g__mutmut_2": "y"},
+    )
     assert (s.detected, s.scored, s.ratio) == (3, 4, 0.75)
     assert s.unexplained == ["g__mutmut_2"] and not s.ok
     assert "5 mutants: 2 killed, 1 timed out, 1 equivalent, 1 survived; score 3/4 = 75.0%" in s.summary()
@@ -115,18 +131,24 @@ def test_an_entry_matches_by_function_and_change_whatever_the_mutants_number():
     survivor that makes the listed change, and no other survivor of that function."""
     entry = Equivalent("sam3d.results.stats.x_median", "return None", "a reason")
     run = {"sam3d.results.stats.x_median__mutmut_7": "survived", "sam3d.results.stats.x_median__mutmut_8": "survived"}
-    s = Score(run, [entry], {"sam3d.results.stats.x_median__mutmut_7": "return 0",
-                             "sam3d.results.stats.x_median__mutmut_8": "return None"})
+    s = Score(
+        run,
+        [entry],
+        {"sam3d.results.stats.x_median__mutmut_7": "return 0", "sam3d.results.stats.x_median__mutmut_8": "return None"},
+    )
     assert s.equivalent == {"sam3d.results.stats.x_median__mutmut_8"}
     assert s.unexplained == ["sam3d.results.stats.x_median__mutmut_7"] and s.stale == []
 
 
 def test_an_entry_that_matches_no_survivor_fails_the_run_unless_its_function_is_unchecked():
-    killed = Equivalent("k", "x", "a reason")          # its mutant is killed now
+    killed = Equivalent("k", "x", "a reason")  # its mutant is killed now
     changed = Equivalent("c", "old line", "a reason")  # its line reads otherwise now
-    waiting = Equivalent("n", "x", "a reason")         # its function's mutants are not all checked
-    s = Score({"k__mutmut_1": "killed", "c__mutmut_1": "survived", "n__mutmut_1": "not checked"},
-              [killed, changed, waiting], {"c__mutmut_1": "new line"})
+    waiting = Equivalent("n", "x", "a reason")  # its function's mutants are not all checked
+    s = Score(
+        {"k__mutmut_1": "killed", "c__mutmut_1": "survived", "n__mutmut_1": "not checked"},
+        [killed, changed, waiting],
+        {"c__mutmut_1": "new line"},
+    )
     assert s.stale == [killed, changed] and not s.ok
     assert s.equivalent == set() and s.unexplained == ["c__mutmut_1"]
 
@@ -148,12 +170,16 @@ def test_the_core_options_are_refused_with_python(capsys):
 
 
 def test_the_table_counts_each_module_and_the_summary_what_is_not_checked():
-    s = _score({"sam3d.results.stats.x_median__mutmut_1": "killed",
-                "sam3d.results.stats.x_median__mutmut_2": "survived",
-                "sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3": "survived",
-                "sam3d.results.limits.x_limit__mutmut_9": "timeout",
-                "sam3d.results.limits.x_limit__mutmut_10": "not checked"},
-               ["sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3"])
+    s = _score(
+        {
+            "sam3d.results.stats.x_median__mutmut_1": "killed",
+            "sam3d.results.stats.x_median__mutmut_2": "survived",
+            "sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3": "survived",
+            "sam3d.results.limits.x_limit__mutmut_9": "timeout",
+            "sam3d.results.limits.x_limit__mutmut_10": "not checked",
+        },
+        ["sam3d.results.limits.xǁFloorCheckǁ__str____mutmut_3"],
+    )
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in s.table().splitlines()[2:]]
     assert rows == [["limits", "3", "0", "1", "1", "0", "1"], ["stats", "2", "1", "0", "0", "1", "0"]]
     assert s.unfinished == ["sam3d.results.limits.x_limit__mutmut_10"]
@@ -196,22 +222,31 @@ def test_a_run_reruns_earlier_survivors_and_the_score_reads_mutmuts_results(tmp_
     fake.chmod(0o755)
     monkeypatch.setattr(pymutants, "_mutmut", lambda: str(fake))
     monkeypatch.setattr(pymutants.paths, "root", lambda: tmp_path)
-    verdicts = {"sam3d.results.stats.x_median__mutmut_1": "killed", "sam3d.results.stats.x_median__mutmut_2": "survived",
-                "sam3d.results.stats.x_p95__mutmut_1": "no tests"}
+    verdicts = {
+        "sam3d.results.stats.x_median__mutmut_1": "killed",
+        "sam3d.results.stats.x_median__mutmut_2": "survived",
+        "sam3d.results.stats.x_p95__mutmut_1": "no tests",
+    }
     (tmp_path / "verdicts.json").write_text(json.dumps(verdicts))
     lines = []
     pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
-    assert (tmp_path / "calls.txt").read_text().splitlines() == ["run --max-children 2"]   # no earlier run
+    assert (tmp_path / "calls.txt").read_text().splitlines() == ["run --max-children 2"]  # no earlier run
     assert lines == ["mutmut: 3/3  🎉 2 🫥 0  ⏰ 0  🤔 0  🙁 1  🔇 0  🧙 0"]
     pymutants.run([], 2, tmp_path / "log" / "m.log", progress=lines.append)
     assert (tmp_path / "calls.txt").read_text().splitlines()[1:] == [
-        "results --all true", "run --max-children 2",
-        "run --max-children 2 sam3d.results.stats.x_median__mutmut_2 sam3d.results.stats.x_p95__mutmut_1"]
-    eq = [Equivalent("sam3d.results.stats.x_median", "return None", "a reason"),
-          Equivalent("sam3d.results.stats.x_p95", "return 0", "another reason")]
+        "results --all true",
+        "run --max-children 2",
+        "run --max-children 2 sam3d.results.stats.x_median__mutmut_2 sam3d.results.stats.x_p95__mutmut_1",
+    ]
+    eq = [
+        Equivalent("sam3d.results.stats.x_median", "return None", "a reason"),
+        Equivalent("sam3d.results.stats.x_p95", "return 0", "another reason"),
+    ]
     s = pymutants.score(eq)
-    assert s.status == verdicts and s.changes == {"sam3d.results.stats.x_median__mutmut_2": "return None",
-                                                  "sam3d.results.stats.x_p95__mutmut_1": "return None"}
+    assert s.status == verdicts and s.changes == {
+        "sam3d.results.stats.x_median__mutmut_2": "return None",
+        "sam3d.results.stats.x_p95__mutmut_1": "return None",
+    }
     assert s.equivalent == {"sam3d.results.stats.x_median__mutmut_2"}
     assert s.unexplained == ["sam3d.results.stats.x_p95__mutmut_1"] and s.stale == [eq[1]]
 

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import records
 from sam3d.results import record
 
 DATA = Path(__file__).parent / "data"
@@ -23,8 +23,7 @@ FIXTURES = {
     "cpu-asan-run1.json": ("sam3d-bench-result/1", "CPU", "scattered", "profile", False, False),
     "v2-vulkan-areas-levels-transfer-only.json": ("sam3d-bench-result/2", "Vulkan", "areas", "levels", True, False),
     "v3-cuda-areas-levels-transfer-only.json": ("sam3d-bench-result/3", "CUDA", "areas", "levels", True, False),
-    "v3-lavapipe-areas-levels-transfer-only.json": ("sam3d-bench-result/3", "Vulkan", "areas", "levels", True,
-                                                    False),
+    "v3-lavapipe-areas-levels-transfer-only.json": ("sam3d-bench-result/3", "Vulkan", "areas", "levels", True, False),
     "v3-vulkan-transfer-queue.json": ("sam3d-bench-result/3", "Vulkan", "scattered", "profile", False, True),
 }
 
@@ -34,8 +33,12 @@ def test_every_version_reads_with_its_configuration_as_fields(name):
     version, backend, layout, order, transfer_only, transfer_queue = FIXTURES[name]
     r = record.read(DATA / name)
     assert (r.migrated_from, r.backend) == (version, backend)
-    assert r.configuration() == {"layout": layout, "order": order, "transfer_only": transfer_only,
-                                 "transfer_queue": transfer_queue}
+    assert r.configuration() == {
+        "layout": layout,
+        "order": order,
+        "transfer_only": transfer_only,
+        "transfer_queue": transfer_queue,
+    }
     assert r.ok and r.rows and all(len(row.samples) == r.protocol.images for row in r.rows)
 
 
@@ -86,26 +89,53 @@ def _drop(doc: dict, path: tuple) -> dict:
 
 # What a user sees for a file that does not fit: the file, the field, the problem.
 BAD = [
-    ("schema 5", lambda d: _set(d, ("schema",), "sam3d-bench-result/5"),
-     "field 'schema': is 'sam3d-bench-result/5': written by schema version 5; this reader reads version 4 or 3"),
+    (
+        "schema 5",
+        lambda d: _set(d, ("schema",), "sam3d-bench-result/5"),
+        "field 'schema': is 'sam3d-bench-result/5': written by schema version 5; this reader reads version 4 or 3",
+    ),
     ("no schema", lambda d: _drop(d, ("schema",)), "field 'schema': missing"),
-    ("a string for a time", lambda d: _set(d, ("rows", 1, "samples", 0, "wall_ms"), "1.5"),
-     "field 'rows[1].samples[0].wall_ms': Input should be a valid number"),
-    ("a negative count", lambda d: _set(d, ("rows", 0, "counters", "sync_uploads"), -1),
-     "field 'rows[0].counters.sync_uploads': Input should be greater than or equal to 0"),
-    ("an unknown top-level field", lambda d: _set(d, ("hostname",), "x"),
-     "field 'hostname': Extra inputs are not permitted"),
-    ("a mode twice", lambda d: _set(d, ("rows", 0, "batching"), "off"),
-     "field 'rows[1].batching': 'off' appears twice"),
-    ("a sample missing", lambda d: _set(d, ("rows", 0, "samples"), d["rows"][0]["samples"][:-1]),
-     "field 'rows[0].samples': has 4 entries but protocol.images is 5"),
+    (
+        "a string for a time",
+        lambda d: _set(d, ("rows", 1, "samples", 0, "wall_ms"), "1.5"),
+        "field 'rows[1].samples[0].wall_ms': Input should be a valid number",
+    ),
+    (
+        "a negative count",
+        lambda d: _set(d, ("rows", 0, "counters", "sync_uploads"), -1),
+        "field 'rows[0].counters.sync_uploads': Input should be greater than or equal to 0",
+    ),
+    (
+        "an unknown top-level field",
+        lambda d: _set(d, ("hostname",), "x"),
+        "field 'hostname': Extra inputs are not permitted",
+    ),
+    (
+        "a mode twice",
+        lambda d: _set(d, ("rows", 0, "batching"), "off"),
+        "field 'rows[1].batching': 'off' appears twice",
+    ),
+    (
+        "a sample missing",
+        lambda d: _set(d, ("rows", 0, "samples"), d["rows"][0]["samples"][:-1]),
+        "field 'rows[0].samples': has 4 entries but protocol.images is 5",
+    ),
     ("an ok result without a device", lambda d: _drop(d, ("device",)), "field 'device': an ok result needs it"),
-    ("a failed result without a reason", lambda d: _set(d, ("status",), "failed"),
-     "field 'reason': a failed result needs a non-empty reason"),
-    ("an unknown mode", lambda d: _set(d, ("rows", 0, "batching"), "fast"),
-     "field 'rows[0].batching': Input should be 'off', 'on', 'zerocopy' or 'queued'"),
-    ("a floor as text", lambda d: _set(d, ("extra", "transfer_floor", "median_ms"), "1.2"),
-     "field 'extra.transfer_floor.median_ms': Input should be a valid number"),
+    (
+        "a failed result without a reason",
+        lambda d: _set(d, ("status",), "failed"),
+        "field 'reason': a failed result needs a non-empty reason",
+    ),
+    (
+        "an unknown mode",
+        lambda d: _set(d, ("rows", 0, "batching"), "fast"),
+        "field 'rows[0].batching': Input should be 'off', 'on', 'zerocopy' or 'queued'",
+    ),
+    (
+        "a floor as text",
+        lambda d: _set(d, ("extra", "transfer_floor", "median_ms"), "1.2"),
+        "field 'extra.transfer_floor.median_ms': Input should be a valid number",
+    ),
 ]
 
 
@@ -117,10 +147,16 @@ def test_a_document_that_does_not_fit_is_one_error_naming_the_field(case, change
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("data, words", [
-    (b"\xff\xfe{", "not UTF-8 text"), (b'{"schema": "sam3d-bench-result/4",', "not valid JSON (line 1"),
-    (b"[1, 2]", "expected a JSON object, got list"), (b"[" * 100_000, "nested too deeply to be a result file")],
-    ids=["not utf-8", "truncated", "a list", "deep"])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"\xff\xfe{", "not UTF-8 text"),
+        (b'{"schema": "sam3d-bench-result/4",', "not valid JSON (line 1"),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        (b"[" * 100_000, "nested too deeply to be a result file"),
+    ],
+    ids=["not utf-8", "truncated", "a list", "deep"],
+)
 def test_bytes_that_are_not_a_result_are_one_error(tmp_path, data, words):
     f = tmp_path / "r.json"
     f.write_bytes(data)
@@ -171,9 +207,15 @@ def test_truncated_or_flipped_bytes_are_a_record_or_the_readers_error(name, data
     _accepts_or_refuses(bytes(raw))
 
 
-JSON_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
-                        st.text(max_size=8), st.lists(st.integers(), max_size=3),
-                        st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+JSON_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
 
 
 @PROPERTY
@@ -200,6 +242,7 @@ def test_records_helper_reads_documents_like_files(make_result):
 
 # --- what a version-4 file may not say, and JSON that readers disagree on ----------------------
 
+
 def _v4() -> dict:
     """A version-4 document as the benchmark writes one (not migrated)."""
     doc = record.read(DATA / "v3-cuda-areas-levels-transfer-only.json").document()
@@ -207,17 +250,30 @@ def _v4() -> dict:
     return doc
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d.update(backend="CUDA areas"), "field 'backend': ends in ' areas', a configuration suffix of "
-                                               "versions 1-3; version 4 names the backend alone"),
-    (lambda d: d.update(backend="Vulkan (transfer-only)"), "field 'backend': ends in ' (transfer-only)'"),
-    (lambda d: d["extra"].update(graph_order="levels"), "field 'extra.graph_order': a version 1-3 field; version 4 "
-                                                         "has it as the record's 'order'"),
-    (lambda d: d["rows"][0]["samples"][0].update(wall_ms=0.0), "field 'rows[0].samples[0].wall_ms': Input should "
-                                                               "be greater than 0"),
-    (lambda d: d["rows"][0]["samples"][0].update(wall_ms=1e308), "field 'rows[0].samples[0].wall_ms': Input should "
-                                                                 "be less than or equal to 1000000000"),
-], ids=["suffix", "transfer-only suffix", "old field", "zero wall", "huge wall"])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda d: d.update(backend="CUDA areas"),
+            "field 'backend': ends in ' areas', a configuration suffix of "
+            "versions 1-3; version 4 names the backend alone",
+        ),
+        (lambda d: d.update(backend="Vulkan (transfer-only)"), "field 'backend': ends in ' (transfer-only)'"),
+        (
+            lambda d: d["extra"].update(graph_order="levels"),
+            "field 'extra.graph_order': a version 1-3 field; version 4 has it as the record's 'order'",
+        ),
+        (
+            lambda d: d["rows"][0]["samples"][0].update(wall_ms=0.0),
+            "field 'rows[0].samples[0].wall_ms': Input should be greater than 0",
+        ),
+        (
+            lambda d: d["rows"][0]["samples"][0].update(wall_ms=1e308),
+            "field 'rows[0].samples[0].wall_ms': Input should be less than or equal to 1000000000",
+        ),
+    ],
+    ids=["suffix", "transfer-only suffix", "old field", "zero wall", "huge wall"],
+)
 def test_a_version_4_file_says_its_configuration_once_and_its_times_are_plausible(change, message):
     doc = _v4()
     change(doc)
@@ -233,14 +289,22 @@ def test_a_version_3_flag_that_is_not_a_boolean_is_refused_not_guessed():
         record.parse(doc, "r.json")
 
 
-@pytest.mark.parametrize("text, words", [
-    ('{"schema": "sam3d-bench-result/4", "status": "failed", "status": "ok"}',
-     "the key 'status' appears twice in one object"),
-    ('{"schema": "sam3d-bench-result/4", "extra": {"x": Infinity}}', "Infinity is not JSON"),
-    ('{"schema": "sam3d-bench-result/4", "n": 1' + "0" * 5000 + "}", "not a result file: Exceeds the limit"),
-    ('{"schema": "sam3d-bench-result/4", "extra": {"x": ' + "[" * 40 + "]" * 40 + "}}",
-     "nested more than 32 levels deep"),
-], ids=["duplicate key", "Infinity", "5000 digits", "deep extra"])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            '{"schema": "sam3d-bench-result/4", "status": "failed", "status": "ok"}',
+            "the key 'status' appears twice in one object",
+        ),
+        ('{"schema": "sam3d-bench-result/4", "extra": {"x": Infinity}}', "Infinity is not JSON"),
+        ('{"schema": "sam3d-bench-result/4", "n": 1' + "0" * 5000 + "}", "not a result file: Exceeds the limit"),
+        (
+            '{"schema": "sam3d-bench-result/4", "extra": {"x": ' + "[" * 40 + "]" * 40 + "}}",
+            "nested more than 32 levels deep",
+        ),
+    ],
+    ids=["duplicate key", "Infinity", "5000 digits", "deep extra"],
+)
 def test_json_that_readers_would_read_differently_or_not_write_back_is_refused(text, words):
     with pytest.raises(record.ResultError) as e:
         record.parse_text(text.encode(), "r.json")
@@ -255,8 +319,11 @@ def test_the_json_schema_refuses_what_it_can_say_of_the_record():
     validator = jsonschema.Draft202012Validator(record.json_schema())
     good = _v4()
     assert not list(validator.iter_errors(good))
-    for bad in ({k: v for k, v in good.items() if k != "schema"}, {**good, "status": "failed"},
-                {k: v for k, v in good.items() if k != "rows"}):
+    for bad in (
+        {k: v for k, v in good.items() if k != "schema"},
+        {**good, "status": "failed"},
+        {k: v for k, v in good.items() if k != "rows"},
+    ):
         assert list(validator.iter_errors(bad)), bad.keys()
         with pytest.raises(record.ResultError):
             record.parse(bad)
@@ -273,9 +340,11 @@ def test_the_run_facts_the_gpu_runner_records_are_the_records_configuration():
 
 # --- what the reader and the writer keep, and where a folder's results are found ------------
 
+
 def test_a_document_nested_32_levels_reads_and_writes_back_and_33_is_refused(tmp_path):
     """Nesting past 32 levels is refused (docs/results.md); 32 itself is a result like any
     other: it reads, and the record written reads back the same."""
+
     def nested(levels: int) -> bytes:
         doc = _v4()  # 1 level; extra 2; the list in it 3 and on
         doc["extra"]["deep"] = json.loads("[" * (levels - 2) + "]" * (levels - 2))
@@ -292,8 +361,12 @@ def test_parsing_a_document_leaves_it_as_it_was():
     extra, which the record takes out as fields): the caller's document is not changed."""
     doc = json.loads((DATA / "v3-cuda-areas-levels-transfer-only.json").read_text())
     before = copy.deepcopy(doc)
-    assert record.parse(doc).configuration() == {"layout": "areas", "order": "levels", "transfer_only": True,
-                                                 "transfer_queue": False}
+    assert record.parse(doc).configuration() == {
+        "layout": "areas",
+        "order": "levels",
+        "transfer_only": True,
+        "transfer_queue": False,
+    }
     assert doc == before
     assert record.parse(doc).configuration() == record.parse(before).configuration()  # and reads the same again
 
@@ -356,8 +429,7 @@ def test_a_folders_result_files_leave_hidden_folders_out_and_go_past_an_unreadab
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert record.result_files(tmp_path) == [tmp_path / "run/results/a.json", tmp_path / "run/results/b.json"]
-    assert record.result_files(tmp_path / "run") == [tmp_path / "run/results/a.json",
-                                                     tmp_path / "run/results/b.json"]
+    assert record.result_files(tmp_path / "run") == [tmp_path / "run/results/a.json", tmp_path / "run/results/b.json"]
 
     read_bytes = Path.read_bytes
 

@@ -5,13 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import limits_extra, records
 
 from sam3d import cli
 from sam3d.results import checks, compare, evidence, record, table
 from sam3d.results.record import ResultError
 from sam3d.results.rows import ReportError
-
-from conftest import limits_extra, records
 
 DATA = Path(__file__).parent / "data"
 
@@ -36,12 +35,15 @@ def parse(md):
     caption = {}
     for line in lines:
         if line.startswith("all rows: "):
-            for item in re.split(r", (?=[a-z][a-z /-]*=)", line[len("all rows: "):]):
+            for item in re.split(r", (?=[a-z][a-z /-]*=)", line[len("all rows: ") :]):
                 k, v = item.split("=", 1)
                 caption[k] = v
             break
     tab = [line for line in lines if line.startswith("|")]
-    split = lambda line: [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+    def split(line):
+        return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
     header = split(tab[0])
     return caption, header, [dict(zip(header, split(line))) for line in tab[2:]]
 
@@ -54,6 +56,7 @@ def by(rows, **kw):
 
 # --- the table ----------------------------------------------------------------------------
 
+
 def test_result_files_of_every_version_render_their_configuration_as_columns():
     """The real result files of versions 1-3 (tests/data/README.md) read, each migrated from its
     version; in one table their backend is GGML's plain name and the configuration the old
@@ -61,42 +64,57 @@ def test_result_files_of_every_version_render_their_configuration_as_columns():
     the configuration columns; where every row has the same value it moves to the caption."""
     files = sorted(DATA.glob("cpu-asan-*.json")) + sorted(DATA.glob("v2-*.json")) + sorted(DATA.glob("v3-*.json"))
     assert [f.name for f in files] == [
-        "cpu-asan-pair-a.json", "cpu-asan-pair-b.json", "cpu-asan-run1.json", "cpu-asan-run2.json",
-        "v2-vulkan-areas-levels-transfer-only.json", "v3-cuda-areas-levels-transfer-only.json",
-        "v3-lavapipe-areas-levels-transfer-only.json", "v3-vulkan-transfer-queue.json"]
+        "cpu-asan-pair-a.json",
+        "cpu-asan-pair-b.json",
+        "cpu-asan-run1.json",
+        "cpu-asan-run2.json",
+        "v2-vulkan-areas-levels-transfer-only.json",
+        "v3-cuda-areas-levels-transfer-only.json",
+        "v3-lavapipe-areas-levels-transfer-only.json",
+        "v3-vulkan-transfer-queue.json",
+    ]
     rs = [record.read(f) for f in files]
     assert [r.migrated_from for r in rs] == ["sam3d-bench-result/1"] * 4 + ["sam3d-bench-result/2"] + [
-        "sam3d-bench-result/3"] * 3
+        "sam3d-bench-result/3"
+    ] * 3
     assert all(r.schema_ == record.SCHEMA and r.ok for r in rs)
     md = table.render(rs)
     caption, header, rows = parse(md)
     assert {"layout", "order", "transfer-only", "transfer queue"} <= set(header)
     assert not {"layout", "order", "transfer-only", "transfer queue", "backend"} & set(caption)
-    assert {r["backend"] for r in rows} == {"CPU", "Vulkan", "CUDA"}          # no suffix left
+    assert {r["backend"] for r in rows} == {"CPU", "Vulkan", "CUDA"}  # no suffix left
     assert "(transfer-only)" not in md
 
     def config(**kw):
         found = [r for r in rows if all(r[k] == v for k, v in kw.items())]
         assert found, kw
-        return {(r["layout"], r["order"], r["transfer-only"], r["transfer queue"]) for r in found}, \
-            [r["batching"] for r in found]
+        return {(r["layout"], r["order"], r["transfer-only"], r["transfer queue"]) for r in found}, [
+            r["batching"] for r in found
+        ]
 
     h100 = "NVIDIA H100 80GB HBM3"
     # v3-cuda-areas-levels-transfer-only: CUDA, layout areas, order levels, transfer-only
     assert config(variant="cuda-release", backend="CUDA", device=h100) == (
-        {("areas", "levels", "yes", "no")}, ["off", "on", "zerocopy", "queued"])
+        {("areas", "levels", "yes", "no")},
+        ["off", "on", "zerocopy", "queued"],
+    )
     # v3-vulkan-transfer-queue: Vulkan, on the transfer queue, default layout and order, with compute
     assert config(variant="release", backend="Vulkan", device=h100, **{"transfer queue": "yes"}) == (
-        {("scattered", "profile", "no", "yes")}, ["off", "on", "zerocopy", "queued"])
+        {("scattered", "profile", "no", "yes")},
+        ["off", "on", "zerocopy", "queued"],
+    )
     # v2-vulkan-areas-levels-transfer-only: Vulkan, areas, levels, transfer-only (from its suffixes)
     assert config(variant="release", backend="Vulkan", device=h100, layout="areas") == (
-        {("areas", "levels", "yes", "no")}, ["off", "on", "zerocopy", "queued"])
+        {("areas", "levels", "yes", "no")},
+        ["off", "on", "zerocopy", "queued"],
+    )
     assert config(variant="release", backend="Vulkan", device="llvmpipe (LLVM 15.0.6, 256 bits)") == (
-        {("areas", "levels", "yes", "no")}, ["off", "on", "zerocopy", "queued"])
+        {("areas", "levels", "yes", "no")},
+        ["off", "on", "zerocopy", "queued"],
+    )
     assert config(variant="cpu-asan", backend="CPU") == ({("scattered", "profile", "no", "no")}, ["off", "on"] * 4)
     # the labels name the configuration after the device
-    assert ("- limits, cuda-release CUDA areas levels transfer-only vm (NVIDIA H100 80GB HBM3): floor 1.194 ms"
-            in md)
+    assert "- limits, cuda-release CUDA areas levels transfer-only vm (NVIDIA H100 80GB HBM3): floor 1.194 ms" in md
     # one configuration in every row: the caption, not a column
     same = table.render([rs[4], rs[5]])
     caption, header, rows = parse(same)
@@ -130,16 +148,24 @@ def test_single_run_layout(make_result):
 
 
 def test_varying_columns_stay_in_table(make_result):
-    rs = [make_result(variant="release", backend="CPU", device="Test CPU", on_ms=ON, off_ms=OFF),
-          make_result(variant="release", backend="Vulkan", device="NVIDIA H200", on_ms=ON[:19], off_ms=OFF[:19],
-                      fallbacks={"oversized": 2})]
+    rs = [
+        make_result(variant="release", backend="CPU", device="Test CPU", on_ms=ON, off_ms=OFF),
+        make_result(
+            variant="release",
+            backend="Vulkan",
+            device="NVIDIA H200",
+            on_ms=ON[:19],
+            off_ms=OFF[:19],
+            fallbacks={"oversized": 2},
+        ),
+    ]
     caption, header, rows = parse(render(rs))
     assert {"backend", "device", "n", "fallbacks"} <= set(header)
     assert "backend" not in caption and "n" not in caption
     assert caption["variant"] == "release"
     vk_on = by(rows, backend="Vulkan", batching="on")
     assert vk_on["n"] == "19"
-    assert vk_on["fallbacks"] == "oversized=2"   # only nonzero reasons
+    assert vk_on["fallbacks"] == "oversized=2"  # only nonzero reasons
     assert by(rows, backend="CPU", batching="on")["fallbacks"] == "none"
 
 
@@ -147,14 +173,24 @@ def test_row_order_follows_variant_list(make_result):
     rs = [make_result(variant="release", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
     _, _, rows = parse(render(rs))
     assert [(r["variant"], r["batching"]) for r in rows] == [
-        ("cpu-asan", "off"), ("cpu-asan", "on"), ("release", "off"), ("release", "on")]
+        ("cpu-asan", "off"),
+        ("cpu-asan", "on"),
+        ("release", "off"),
+        ("release", "on"),
+    ]
 
 
 def test_machine_column_only_for_several_hosts(make_result):
-    one = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box1", on_ms=ON, off_ms=OFF)]
+    one = [
+        make_result(host="box1", on_ms=ON, off_ms=OFF),
+        make_result(variant="cpu-asan", host="box1", on_ms=ON, off_ms=OFF),
+    ]
     caption, header, _ = parse(render(one))
     assert "machine" not in header
-    two = [make_result(host="box1", on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", host="box2", on_ms=ON, off_ms=OFF)]
+    two = [
+        make_result(host="box1", on_ms=ON, off_ms=OFF),
+        make_result(variant="cpu-asan", host="box2", on_ms=ON, off_ms=OFF),
+    ]
     caption, header, rows = parse(render(two))
     assert header[0] == "machine"
     assert by(rows, variant="cpu-asan", batching="on")["machine"] == "box2 (Test CPU)"
@@ -162,9 +198,17 @@ def test_machine_column_only_for_several_hosts(make_result):
 
 
 def test_failed_result_keeps_its_row(make_result):
-    rs = [make_result(on_ms=ON, off_ms=OFF),
-          make_result(variant="vulkan-ubsan", backend="Vulkan", status="failed", reason="ctest exit 8 | UBSan",
-                      on_ms=None, off_ms=None)]
+    rs = [
+        make_result(on_ms=ON, off_ms=OFF),
+        make_result(
+            variant="vulkan-ubsan",
+            backend="Vulkan",
+            status="failed",
+            reason="ctest exit 8 | UBSan",
+            on_ms=None,
+            off_ms=None,
+        ),
+    ]
     md = render(rs)
     _, header, rows = parse(md)
     failed = by(rows, variant="vulkan-ubsan")
@@ -173,7 +217,8 @@ def test_failed_result_keeps_its_row(make_result):
     assert by(rows, variant="release", batching="on")["median ms"] == "95.950"
     assert "FAILED: vulkan-ubsan Vulkan" in md
     assert checks.problems(records(*rs)) == [
-        "vulkan-ubsan Vulkan Test CPU host-a (Test CPU) failed: ctest exit 8 | UBSan"]
+        "vulkan-ubsan Vulkan Test CPU host-a (Test CPU) failed: ctest exit 8 | UBSan"
+    ]
     assert checks.problems(records(*rs[:1])) == []
 
 
@@ -184,9 +229,9 @@ def test_on_off_mismatch_is_shown(make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
     md = render(rs)
     caption, header, rows = parse(md)
-    assert "outputs identical" in header          # never moved to the caption when it shows a mismatch
+    assert "outputs identical" in header  # never moved to the caption when it shows a mismatch
     assert by(rows, batching="on")["outputs identical"] == "**NO**: on/off differ (1/20 images)"
-    assert by(rows, batching="off")["outputs identical"] == "**NO**: on/off differ (1/20 images)"   # both sides
+    assert by(rows, batching="off")["outputs identical"] == "**NO**: on/off differ (1/20 images)"  # both sides
     assert "WARNING: outputs differ between batching on and off: release CPU Test CPU on (1/20 images)" in md
     assert checks.problems(records(*rs))
 
@@ -200,13 +245,17 @@ def test_problems_name_the_host_and_the_result_at_fault(make_result):
     bad[3] = "different"
     rs = [make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad)]
     assert checks.problems(records(*rs)) == [
-        "outputs differ between batching on and off: release CPU Test CPU on host-a (Test CPU) (1/20 images)"]
-    vk = [make_result(backend=b, device=d, host="host-b", on_ms=ON, off_ms=OFF, outputs=o)
-          for b, d, o in (("Vulkan", "GPU", outs), ("CUDA", "GPU", outs), ("CPU", "Test CPU", bad))]
+        "outputs differ between batching on and off: release CPU Test CPU on host-a (Test CPU) (1/20 images)"
+    ]
+    vk = [
+        make_result(backend=b, device=d, host="host-b", on_ms=ON, off_ms=OFF, outputs=o)
+        for b, d, o in (("Vulkan", "GPU", outs), ("CUDA", "GPU", outs), ("CPU", "Test CPU", bad))
+    ]
     assert [p for p in checks.problems(records(*vk)) if "across" in p or "exact in F32" in p] == [
         f"outputs of release CPU Test CPU {m} host-b (Test CPU) differ from release CUDA GPU off host-b (Test CPU) "
         "(1/20 images; the replay with compute is exact in F32, so every backend must give the same bytes)"
-        for m in ("off", "on")]
+        for m in ("off", "on")
+    ]
 
 
 def test_one_result_alone_is_compared_on_against_off(make_result):
@@ -229,6 +278,7 @@ def test_output_checks_name_hosts_only_when_asked_and_join_two_findings(make_res
     (a group of two is compared too); a row both unlike its off row and unlike the group shows
     both findings; hosts are named only when asked (with_host), also across backends."""
     from sam3d.results.rows import rows as table_rows
+
     outs = [f"o{i}" for i in range(20)]
     odd = ["x"] * 20
     a = make_result(on_ms=None, off_ms=OFF, outputs=outs, host="h1")
@@ -236,56 +286,71 @@ def test_output_checks_name_hosts_only_when_asked_and_join_two_findings(make_res
     cells, warnings = checks.output_checks(table_rows(records(a, b)))
     # a tie (one against one): the first in table order (cpu-asan) is the reference
     assert sorted(cells.values()) == ["**NO**: differs from cpu-asan CPU Test CPU off (20/20 images)", "yes"]
-    assert warnings == ["outputs of release CPU Test CPU off differ from cpu-asan CPU Test CPU off (20/20 images; "
-                        "same backend, device and profile)"]
+    assert warnings == [
+        "outputs of release CPU Test CPU off differ from cpu-asan CPU Test CPU off (20/20 images; "
+        "same backend, device and profile)"
+    ]
     hosted, warned = checks.output_checks(table_rows(records(a, b)), True)
     assert "**NO**: differs from cpu-asan CPU Test CPU off h2 (Test CPU) (20/20 images)" in hosted.values()
-    assert warned == ["outputs of release CPU Test CPU off h1 (Test CPU) differ from cpu-asan CPU Test CPU off h2 "
-                      "(Test CPU) (20/20 images; same backend, device and profile)"]
+    assert warned == [
+        "outputs of release CPU Test CPU off h1 (Test CPU) differ from cpu-asan CPU Test CPU off h2 "
+        "(Test CPU) (20/20 images; same backend, device and profile)"
+    ]
     both = make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=odd)
     ref = make_result(on_ms=ON, off_ms=OFF, outputs=outs)
     again = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=outs)
     cells, _ = checks.output_checks(table_rows(records(both, ref, again)))
-    assert "**NO**: on/off differ (20/20 images); **NO**: differs from cpu-asan CPU Test CPU off (20/20 images)" in \
-        cells.values()
+    assert (
+        "**NO**: on/off differ (20/20 images); **NO**: differs from cpu-asan CPU Test CPU off (20/20 images)"
+        in cells.values()
+    )
     vk = make_result(backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF, outputs=odd, host="h1")
     notes, warned = checks.across_backends(table_rows(records(a, vk, dict(a, variant="cpu-asan"))))
     assert notes == [] and warned == [
         "outputs of release Vulkan GPU off differ from cpu-asan CPU Test CPU off (20/20 images; the replay with "
-        "compute is exact in F32, so every backend must give the same bytes)"]
+        "compute is exact in F32, so every backend must give the same bytes)"
+    ]
 
 
 def test_across_backends_notes_each_replay_group_with_several_backends(make_result):
     """One note per replay group (transfer-only, with compute: the record's transfer_only) whose
     rows span backends; a group of one backend says nothing and does not stop the others."""
     from sam3d.results.rows import rows as table_rows
+
     t = make_result(variant="cpu-asan", backend="CPU", transfer_only=True, on_ms=ON, off_ms=OFF)
     c1 = make_result(on_ms=ON, off_ms=OFF)
     c2 = make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF)
     notes, warned = checks.across_backends(table_rows(records(t, c1, c2)))
-    assert warned == [] and notes == ["outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are "
-                                      "identical image by image (the replay's arithmetic is exact in F32)"]
+    assert warned == [] and notes == [
+        "outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are "
+        "identical image by image (the replay's arithmetic is exact in F32)"
+    ]
 
 
 def test_a_cell_is_one_line_with_its_pipes_escaped():
     from sam3d.results.rows import cell
+
     assert cell("a \n  b|c\n") == "a b\\|c "
 
 
 def test_cross_variant_mismatch_marks_the_odd_one(make_result):
     outs = [f"o{i}" for i in range(20)]
     odd = ["x"] * 20
-    rs = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
-          make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs),
-          make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=odd)]
+    rs = [
+        make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(variant="vulkan-ubsan", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF, outputs=odd),
+    ]
     _, header, rows = parse(render(rs))
     assert by(rows, variant="release", batching="on")["outputs identical"] == "yes"
     assert by(rows, variant="vulkan-ubsan", batching="off")["outputs identical"] == "yes"
     cell = by(rows, variant="cpu-asan", batching="on")["outputs identical"]
     assert cell.startswith("**NO**: differs from ") and cell.endswith("(20/20 images)")
     # a different device is different arithmetic: not compared
-    rs2 = [make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
-           make_result(variant="cpu-asan", device="Other CPU", on_ms=ON, off_ms=OFF, outputs=odd)]
+    rs2 = [
+        make_result(variant="release", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(variant="cpu-asan", device="Other CPU", on_ms=ON, off_ms=OFF, outputs=odd),
+    ]
     caption, header, _ = parse(render(rs2))
     assert caption.get("outputs identical") == "yes"
 
@@ -296,30 +361,47 @@ def test_outputs_are_compared_across_backends_per_replay(make_result):
     backend and a transfer-only column, and the labels name the configuration after the device."""
     outs = [f"o{i}" for i in range(20)]
     pattern = [f"t{i}" for i in range(20)]  # transfer-only: its own replay, other bytes
-    rs = [make_result(backend="CPU", on_ms=ON, off_ms=OFF, outputs=outs),
-          make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF, outputs=outs),
-          make_result(backend="Vulkan", transfer_only=True, device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern),
-          make_result(backend="CUDA", transfer_only=True, device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern)]
+    rs = [
+        make_result(backend="CPU", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(backend="Vulkan", transfer_only=True, device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern),
+        make_result(backend="CUDA", transfer_only=True, device="GPU", on_ms=ON, off_ms=OFF, outputs=pattern),
+    ]
     md = render(rs)
     assert "outputs across backends (replay with compute): the 4 rows of CPU, Vulkan are identical" in md
     assert "outputs across backends (transfer-only replay): the 4 rows of CUDA, Vulkan are identical" in md
     assert checks.problems(records(*rs)) == []
     caption, header, rows = parse(md)
-    assert "transfer-only" in header and "transfer-only" not in caption   # yes in some rows, no in others
-    assert {r["backend"] for r in rows} == {"CPU", "Vulkan", "CUDA"}        # no suffix
+    assert "transfer-only" in header and "transfer-only" not in caption  # yes in some rows, no in others
+    assert {r["backend"] for r in rows} == {"CPU", "Vulkan", "CUDA"}  # no suffix
     assert [(r["backend"], r["device"], r["transfer-only"]) for r in rows if r["batching"] == "off"] == [
-        ("CPU", "Test CPU", "no"), ("CUDA", "GPU", "yes"), ("Vulkan", "GPU", "no"), ("Vulkan", "GPU", "yes")]
+        ("CPU", "Test CPU", "no"),
+        ("CUDA", "GPU", "yes"),
+        ("Vulkan", "GPU", "no"),
+        ("Vulkan", "GPU", "yes"),
+    ]
     odd = list(pattern)
     odd[7] = "wrong"  # CUDA's on and off agree with each other, not with Vulkan's
     rs[3] = make_result(backend="CUDA", transfer_only=True, device="GPU", on_ms=ON, off_ms=OFF, outputs=odd)
-    rs.append(make_result(variant="vulkan-ubsan", backend="Vulkan", transfer_only=True, device="GPU", on_ms=ON,
-                          off_ms=OFF, outputs=pattern))
+    rs.append(
+        make_result(
+            variant="vulkan-ubsan",
+            backend="Vulkan",
+            transfer_only=True,
+            device="GPU",
+            on_ms=ON,
+            off_ms=OFF,
+            outputs=pattern,
+        )
+    )
     md = render(rs)
     assert "outputs across backends (transfer-only replay)" not in md
     assert "outputs across backends (replay with compute): the 4 rows" in md
-    want = [f"outputs of release CUDA GPU transfer-only {m} differ from vulkan-ubsan Vulkan GPU transfer-only "
-            "off (1/20 images; the transfer-only replay is exact in F32, so every backend must give the same bytes)"
-            for m in ("off", "on")]
+    want = [
+        f"outputs of release CUDA GPU transfer-only {m} differ from vulkan-ubsan Vulkan GPU transfer-only "
+        "off (1/20 images; the transfer-only replay is exact in F32, so every backend must give the same bytes)"
+        for m in ("off", "on")
+    ]
     assert [f"WARNING: {w}" in md for w in want] == [True, True]
     assert len([p for p in checks.problems(records(*rs)) if "CUDA GPU transfer-only" in p and "differ from" in p]) == 2
 
@@ -348,16 +430,17 @@ def test_render_refuses_nothing_and_invalid():
     with pytest.raises(ReportError, match="no results"):
         render([])
     with pytest.raises(ResultError, match="result #1: field 'schema': missing"):
-        record.parse({"variant": "release"}, "result #1")   # render takes records: a document is parsed first
+        record.parse({"variant": "release"}, "result #1")  # render takes records: a document is parsed first
 
 
 # --- result files ---------------------------------------------------------------------------
+
 
 def test_write_and_load_roundtrip(tmp_path, make_result):
     r = records(make_result(on_ms=ON, off_ms=OFF))[0]
     p = record.write(tmp_path / "sub" / "r.json", r)
     assert record.read(p) == r
-    assert [f.name for f in (tmp_path / "sub").iterdir()] == ["r.json"]   # no temporary left behind
+    assert [f.name for f in (tmp_path / "sub").iterdir()] == ["r.json"]  # no temporary left behind
 
 
 def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
@@ -373,34 +456,56 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
     assert [f.name for f in tmp_path.iterdir()] == ["r.json"]
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda r: r.pop("backend"), "field 'backend': an ok result needs it"),
-    (lambda r: r.update(schema="sam3d-bench-result/0"),
-     "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader reads version 4 or 3 or 2 "
-     "or 1 (sam3d-bench-result/4 is written): re-run the benchmark (or device-import) with this checkout, or read "
-     "the file with a checkout of its version (the result record"),
-    (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/4'"),
-    (lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
-     "field 'extra.round_trips.download.block_medians_ms': Field required"),
-    (lambda r: r.update(status="maybe"), "field 'status': Input should be 'ok' or 'failed'"),
-    (lambda r: r["profile"].update(sha256="xyz"), "field 'profile.sha256': String should match pattern "
-                                                  "'^[0-9a-f]{64}$'"),
-    (lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"),
-     "field 'rows[0].samples[2].wall_ms': Input should be a valid number"),
-    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0),
-     "field 'rows[0].samples[2].wall_ms': Input should be greater than 0"),
-    (lambda r: r["rows"][0]["samples"][2].update(wall_ms=float("nan")),
-     "NaN is not JSON (a time must be a finite number)"),
-    (lambda r: r["rows"][0]["samples"][3].update(image=2), "field 'rows[0].samples[3].image': image 2 appears twice"),
-    (lambda r: r["rows"][0]["samples"].pop(), "field 'rows[0].samples': has 19 entries but protocol.images is 20"),
-    (lambda r: r["rows"][1].update(batching="off"), "field 'rows[1].batching': 'off' appears twice"),
-    (lambda r: r["rows"][1]["counters"]["fallbacks"].pop("oversized"),
-     "field 'rows[1].counters.fallbacks.oversized': Field required"),
-    (lambda r: r["rows"][1]["counters"].update(async_uploads=True),
-     "field 'rows[1].counters.async_uploads': Input should be a valid integer"),
-    (lambda r: r.update(rows=[]), "field 'rows': an ok result needs at least one row"),
-    (lambda r: r["machine"].update(hostname=""), "field 'machine.hostname': String should match pattern"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r.pop("backend"), "field 'backend': an ok result needs it"),
+        (
+            lambda r: r.update(schema="sam3d-bench-result/0"),
+            "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader reads "
+            "version 4 or 3 or 2 or 1 (sam3d-bench-result/4 is written): re-run the benchmark (or "
+            "device-import) with this checkout, or read the file with a checkout of its version (the result record",
+        ),
+        (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/4'"),
+        (
+            lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
+            "field 'extra.round_trips.download.block_medians_ms': Field required",
+        ),
+        (lambda r: r.update(status="maybe"), "field 'status': Input should be 'ok' or 'failed'"),
+        (
+            lambda r: r["profile"].update(sha256="xyz"),
+            "field 'profile.sha256': String should match pattern '^[0-9a-f]{64}$'",
+        ),
+        (
+            lambda r: r["rows"][0]["samples"][2].update(wall_ms="fast"),
+            "field 'rows[0].samples[2].wall_ms': Input should be a valid number",
+        ),
+        (
+            lambda r: r["rows"][0]["samples"][2].update(wall_ms=-1.0),
+            "field 'rows[0].samples[2].wall_ms': Input should be greater than 0",
+        ),
+        (
+            lambda r: r["rows"][0]["samples"][2].update(wall_ms=float("nan")),
+            "NaN is not JSON (a time must be a finite number)",
+        ),
+        (
+            lambda r: r["rows"][0]["samples"][3].update(image=2),
+            "field 'rows[0].samples[3].image': image 2 appears twice",
+        ),
+        (lambda r: r["rows"][0]["samples"].pop(), "field 'rows[0].samples': has 19 entries but protocol.images is 20"),
+        (lambda r: r["rows"][1].update(batching="off"), "field 'rows[1].batching': 'off' appears twice"),
+        (
+            lambda r: r["rows"][1]["counters"]["fallbacks"].pop("oversized"),
+            "field 'rows[1].counters.fallbacks.oversized': Field required",
+        ),
+        (
+            lambda r: r["rows"][1]["counters"].update(async_uploads=True),
+            "field 'rows[1].counters.async_uploads': Input should be a valid integer",
+        ),
+        (lambda r: r.update(rows=[]), "field 'rows': an ok result needs at least one row"),
+        (lambda r: r["machine"].update(hostname=""), "field 'machine.hostname': String should match pattern"),
+    ],
+)
 def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
     r = make_result(on_ms=ON, off_ms=OFF)
     mutate(r)
@@ -417,6 +522,7 @@ def test_the_schema_file_is_a_valid_json_schema_and_packaged():
     """result.schema.json is the record's JSON Schema (generated), of the version written; the
     versions read are that one and the three migrated."""
     import jsonschema
+
     written = json.loads(record.SCHEMA_FILE.read_text())
     jsonschema.Draft202012Validator.check_schema(written)
     assert written == record.json_schema()
@@ -458,7 +564,7 @@ def test_load_many_merges_files_and_folders(tmp_path, make_result):
     (tmp_path / "ci" / "job2" / "notes.txt").write_text("not json")
     single = save(tmp_path / "elsewhere" / "vk.json", c)
     got = record.read_many([tmp_path / "ci", single])
-    assert [r.variant for r in got] == ["release", "cpu-asan", "vulkan-ubsan"]    # folders sorted by path
+    assert [r.variant for r in got] == ["release", "cpu-asan", "vulkan-ubsan"]  # folders sorted by path
     assert got == records(a, b, c)
     _, header, rows = parse(render(got))
     assert {r["variant"] for r in rows} == {"release", "cpu-asan", "vulkan-ubsan"}
@@ -467,8 +573,11 @@ def test_load_many_merges_files_and_folders(tmp_path, make_result):
 
 def test_load_many_errors(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ResultError, match=r"^.*empty: folder holds no sam3d-bench-result result files "
-                                          r"\(\*\.json, searched recursively\)$"):
+    with pytest.raises(
+        ResultError,
+        match=r"^.*empty: folder holds no sam3d-bench-result result files "
+        r"\(\*\.json, searched recursively\)$",
+    ):
         record.read_many([tmp_path / "empty"])
     with pytest.raises(ResultError, match="no such file or folder"):
         record.read_many([tmp_path / "missing"])
@@ -488,15 +597,21 @@ def test_result_files_and_loading_edges(tmp_path, make_result):
     (tmp_path / "a" / "binary.json").write_bytes(b"\xff\xfe no result")
     (tmp_path / "a" / "dir.json").mkdir()
     assert [p.relative_to(tmp_path).as_posix() for p in record.result_files(tmp_path)] == [
-        "a/orig.json", "a/z-old.json", "b/copy.json"]
+        "a/orig.json",
+        "a/z-old.json",
+        "b/copy.json",
+    ]
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "binary.json").write_bytes(b"\xff\xfe sam3d-bench-result/3")  # a result that does not decode
     assert record.result_files(tmp_path / "c") == [tmp_path / "c" / "binary.json"]
     with pytest.raises(ResultError, match=r"c/binary\.json: not UTF-8 text \(byte 0: "):
         record.read_many([tmp_path / "c"])
-    assert record.read_many([tmp_path / "a" / "orig.json", tmp_path / "b"]) == records(r, r)   # each file read
-    with pytest.raises(ResultError, match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
-                                          r"schema version 9; this reader reads version 4 or 3 or 2 or 1"):
+    assert record.read_many([tmp_path / "a" / "orig.json", tmp_path / "b"]) == records(r, r)  # each file read
+    with pytest.raises(
+        ResultError,
+        match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
+        r"schema version 9; this reader reads version 4 or 3 or 2 or 1",
+    ):
         record.read_many([tmp_path / "a"])
     with pytest.raises(ResultError, match=r"missing\.json: no such result file$"):
         record.read(tmp_path / "missing.json")
@@ -519,6 +634,7 @@ def test_result_files_are_read_as_utf8_whatever_the_locale(monkeypatch, tmp_path
     (simulated: the encoding Python takes when none is given made Latin-1). Its non-ASCII
     text reads back unchanged, and result_files() still skips a file that is not UTF-8."""
     import io
+
     text_encoding = io.text_encoding
     monkeypatch.setattr(io, "text_encoding", lambda enc, *a: "latin-1" if enc is None else text_encoding(enc, *a))
     r = make_result(device="Radeon\u2122 Graphics", on_ms=ON, off_ms=OFF)
@@ -533,7 +649,8 @@ def test_a_result_file_that_cannot_be_read_is_named_with_the_systems_reason():
     """read() of a file the system cannot read: ResultError names the file and the reason, once."""
     import errno
     import os
-    p = Path("/proc/self/mem")          # a file whose read at offset 0 fails with EIO
+
+    p = Path("/proc/self/mem")  # a file whose read at offset 0 fails with EIO
     if not p.is_file():
         pytest.skip("no /proc/self/mem")
     with pytest.raises(ResultError) as e:
@@ -543,12 +660,14 @@ def test_a_result_file_that_cannot_be_read_is_named_with_the_systems_reason():
 
 def test_a_truncated_result_file_says_what_truncation_means(tmp_path):
     p = tmp_path / "t.json"
-    p.write_text('{"schema": "sam3d-bench-result/3", "rows": [')     # 44 characters: line 1 ends at column 45
+    p.write_text('{"schema": "sam3d-bench-result/3", "rows": [')  # 44 characters: line 1 ends at column 45
     with pytest.raises(ResultError) as e:
         record.read(p)
-    assert str(e.value) == (f"{p}: not valid JSON (line 1, column 45: Expecting value); "
-                            "a truncated file means the run that wrote it did not finish "
-                            "(the result record sam3d-bench-result/4: docs/results.md)")
+    assert str(e.value) == (
+        f"{p}: not valid JSON (line 1, column 45: Expecting value); "
+        "a truncated file means the run that wrote it did not finish "
+        "(the result record sam3d-bench-result/4: docs/results.md)"
+    )
 
 
 def test_an_ok_results_null_field_is_refused_a_failed_ones_is_absent(make_result):
@@ -588,12 +707,20 @@ def test_a_machine_is_named_by_hostname_and_gpu_or_cpu(make_result):
     assert records(r)[0].key() == ("release", "CPU", "Test CPU")
     failed = record.parse({"schema": record.SCHEMA, "variant": "release", "status": "failed", "reason": "x"})
     assert failed.key() == ("release", "-", "-") and failed.profile_sha256() is None and failed.host() is None
-    old = record.parse({"schema": "sam3d-bench-result/3", "variant": "release", "status": "failed", "reason": "x",
-                        "backend": "CUDA areas"})
+    old = record.parse(
+        {
+            "schema": "sam3d-bench-result/3",
+            "variant": "release",
+            "status": "failed",
+            "reason": "x",
+            "backend": "CUDA areas",
+        }
+    )
     assert (old.key(), old.layout, old.migrated_from) == (("release", "CUDA", "-"), "areas", "sam3d-bench-result/3")
 
 
 # --- evidence -------------------------------------------------------------------------------
+
 
 def test_write_evidence_accepted(tmp_path, make_result):
     rs = [make_result(on_ms=ON, off_ms=OFF), make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)]
@@ -608,15 +735,19 @@ def test_write_evidence_accepted(tmp_path, make_result):
     assert table.startswith("# run1\n")
     assert "NOT ACCEPTED" not in table
     assert render(rs) in table
-    assert sorted(record.read_many([d / "results"]), key=lambda r: r.variant) == sorted(records(*rs),
-                                                                                         key=lambda r: r.variant)
+    assert sorted(record.read_many([d / "results"]), key=lambda r: r.variant) == sorted(
+        records(*rs), key=lambda r: r.variant
+    )
     assert sorted(p.name for p in d.iterdir()) == ["build.log", "results", "table.md", "timings.png"]
 
 
 def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
-    rs = [make_result(on_ms=ON, off_ms=OFF),
-          make_result(variant="vulkan-ubsan", status="failed", reason="build failed: glslc missing",
-                      on_ms=None, off_ms=None)]
+    rs = [
+        make_result(on_ms=ON, off_ms=OFF),
+        make_result(
+            variant="vulkan-ubsan", status="failed", reason="build failed: glslc missing", on_ms=None, off_ms=None
+        ),
+    ]
     d = evidence.write_evidence(records(*rs), tmp_path / "run2")
     marker = (d / "NOT-ACCEPTED").read_text()
     assert "build failed: glslc missing" in marker
@@ -629,8 +760,11 @@ def test_write_evidence_failed_run_not_accepted(tmp_path, make_result):
 
 def test_write_evidence_caller_reason(tmp_path, make_result):
     rs = records(make_result(on_ms=ON, off_ms=OFF))
-    with pytest.raises(ReportError, match=r"^write_evidence\(accepted=False\) needs a reason; it goes into "
-                                          r"NOT-ACCEPTED$"):
+    with pytest.raises(
+        ReportError,
+        match=r"^write_evidence\(accepted=False\) needs a reason; it goes into "
+        r"NOT-ACCEPTED$",
+    ):
         evidence.write_evidence(rs, tmp_path / "r", accepted=False)
     d = evidence.write_evidence(rs, tmp_path / "r", accepted=False, reason="GGML_VK_PERF_LOGGER assert (SIGABRT)")
     assert (d / "NOT-ACCEPTED").read_text() == "GGML_VK_PERF_LOGGER assert (SIGABRT)\n"
@@ -656,19 +790,35 @@ def test_write_evidence_page_files_and_reasons(tmp_path, make_result, monkeypatc
     reasons = ["GPU lost", "cpu-asan CPU Test CPU - failed: build | failed"]
     assert (d / "NOT-ACCEPTED").read_text() == "\n".join(reasons) + "\n"
     table = (d / "table.md").read_text()
-    assert table.startswith("\n".join(["# run3", "", "**NOT ACCEPTED** as evidence:", "", "- GPU lost",
-                                       "- cpu-asan CPU Test CPU - failed: build \\| failed", "", ""]))
+    assert table.startswith(
+        "\n".join(
+            [
+                "# run3",
+                "",
+                "**NOT ACCEPTED** as evidence:",
+                "",
+                "- GPU lost",
+                "- cpu-asan CPU Test CPU - failed: build \\| failed",
+                "",
+                "",
+            ]
+        )
+    )
     assert table.endswith(render([a, b, c]))
     assert sorted(p.name for p in (d / "results").iterdir()) == [
-        "01-release-CPU-host_a_Test_CPU_.json", "02-cpu-asan-CPU-unknown.json",
-        "03-release-CUDA-areas-transfer-only-host-a_Test_CPU_.json", "notes.txt"]
+        "01-release-CPU-host_a_Test_CPU_.json",
+        "02-cpu-asan-CPU-unknown.json",
+        "03-release-CUDA-areas-transfer-only-host-a_Test_CPU_.json",
+        "notes.txt",
+    ]
     assert record.read(d / "results" / "03-release-CUDA-areas-transfer-only-host-a_Test_CPU_.json") == records(c)[0]
-    assert titles == [("timings.png", "run3")]      # the picture is titled by its run (drawn in test_limits.py)
+    assert titles == [("timings.png", "run3")]  # the picture is titled by its run (drawn in test_limits.py)
     empty = evidence.write_evidence([], tmp_path / "none")
     assert (empty / "table.md").read_text() == "# none\n\nno results\n"
 
 
 # --- compare --------------------------------------------------------------------------------
+
 
 def test_compare_flags_a_real_change(tmp_path, make_result):
     save(tmp_path / "a" / "r.json", make_result(on_ms=ON, off_ms=OFF))
@@ -678,7 +828,7 @@ def test_compare_flags_a_real_change(tmp_path, make_result):
     on, off = by(rows, batching="on"), by(rows, batching="off")
     assert on["change"] == "**faster**"
     assert on["B/A"] == "0.900"
-    assert off["change"] == "no change"       # +0.05 ms: +0.05 %, far below the 5 % minimum effect
+    assert off["change"] == "no change"  # +0.05 ms: +0.05 %, far below the 5 % minimum effect
     assert "1 of 2 rows changed" in md
 
 
@@ -688,7 +838,7 @@ def test_compare_one_sided_and_failed_rows(tmp_path, make_result):
     save(tmp_path / "b" / "r.json", make_result(status="failed", reason="timeout", on_ms=None, off_ms=None))
     _, _, rows = parse(compare.compare(tmp_path / "a", tmp_path / "b").markdown())
     assert by(rows, variant="cpu-asan", batching="on")["change"] == "only in A"
-    for mode in ("on", "off"):   # the failed B result stands against both of A's rows
+    for mode in ("on", "off"):  # the failed B result stands against both of A's rows
         row = by(rows, variant="release", batching=mode)
         assert (row["B median ms"], row["change"]) == ("FAILED: timeout", "not comparable (failed)")
     assert by(rows, variant="release", batching="on")["A median ms"] == "95.950"
@@ -728,32 +878,45 @@ def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, ma
     save(tmp_path / "b" / "r.json", make_result(on_ms=[x * 0.9 for x in ON], off_ms=OFF, host="host-b"))
     c = compare.compare(tmp_path / "a", tmp_path / "b", force=True, min_effect=0.08, alpha=0.01)
     lines = c.markdown().splitlines()
-    forced = "WARNING: forced: different machines: A (%s) ran on host-a (Test CPU), B (%s) on host-b (Test CPU)" % (
-        tmp_path / "a", tmp_path / "b")
+    forced = (
+        f"WARNING: forced: different machines: A ({tmp_path / 'a'}) ran on host-a (Test CPU), "
+        f"B ({tmp_path / 'b'}) on host-b (Test CPU)"
+    )
     assert lines[:5] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'b'}", "", forced, ""]
     assert lines[5].startswith("all rows: variant=release, backend=CPU, device=Test CPU") and lines[6] == ""
     assert lines[7].startswith("| batching ") and "verdict" not in lines[7]
     assert lines[11:] == [
-        "", "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
+        "",
+        "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
         "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when p < 0.01 and B/A "
         "differs from 1 by at least 8%.",
         "- x floor, x limit: each side's median over its own run's transfer floor and its mode's modelled limit "
         "(ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
-        "- 1 of 2 rows changed."]
+        "- 1 of 2 rows changed.",
+    ]
     doc = json.loads(c.json())
-    assert c.json() == json.dumps(doc, indent=1) + "\n"     # one key a line, as the result files
-    assert doc["schema"] == "sam3d-comparison/1" and "schema_" not in doc       # docs/results.md
+    assert c.json() == json.dumps(doc, indent=1) + "\n"  # one key a line, as the result files
+    assert doc["schema"] == "sam3d-comparison/1" and "schema_" not in doc  # docs/results.md
     assert {k: doc[k] for k in ("a", "b", "min_effect", "alpha", "forced", "changed")} == {
-        "a": str(tmp_path / "a"), "b": str(tmp_path / "b"), "min_effect": 0.08, "alpha": 0.01,
-        "forced": [forced.removeprefix("WARNING: forced: ")], "changed": 1}
+        "a": str(tmp_path / "a"),
+        "b": str(tmp_path / "b"),
+        "min_effect": 0.08,
+        "alpha": 0.01,
+        "forced": [forced.removeprefix("WARNING: forced: ")],
+        "changed": 1,
+    }
     assert [(r["batching"], r["verdict"]) for r in doc["rows"]] == [("off", "no change"), ("on", "faster")]
     on = doc["rows"][1]
     assert (on["variant"], on["backend"], on["device"]) == ("release", "CPU", "Test CPU")
-    assert on["configuration"] == {"layout": "scattered", "order": "profile", "transfer_only": False,
-                                   "transfer_queue": False}
+    assert on["configuration"] == {
+        "layout": "scattered",
+        "order": "profile",
+        "transfer_only": False,
+        "transfer_queue": False,
+    }
     assert on["a"]["median_ms"] == pytest.approx(95.95) and on["b"]["median_ms"] == pytest.approx(86.355)
     assert on["ratio"] == pytest.approx(0.9) and isinstance(on["p"], float) and on["p"] < 0.01
-    assert on["a"]["failed"] is None and on["a"]["x_floor"] is None        # CPU: no floor
+    assert on["a"]["failed"] is None and on["a"]["x_floor"] is None  # CPU: no floor
     assert "**" not in c.json()
     unforced = compare.compare(tmp_path / "a", tmp_path / "a").markdown().splitlines()
     assert unforced[:3] == [f"A: {tmp_path / 'a'}", f"B: {tmp_path / 'a'}", ""] and unforced[3].startswith("all rows: ")
@@ -761,11 +924,21 @@ def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, ma
 
 # --- CLI ------------------------------------------------------------------------------------
 
+
 def test_cli_report(tmp_path, make_result, capsys):
     save(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
     save(tmp_path / "other.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
-    rc = cli.main(["report", "--name", "merged", "--out", str(tmp_path / "diag"),
-                   str(tmp_path / "in"), str(tmp_path / "other.json")])
+    rc = cli.main(
+        [
+            "report",
+            "--name",
+            "merged",
+            "--out",
+            str(tmp_path / "diag"),
+            str(tmp_path / "in"),
+            str(tmp_path / "other.json"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     _, _, rows = parse(out)
@@ -804,6 +977,7 @@ def test_no_floor_column_without_a_floor(make_result):
 
 def test_extra_modes_get_rows_speedups_and_output_checks(make_result):
     import copy
+
     r = make_result(on_ms=ON, off_ms=OFF)
     zc = copy.deepcopy(next(row for row in r["rows"] if row["batching"] == "on"))
     zc["batching"] = "zerocopy"
@@ -831,27 +1005,34 @@ def test_table_cells_of_fallbacks_profile_and_pairs(make_result):
     first 12 digits and version, "-" without one; speedup: the paired per-image ratios of the
     images both rows timed."""
     import copy
-    r = make_result(on_ms=[10.0] * 20, off_ms=[20.0] * 20,
-                    fallbacks={"oversized": 2, "no_async_caps": 1, "zeta": 3, "alpha": 0})
+
+    r = make_result(
+        on_ms=[10.0] * 20, off_ms=[20.0] * 20, fallbacks={"oversized": 2, "no_async_caps": 1, "zeta": 3, "alpha": 0}
+    )
     off = next(row for row in r["rows"] if row["batching"] == "off")
     for smp in off["samples"]:
-        smp["image"] += 1                      # off timed images 1..20, on 0..19: 19 pairs
-    off["samples"][-1]["wall_ms"] = 1000.0     # image 20: no pair, so no effect
+        smp["image"] += 1  # off timed images 1..20, on 0..19: 19 pairs
+    off["samples"][-1]["wall_ms"] = 1000.0  # image 20: no pair, so no effect
     rows = {w["batching"]: w for w in table.build(records(r)).rows}
     assert rows["on"]["fallbacks"] == "no_async_caps=1, oversized=2, zeta=3"
     assert rows["off"]["fallbacks"] == "none"
     assert rows["on"]["speedup"] == "2.00x (IQR 2.00-2.00)"
     assert rows["on"]["profile"] == "aaaaaaaaaaaa v1"
     doc = {w.batching: w for w in table.document(records(r)).rows}
-    assert doc["on"].counters.fallbacks.items() == [("no_async_caps", 1), ("foreign_host_buffer", 0),
-                                                    ("oversized", 2), ("pinned_unavailable", 0), ("zeta", 3),
-                                                    ("alpha", 0)]
+    assert doc["on"].counters.fallbacks.items() == [
+        ("no_async_caps", 1),
+        ("foreign_host_buffer", 0),
+        ("oversized", 2),
+        ("pinned_unavailable", 0),
+        ("zeta", 3),
+        ("alpha", 0),
+    ]
     assert (doc["on"].speedup, doc["on"].speedup_iqr) == (2.0, (2.0, 2.0)) and doc["off"].speedup is None
     failed = make_result(variant="cpu-asan", status="failed", reason="x", on_ms=None, off_ms=None)
     del failed["profile"]
     assert [w["profile"] for w in table.build(records(failed)).rows] == ["-"]
     lone = copy.deepcopy(r)
-    lone["rows"] = [off]                       # no on row: no speedup, nothing saved
+    lone["rows"] = [off]  # no on row: no speedup, nothing saved
     assert table.build(records(lone)).rows[0]["speedup"] == ""
     assert table.document(records(lone)).rows[0].speedup is None
 
@@ -872,6 +1053,7 @@ def test_rows_without_their_off_or_on_sibling_render_without_speedup_or_saving(m
     """A speedup needs the off row of the same result, a saving its on row: a result without
     them (a partial run) still renders, those cells empty."""
     import copy
+
     r = make_result(on_ms=ON, off_ms=OFF)
     on = copy.deepcopy(r["rows"][1])
     zc = dict(copy.deepcopy(on), batching="zerocopy")
@@ -880,7 +1062,8 @@ def test_rows_without_their_off_or_on_sibling_render_without_speedup_or_saving(m
     rows = table.build(records(only_on)).rows
     assert [(w["batching"], w["speedup"]) for w in rows] == [("on", "")]
     assert [(w.batching, w.speedup, w.median_ms) for w in table.document(records(only_on)).rows] == [
-        ("on", None, pytest.approx(95.95))]
+        ("on", None, pytest.approx(95.95))
+    ]
     rows = {w["batching"]: w for w in table.build(records(no_on)).rows}
     assert rows["zerocopy"]["saved vs on ms"] == "" and rows["zerocopy"]["speedup"].startswith("1.05x")
     doc = {w.batching: w for w in table.document(records(no_on)).rows}
@@ -910,27 +1093,34 @@ def test_compare_refuses_a_side_that_is_not_one_run(make_record):
     again = make_record(on_ms=ON, off_ms=OFF, host="host-b")
     with pytest.raises(ReportError) as e:
         compare.compare_results([one, again], [one], "runs/a", "runs/b", force=True)
-    assert str(e.value) == ("A (runs/a) holds two results for release CPU Test CPU off (hosts host-a (Test CPU), "
-                            "host-b (Test CPU)); compare needs one result per configuration on each side: pass "
-                            "one run's folder")
-    areas = [make_record(on_ms=ON, off_ms=OFF, host=h, layout="areas", transfer_only=True)
-             for h in ("host-a", "host-b")]
+    assert str(e.value) == (
+        "A (runs/a) holds two results for release CPU Test CPU off (hosts host-a (Test CPU), "
+        "host-b (Test CPU)); compare needs one result per configuration on each side: pass "
+        "one run's folder"
+    )
+    areas = [
+        make_record(on_ms=ON, off_ms=OFF, host=h, layout="areas", transfer_only=True) for h in ("host-a", "host-b")
+    ]
     with pytest.raises(ReportError) as e:
         compare.compare_results([one, *areas], [one], "runs/a", "runs/b", force=True)
-    assert str(e.value).startswith("A (runs/a) holds two results for release CPU Test CPU areas transfer-only off "
-                                   "(hosts host-a (Test CPU), host-b (Test CPU)); ")
+    assert str(e.value).startswith(
+        "A (runs/a) holds two results for release CPU Test CPU areas transfer-only off "
+        "(hosts host-a (Test CPU), host-b (Test CPU)); "
+    )
     assert [x.verdict for x in compare.compare_results([one, areas[0]], [one, areas[0]]).lines] == ["no change"] * 4
     other = make_record(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
     with pytest.raises(compare.ProfileMismatch) as e:
         compare.compare_results([one], [one, other], "runs/a", "runs/b")
-    assert str(e.value) == (f"B (runs/b) mixes results from 2 profiles ({'a' * 64}, {'b' * 64}); a run uses one "
-                            "profile file")
+    assert str(e.value) == (
+        f"B (runs/b) mixes results from 2 profiles ({'a' * 64}, {'b' * 64}); a run uses one profile file"
+    )
     # two failed results of one configuration: the row a failed result stands as has no batching ("-")
     failed = [make_record(status="failed", reason=why, on_ms=None, off_ms=None) for why in ("crash", "timeout")]
     with pytest.raises(ReportError) as e:
         compare.compare_results(failed, [one], "runs/a", "runs/b")
-    assert str(e.value).startswith("A (runs/a) holds two results for release CPU Test CPU - (hosts host-a (Test CPU), "
-                                   "host-a (Test CPU)); ")
+    assert str(e.value).startswith(
+        "A (runs/a) holds two results for release CPU Test CPU - (hosts host-a (Test CPU), host-a (Test CPU)); "
+    )
     # without names the sides are called A and B
     c = compare.compare_results([one], [one])
     assert (c.where_a, c.where_b) == ("A", "B") and c.markdown().startswith("A: A\nB: B\n")
@@ -941,28 +1131,36 @@ def test_compare_refusals_name_each_side_its_folder_and_the_fix(make_record):
     runs of different profiles or machines are refused unless --force)."""
     one = make_record(on_ms=ON, off_ms=OFF, host="host-a")
     with pytest.raises(ReportError, match=r"^B \(runs/b\) holds two results for release CPU Test CPU off "):
-        compare.compare_results([one], [one, make_record(on_ms=ON, off_ms=OFF, host="host-b")], "runs/a", "runs/b",
-                                force=True)
+        compare.compare_results(
+            [one], [one, make_record(on_ms=ON, off_ms=OFF, host="host-b")], "runs/a", "runs/b", force=True
+        )
     other = make_record(variant="cpu-asan", on_ms=ON, off_ms=OFF, profile_sha="b" * 64)
     with pytest.raises(compare.ProfileMismatch, match=r"^A \(runs/a\) mixes results from 2 profiles"):
         compare.compare_results([one, other], [one], "runs/a", "runs/b")
     with pytest.raises(compare.ProfileMismatch) as e:
         compare.compare_results([one], [make_record(on_ms=ON, off_ms=OFF, profile_sha="b" * 64)], "runs/a", "runs/b")
-    assert str(e.value) == (f"refusing to compare runs on different profiles: A (runs/a) used profile sha256 "
-                            f"{'a' * 64}, B (runs/b) used {'b' * 64}; re-run one side with the other's profile file "
-                            "(--force compares anyway)")
+    assert str(e.value) == (
+        f"refusing to compare runs on different profiles: A (runs/a) used profile sha256 "
+        f"{'a' * 64}, B (runs/b) used {'b' * 64}; re-run one side with the other's profile file "
+        "(--force compares anyway)"
+    )
     two_hosts = [one, make_record(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-b")]
-    three = [make_record(on_ms=ON, off_ms=OFF, host="host-c"),
-             make_record(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-d")]
+    three = [
+        make_record(on_ms=ON, off_ms=OFF, host="host-c"),
+        make_record(variant="cpu-asan", on_ms=ON, off_ms=OFF, host="host-d"),
+    ]
     with pytest.raises(compare.MachineMismatch) as e:
         compare.compare_results(two_hosts, three, "runs/a", "runs/b")
-    assert str(e.value) == ("refusing to compare runs of different machines: A (runs/a) ran on host-a (Test CPU), "
-                            "host-b (Test CPU), B (runs/b) on host-c (Test CPU), host-d (Test CPU); compare runs of "
-                            "one machine (--force compares anyway)")
+    assert str(e.value) == (
+        "refusing to compare runs of different machines: A (runs/a) ran on host-a (Test CPU), "
+        "host-b (Test CPU), B (runs/b) on host-c (Test CPU), host-d (Test CPU); compare runs of "
+        "one machine (--force compares anyway)"
+    )
 
 
 def test_a_row_label_names_the_host_only_when_asked(make_result):
     from sam3d.results.rows import rows
+
     on = [w for w in rows(records(make_result(on_ms=ON, off_ms=OFF))) if w.mode == "on"][0]
     assert on.label() == "release CPU Test CPU on"
     assert on.label(with_host=True) == "release CPU Test CPU on host-a (Test CPU)"
@@ -981,14 +1179,19 @@ def test_compare_a_failed_result_stands_against_the_other_sides_rows_of_its_devi
 
     for a, b in (([ok], [failed("GPU-1")]), ([failed("GPU-1")], [ok]), ([ok], [failed(None)]), ([failed(None)], [ok])):
         lines = compare.compare_results(records(*a), records(*b)).lines
-        assert [(x.batching, x.verdict) for x in lines] == [("off", "not comparable (failed)"),
-                                                            ("on", "not comparable (failed)")]
+        assert [(x.batching, x.verdict) for x in lines] == [
+            ("off", "not comparable (failed)"),
+            ("on", "not comparable (failed)"),
+        ]
     other = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
     lines = compare.compare_results(records(other, ok), records(other, failed("GPU-2"))).lines
     assert [(x.variant, x.device, x.batching, x.verdict) for x in lines] == [
-        ("cpu-asan", "Test CPU", "off", "no change"), ("cpu-asan", "Test CPU", "on", "no change"),
-        ("release", "GPU-1", "off", "only in A"), ("release", "GPU-1", "on", "only in A"),
-        ("release", "GPU-2", "-", "only in B")]
+        ("cpu-asan", "Test CPU", "off", "no change"),
+        ("cpu-asan", "Test CPU", "on", "no change"),
+        ("release", "GPU-1", "off", "only in A"),
+        ("release", "GPU-1", "on", "only in A"),
+        ("release", "GPU-2", "-", "only in B"),
+    ]
 
 
 def test_compare_rows_follow_the_tables_order(make_result):
@@ -1004,24 +1207,39 @@ def test_compare_rows_follow_the_tables_order(make_result):
             r["rows"].append(row)
         return r
 
-    rs = [res("zz-x", "CPU", "d"), res("aa-x", "CPU", "d"), res("release", "Vulkan", "Alpha"),
-          res("release", "CPU", "Zeta"), res("release", "CPU", "B-dev", ("queued", "zerocopy")),
-          res("vulkan-ubsan", "CPU", "d")]
+    rs = [
+        res("zz-x", "CPU", "d"),
+        res("aa-x", "CPU", "d"),
+        res("release", "Vulkan", "Alpha"),
+        res("release", "CPU", "Zeta"),
+        res("release", "CPU", "B-dev", ("queued", "zerocopy")),
+        res("vulkan-ubsan", "CPU", "d"),
+    ]
     rs = records(*rs)
     order = [(x.variant, x.backend, x.device, x.batching) for x in compare.compare_results(rs, rs).lines]
-    assert order == [("vulkan-ubsan", "CPU", "d", "off"), ("vulkan-ubsan", "CPU", "d", "on"),
-                     ("release", "CPU", "B-dev", "off"), ("release", "CPU", "B-dev", "on"),
-                     ("release", "CPU", "B-dev", "zerocopy"), ("release", "CPU", "B-dev", "queued"),
-                     ("release", "CPU", "Zeta", "off"), ("release", "CPU", "Zeta", "on"),
-                     ("release", "Vulkan", "Alpha", "off"), ("release", "Vulkan", "Alpha", "on"),
-                     ("aa-x", "CPU", "d", "off"), ("aa-x", "CPU", "d", "on"),
-                     ("zz-x", "CPU", "d", "off"), ("zz-x", "CPU", "d", "on")]
+    assert order == [
+        ("vulkan-ubsan", "CPU", "d", "off"),
+        ("vulkan-ubsan", "CPU", "d", "on"),
+        ("release", "CPU", "B-dev", "off"),
+        ("release", "CPU", "B-dev", "on"),
+        ("release", "CPU", "B-dev", "zerocopy"),
+        ("release", "CPU", "B-dev", "queued"),
+        ("release", "CPU", "Zeta", "off"),
+        ("release", "CPU", "Zeta", "on"),
+        ("release", "Vulkan", "Alpha", "off"),
+        ("release", "Vulkan", "Alpha", "on"),
+        ("aa-x", "CPU", "d", "off"),
+        ("aa-x", "CPU", "d", "on"),
+        ("zz-x", "CPU", "d", "off"),
+        ("zz-x", "CPU", "d", "on"),
+    ]
 
 
 def test_compare_a_failed_result_beside_its_configurations_rows_comes_last(make_result):
     """As in the table, a failed result's row follows the batching rows of its configuration
     (it once sorted between on and zerocopy, tied with zerocopy)."""
     import copy
+
     ok = make_result(on_ms=ON, off_ms=OFF)
     for m in ("zerocopy", "queued"):
         row = copy.deepcopy(ok["rows"][1])
@@ -1030,8 +1248,12 @@ def test_compare_a_failed_result_beside_its_configurations_rows_comes_last(make_
     failed = make_result(status="failed", reason="crash", on_ms=None, off_ms=None)
     lines = compare.compare_results(records(ok, failed), records(ok)).lines
     assert [(x.batching, x.verdict) for x in lines] == [
-        ("off", "no change"), ("on", "no change"), ("zerocopy", "no change"), ("queued", "no change"),
-        ("-", "only in A")]
+        ("off", "no change"),
+        ("on", "no change"),
+        ("zerocopy", "no change"),
+        ("queued", "no change"),
+        ("-", "only in A"),
+    ]
 
 
 def test_compare_cells_of_one_sided_failed_and_compared_rows(make_record):
@@ -1046,20 +1268,35 @@ def test_compare_cells_of_one_sided_failed_and_compared_rows(make_record):
     lines = {(x.variant, x.batching): x for x in c.lines}
     on = lines[("release", "on")]
     assert (on.a.median_ms, on.b.median_ms, on.ratio, on.verdict) == (
-        pytest.approx(95.95), pytest.approx(86.355), pytest.approx(0.9), "faster")
+        pytest.approx(95.95),
+        pytest.approx(86.355),
+        pytest.approx(0.9),
+        "faster",
+    )
     assert (lines[("cpu-asan", "on")].a.median_ms, lines[("cpu-asan", "on")].b) == (pytest.approx(95.95), None)
     assert (lines[("vulkan-ubsan", "on")].a, lines[("vulkan-ubsan", "on")].b.median_ms) == (None, pytest.approx(95.95))
     _, _, cells = parse(c.markdown())
     on = by(cells, variant="release", batching="on")
-    assert (on["A median ms"], on["B median ms"], on["B/A"], on["change"]) == ("95.950", "86.355", "0.900", "**faster**")
-    p = lines[("release", "on")].p                 # the test's p, to two significant digits
+    assert (on["A median ms"], on["B median ms"], on["B/A"], on["change"]) == (
+        "95.950",
+        "86.355",
+        "0.900",
+        "**faster**",
+    )
+    p = lines[("release", "on")].p  # the test's p, to two significant digits
     assert on["p"] == f"{p:.2g}" and float(on["p"]) == pytest.approx(p, rel=0.05) and p < 0.05
     assert (by(cells, variant="cpu-asan", batching="on")["p"], by(cells, variant="cpu-asan", batching="on")["B/A"]) == (
-        "", "")                                     # one side only: no ratio, no test
-    assert (by(cells, variant="cpu-asan", batching="on")["A median ms"],
-            by(cells, variant="cpu-asan", batching="on")["B median ms"]) == ("95.950", "")
-    assert (by(cells, variant="vulkan-ubsan", batching="on")["A median ms"],
-            by(cells, variant="vulkan-ubsan", batching="on")["B median ms"]) == ("", "95.950")
+        "",
+        "",
+    )  # one side only: no ratio, no test
+    assert (
+        by(cells, variant="cpu-asan", batching="on")["A median ms"],
+        by(cells, variant="cpu-asan", batching="on")["B median ms"],
+    ) == ("95.950", "")
+    assert (
+        by(cells, variant="vulkan-ubsan", batching="on")["A median ms"],
+        by(cells, variant="vulkan-ubsan", batching="on")["B median ms"],
+    ) == ("", "95.950")
     strict = {x.batching: x for x in compare.compare_results([a], [b], alpha=1e-30).lines}
     assert strict["on"].verdict == "no change" and strict["on"].p > 1e-30
     failed_a = make_record(status="failed", reason="timeout", on_ms=None, off_ms=None)
@@ -1077,19 +1314,30 @@ def test_compare_shows_a_column_per_configuration_field_off_its_default(make_rec
     where some row is not at its default, each row's value in it ("yes"/"no" for a flag); a
     field at its default in every row shows nowhere, and the same value in every row moves to
     the caption."""
+
     def run(**configuration):
         return [make_record(on_ms=ON, off_ms=OFF), make_record(on_ms=ON, off_ms=OFF, **configuration)]
 
-    caption, header, rows = parse(compare.compare_results(run(layout="areas", transfer_only=True),
-                                                          run(layout="areas", transfer_only=True)).markdown())
+    caption, header, rows = parse(
+        compare.compare_results(
+            run(layout="areas", transfer_only=True), run(layout="areas", transfer_only=True)
+        ).markdown()
+    )
     assert header[:3] == ["layout", "transfer-only", "batching"]
     assert [(r["layout"], r["transfer-only"], r["batching"]) for r in rows] == [
-        ("areas", "yes", "off"), ("areas", "yes", "on"), ("scattered", "no", "off"), ("scattered", "no", "on")]
+        ("areas", "yes", "off"),
+        ("areas", "yes", "on"),
+        ("scattered", "no", "off"),
+        ("scattered", "no", "on"),
+    ]
     assert not {"order", "transfer queue"} & (set(caption) | set(header))
-    caption, header, _ = parse(compare.compare_results(run(transfer_queue=True)[1:], run(transfer_queue=True)[1:])
-                               .markdown())
-    assert caption["transfer queue"] == "yes" and not {"layout", "order", "transfer-only"} & (set(caption) | set(header))
-    caption, header, _ = parse(compare.compare_results(run()[:1], run()[:1]).markdown())     # default runs
+    caption, header, _ = parse(
+        compare.compare_results(run(transfer_queue=True)[1:], run(transfer_queue=True)[1:]).markdown()
+    )
+    assert caption["transfer queue"] == "yes" and not {"layout", "order", "transfer-only"} & (
+        set(caption) | set(header)
+    )
+    caption, header, _ = parse(compare.compare_results(run()[:1], run()[:1]).markdown())  # default runs
     assert list(caption) == ["variant", "backend", "device"] and header[0] == "batching"
 
 
@@ -1106,16 +1354,37 @@ def test_compare_numbers_are_right_aligned_and_each_sides_ratios_stay_in_the_tab
 
     md = compare.compare_results(run(), run()).markdown()
     caption, header, rows = parse(md)
-    assert header == ["batching", "A median ms", "B median ms", "B/A", "p", "change", "A x floor", "B x floor",
-                      "A x limit", "B x limit"]
+    assert header == [
+        "batching",
+        "A median ms",
+        "B median ms",
+        "B/A",
+        "p",
+        "change",
+        "A x floor",
+        "B x floor",
+        "A x limit",
+        "B x limit",
+    ]
     assert [(r["A x limit"], r["B x limit"]) for r in rows] == [("", ""), ("13.11x (7.320)", "13.11x (7.320)")]
-    assert by(rows, batching="off")["A x floor"] == "67.3x (1.500)"           # 100.95 / 1.5
+    assert by(rows, batching="off")["A x floor"] == "67.3x (1.500)"  # 100.95 / 1.5
     rule = next(line for line in md.splitlines() if line.startswith("|:") or line.startswith("|-"))
     marks = [c.strip() for c in rule.strip("|").split("|")]
-    assert {h: ("right" if m.endswith(":") and not m.startswith(":") else "left" if m.startswith(":") else "?")
-            for h, m in zip(header, marks)} == {
-        "batching": "left", "A median ms": "right", "B median ms": "right", "B/A": "right", "p": "right",
-        "change": "left", "A x floor": "right", "B x floor": "right", "A x limit": "right", "B x limit": "right"}
+    assert {
+        h: ("right" if m.endswith(":") and not m.startswith(":") else "left" if m.startswith(":") else "?")
+        for h, m in zip(header, marks)
+    } == {
+        "batching": "left",
+        "A median ms": "right",
+        "B median ms": "right",
+        "B/A": "right",
+        "p": "right",
+        "change": "left",
+        "A x floor": "right",
+        "B x floor": "right",
+        "A x limit": "right",
+        "B x limit": "right",
+    }
 
 
 def test_compare_failed_results_on_both_sides_stand_as_one_row(make_record):
@@ -1125,11 +1394,19 @@ def test_compare_failed_results_on_both_sides_stand_as_one_row(make_record):
     c = compare.compare_results([fa], [fb])
     (line,) = c.lines
     assert (line.batching, line.a.failed, line.b.failed, line.verdict) == (
-        "-", "timeout", "crash", "not comparable (failed)")
+        "-",
+        "timeout",
+        "crash",
+        "not comparable (failed)",
+    )
     assert (line.a.median_ms, line.b.median_ms, line.ratio, line.p) == (None, None, None, None)
-    caption, _, (row,) = parse(c.markdown())      # one row: its batching is in the caption
+    caption, _, (row,) = parse(c.markdown())  # one row: its batching is in the caption
     assert (caption["batching"], row["A median ms"], row["B median ms"], row["change"]) == (
-        "-", "FAILED: timeout", "FAILED: crash", "not comparable (failed)")
+        "-",
+        "FAILED: timeout",
+        "FAILED: crash",
+        "not comparable (failed)",
+    )
 
 
 def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_result):
@@ -1137,21 +1414,30 @@ def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_resul
     save(tmp_path / "b" / "r.json", make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF))
     with pytest.raises(ReportError) as e:
         compare.compare(tmp_path / "a", tmp_path / "b")
-    assert str(e.value) == (f"A ({tmp_path / 'a'}) and B ({tmp_path / 'b'}) share no configuration (variant, "
-                            "backend, device, layout, order, transfer-only, transfer queue, batching): nothing to "
-                            "compare; compare runs of the same variants and configurations on the same device")
+    assert str(e.value) == (
+        f"A ({tmp_path / 'a'}) and B ({tmp_path / 'b'}) share no configuration (variant, "
+        "backend, device, layout, order, transfer-only, transfer queue, batching): nothing to "
+        "compare; compare runs of the same variants and configurations on the same device"
+    )
 
 
 def test_terminal_table_fits_120_columns(make_result):
     from sam3d.results import table
-    rs = [make_result(variant=v, backend=b, device=d, host=h, on_ms=ON, off_ms=OFF, fallbacks={"oversized": 2})
-          for v in ("release", "cpu-asan") for b, d in (("CPU", "Test CPU"), ("Vulkan", "llvmpipe (LLVM 19.1.7, 256 bits)"))
-          for h in ("host-a", "host-b")]
-    rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
-                          on_ms=None, off_ms=None))
+
+    rs = [
+        make_result(variant=v, backend=b, device=d, host=h, on_ms=ON, off_ms=OFF, fallbacks={"oversized": 2})
+        for v in ("release", "cpu-asan")
+        for b, d in (("CPU", "Test CPU"), ("Vulkan", "llvmpipe (LLVM 19.1.7, 256 bits)"))
+        for h in ("host-a", "host-b")
+    ]
+    rs.append(
+        make_result(
+            variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200, on_ms=None, off_ms=None
+        )
+    )
     rs = records(*rs)
     full = render(rs)
-    assert max(map(len, full.splitlines())) > 120          # table.md keeps every column
+    assert max(map(len, full.splitlines())) > 120  # table.md keeps every column
     term = table.render_terminal(rs, full="generated/diagnostics/x/table.md")
     assert max(map(len, term.splitlines())) <= 120
     _, header, rows = parse(term)
@@ -1165,6 +1451,7 @@ def test_terminal_table_shortens_cells_but_keeps_their_numbers(make_result):
     and x limit keep their first number (the parenthesised part is in table.md), a device or
     machine name over 20 characters is cut to 19 and "~", a failed row points at its note."""
     from sam3d.results.table import _short_cell
+
     assert _short_cell("speedup", "1.05x (IQR 1.05-1.05)") == "1.05x"
     assert _short_cell("saved vs on ms", "45.000 (47%)") == "45.000"
     assert _short_cell("x floor", "2.6x (1.410) (x)") == "2.6x"
@@ -1183,24 +1470,39 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
     WARNING ones, each cut to the width; a last line names the dropped columns and where the
     full table is."""
     from sam3d.results import table
+
     outs = [f"o{i}" for i in range(20)]
     bad = ["x"] + outs[1:]
-    rs = [make_result(variant=v, host=h, on_ms=ON, off_ms=OFF, outputs=outs,
-                      on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs,
-                      profile_sha=("b" if h == "host-b" else "a") * 64)
-          for v in ("release", "cpu-asan") for h in ("host-a", "host-b")]
-    rs.append(make_result(variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200,
-                          on_ms=None, off_ms=None))
+    rs = [
+        make_result(
+            variant=v,
+            host=h,
+            on_ms=ON,
+            off_ms=OFF,
+            outputs=outs,
+            on_outputs=bad if (v, h) == ("cpu-asan", "host-b") else outs,
+            profile_sha=("b" if h == "host-b" else "a") * 64,
+        )
+        for v in ("release", "cpu-asan")
+        for h in ("host-a", "host-b")
+    ]
+    rs.append(
+        make_result(
+            variant="vulkan-ubsan", status="failed", reason="build failed: " + "x" * 200, on_ms=None, off_ms=None
+        )
+    )
     rs = records(*rs)
     wide = table.render_terminal(rs, width=1000)
     lines = wide.splitlines()
     tab = [ln for ln in lines if ln.startswith("|")]
     width = max(map(len, tab))
-    assert wide.endswith("\n") and not any(ln.startswith("(") for ln in lines)   # nothing dropped, no file named
+    assert wide.endswith("\n") and not any(ln.startswith("(") for ln in lines)  # nothing dropped, no file named
     cells = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in tab]
     for col in zip(*cells):
-        assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)  # widest cell + a space each side
-    exact = table.render_terminal(rs, width=width).splitlines()               # exactly as wide: it fits
+        assert len(col[1]) == 2 + max(
+            len(c.strip()) for i, c in enumerate(col) if i != 1
+        )  # widest cell + a space each side
+    exact = table.render_terminal(rs, width=width).splitlines()  # exactly as wide: it fits
     assert [ln for ln in exact if ln.startswith("|")] == tab and not exact[-1].startswith("(not shown")
     notes = [ln for ln in lines if ln.startswith("- ")]
     assert notes and all(ln.startswith(("- FAILED", "- WARNING")) for ln in notes)
@@ -1209,31 +1511,33 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
 
     narrow = table.render_terminal(rs, full="x/table.md", width=width - 1).splitlines()
     assert all(len(ln) <= width - 1 for ln in narrow)
-    caption = [ln for ln in narrow[:narrow.index(next(ln for ln in narrow if ln.startswith("|")))]]
+    caption = [ln for ln in narrow[: narrow.index(next(ln for ln in narrow if ln.startswith("|")))]]
     assert caption[0].startswith("all rows: ") and all(ln.startswith("  ") for ln in caption[1:])
     failed = next(ln for ln in narrow if ln.startswith("- FAILED"))
     assert failed.endswith(" ...") and len(failed) <= width - 1
     last = narrow[-1]
     assert last.startswith("(not shown here: ") and last.endswith("; every column and note: x/table.md)")
-    dropped = last[len("(not shown here: "):last.index(";")].split(", ")
-    present = [table.SHORT.get(h, h) for h in table.DROP_ORDER
-               if table.SHORT.get(h, h) in [c.strip() for c in cells[0]]]
-    assert dropped == present[:len(dropped)] and dropped[0] == "profile"      # two profiles: shown, and first to go
+    dropped = last[len("(not shown here: ") : last.index(";")].split(", ")
+    present = [
+        table.SHORT.get(h, h) for h in table.DROP_ORDER if table.SHORT.get(h, h) in [c.strip() for c in cells[0]]
+    ]
+    assert dropped == present[: len(dropped)] and dropped[0] == "profile"  # two profiles: shown, and first to go
     header = [c.strip() for c in re.split(r"(?<!\\)\|", next(ln for ln in narrow if ln.startswith("|")))[1:-1]]
-    assert not set(dropped) & set(header) and "same out" in header              # a mismatch keeps its column
+    assert not set(dropped) & set(header) and "same out" in header  # a mismatch keeps its column
     small = table.render_terminal(rs, width=60).splitlines()
-    caption = small[:small.index(next(ln for ln in small if ln.startswith("|")))]
+    caption = small[: small.index(next(ln for ln in small if ln.startswith("|")))]
     assert len(caption) > 1 and caption[0].startswith("all rows: backend=CPU, ")
     assert all(ln.startswith("  ") for ln in caption[1:]) and all(len(ln) <= 60 for ln in caption)
     kept = [[c for c in re.split(r"(?<!\\)\|", ln)[1:-1]] for ln in narrow if ln.startswith("|")]
-    for col in zip(*kept):                                                     # after dropping too
+    for col in zip(*kept):  # after dropping too
         assert len(col[1]) == 2 + max(len(c.strip()) for i, c in enumerate(col) if i != 1)
     rule = next(ln for ln in narrow if ln.startswith("|:"))
     aligns = dict(zip(header, [c.strip() for c in rule.strip("|").split("|")]))
-    assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")   # numbers right-aligned
+    assert aligns["median"].endswith(":") and not aligns["median"].startswith(":")  # numbers right-aligned
     assert aligns["variant"].startswith(":") and not aligns["variant"].endswith(":")
     assert table.render_terminal(rs, full="x/table.md", width=1000).splitlines()[-1] == (
-        "(every column and note: x/table.md)")                                     # nothing dropped
+        "(every column and note: x/table.md)"
+    )  # nothing dropped
     cut = table.render_terminal(rs, full="x" * 300, width=width - 1).splitlines()[-1]
     assert cut.startswith("(not shown here: ") and cut.endswith(" ...)") and len(cut) <= width - 1
     unnamed = table.render_terminal(rs, width=width - 1).splitlines()[-1]
@@ -1243,9 +1547,11 @@ def test_terminal_table_drops_columns_in_order_until_it_fits_and_says_which(make
 def test_terminal_table_without_a_caption_has_no_caption_line(make_result):
     """No column holds one value in every row: no "all rows:" line."""
     from sam3d.results import table
+
     a = make_result(on_ms=ON, off_ms=OFF, fallbacks={"oversized": 1})
-    b = make_result(variant="cpu-asan", backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF[:3],
-                    profile_sha="b" * 64, bytes_up=1)
+    b = make_result(
+        variant="cpu-asan", backend="Vulkan", device="GPU", on_ms=None, off_ms=OFF[:3], profile_sha="b" * 64, bytes_up=1
+    )
     term = table.render_terminal(records(a, b), width=1000)
     assert term.startswith("| variant ") and "all rows" not in term
 
@@ -1253,6 +1559,7 @@ def test_terminal_table_without_a_caption_has_no_caption_line(make_result):
 def test_terminal_table_keeps_a_mismatch_column_even_when_every_row_shows_the_same(make_result):
     """As table.md: a column showing an output mismatch never moves to the caption."""
     from sam3d.results import table
+
     outs = [f"o{i}" for i in range(20)]
     r = make_result(on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=["x"] + outs[1:])
     term = table.render_terminal(records(r))
@@ -1265,7 +1572,9 @@ def test_report_json(tmp_path, make_result, capsys):
     row per table row, numbers as numbers, the configuration as the record's fields, the notes
     as text without Markdown."""
     save(tmp_path / "in" / "a.json", make_result(on_ms=ON, off_ms=OFF))
-    assert cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
+    assert (
+        cli.main(["report", "--format", "json", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 0
+    )
     out = capsys.readouterr()
     text = out.out
     doc = json.loads(text)  # stdout is the document alone, for a pipe into jq
@@ -1274,20 +1583,36 @@ def test_report_json(tmp_path, make_result, capsys):
     assert {r["batching"]: r["median_ms"] for r in doc["rows"]} == {"off": 100.95, "on": 95.95}
     off, on = doc["rows"]
     assert (on["variant"], on["backend"], on["device"], on["host"], on["status"], on["reason"]) == (
-        "release", "CPU", "Test CPU", "host-a (Test CPU)", "ok", None)
-    assert on["configuration"] == {"layout": "scattered", "order": "profile", "transfer_only": False,
-                                   "transfer_queue": False}
+        "release",
+        "CPU",
+        "Test CPU",
+        "host-a (Test CPU)",
+        "ok",
+        None,
+    )
+    assert on["configuration"] == {
+        "layout": "scattered",
+        "order": "profile",
+        "transfer_only": False,
+        "transfer_queue": False,
+    }
     # the table's cells, as numbers: p95 101.8/96.8, min-max, n, speedup 1.05x (IQR 1.05-1.05)
     assert (off["n"], off["p95_ms"], off["min_ms"], off["max_ms"]) == (20, 101.8, 100.0, 101.9)
     assert (on["n"], on["p95_ms"], on["min_ms"], on["max_ms"]) == (20, pytest.approx(96.8), 95.0, pytest.approx(96.9))
     assert off["speedup"] is None and on["speedup"] == pytest.approx(100.95 / 95.95, abs=1e-3)
-    low, high = on["speedup_iqr"]                 # of the paired ratios 1.0516..1.0526
+    low, high = on["speedup_iqr"]  # of the paired ratios 1.0516..1.0526
     assert 1.0516 < low < on["speedup"] < high < 1.0526
     assert (on["outputs_identical"], on["floor_ms"], on["limit_ms"], on["saved_vs_on_ms"]) == (True, None, None, None)
-    assert on["counters"] == {"async_uploads": 199, "sync_uploads": 3, "async_downloads": 232, "sync_downloads": 1,
-                              "bytes_uploaded": 33_193_136, "bytes_downloaded": 32_403_596, "pinned_batches": 82,
-                              "fallbacks": {"no_async_caps": 0, "foreign_host_buffer": 0, "oversized": 0,
-                                            "pinned_unavailable": 0}}
+    assert on["counters"] == {
+        "async_uploads": 199,
+        "sync_uploads": 3,
+        "async_downloads": 232,
+        "sync_downloads": 1,
+        "bytes_uploaded": 33_193_136,
+        "bytes_downloaded": 32_403_596,
+        "pinned_batches": 82,
+        "fallbacks": {"no_async_caps": 0, "foreign_host_buffer": 0, "oversized": 0, "pinned_unavailable": 0},
+    }
     assert any(n.startswith("times: per-image wall ms") for n in doc["notes"])
     # the name is taken now: refused, and replaced with --force
     assert cli.main(["report", "--out", str(tmp_path / "d"), "--name", "j", str(tmp_path / "in")]) == 2
@@ -1300,10 +1625,20 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
     **+N**), the report document holds a value (outputs_identical false, the limit and waits as
     numbers) and plain text; a failed row has no numbers, its reason instead."""
     import copy
+
     from sam3d.core import profile
+
     outs = [f"o{i}" for i in range(20)]
-    r = make_result(backend="Vulkan", device="GPU", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=["x"] + outs[1:],
-                    profile_sha=profile.sha256(), transfer_only=True)
+    r = make_result(
+        backend="Vulkan",
+        device="GPU",
+        on_ms=ON,
+        off_ms=OFF,
+        outputs=outs,
+        on_outputs=["x"] + outs[1:],
+        profile_sha=profile.sha256(),
+        transfer_only=True,
+    )
     queued = copy.deepcopy(r["rows"][1])
     queued["batching"] = "queued"
     r["rows"].append(queued)
@@ -1317,8 +1652,12 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
     assert doc.notes == [n.replace("**", "") for n in t.notes]
     rows = {(w.variant, w.batching): w for w in doc.rows}
     assert [rows[("release", m)].outputs_identical for m in ("off", "on", "queued")] == [False, False, False]
-    assert rows[("release", "on")].configuration == {"layout": "scattered", "order": "profile", "transfer_only": True,
-                                                      "transfer_queue": False}
+    assert rows[("release", "on")].configuration == {
+        "layout": "scattered",
+        "order": "profile",
+        "transfer_only": True,
+        "transfer_queue": False,
+    }
     q = rows[("release", "queued")]
     assert q.floor_ms == 1.5 and isinstance(q.limit_ms, float) and q.limit_ms > q.floor_ms
     assert isinstance(q.waits_mandatory, int) and q.waits_mandatory > 0
@@ -1330,21 +1669,37 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
     assert rows[("release", "off")].waits_made is None and rows[("cpu-asan", None)].waits_made is None
     f = rows[("cpu-asan", None)]
     assert (f.status, f.reason, f.median_ms, f.n, f.counters, f.outputs_identical) == (
-        "failed", "a | b", None, None, None, None)
+        "failed",
+        "a | b",
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def test_device_test_table_rounds_the_kernel_total_and_marks_n_a():
     from sam3d.results.table import device_tests
-    md = device_tests({"hostname": "vm", "gpu": "NVIDIA H200"}, [
-        ("release", "plain", {"passed": 168, "failed": 0, "skipped": 1}),
-        ("release", "perf_logger", {"passed": 168, "failed": 0, "skipped": 1,
-                                    "diagnostic_kernel_timestamp_total_ms": 10.199039999999998}),
-        ("cuda-release", "perf_logger", {"not_applicable": True})])
+
+    md = device_tests(
+        {"hostname": "vm", "gpu": "NVIDIA H200"},
+        [
+            ("release", "plain", {"passed": 168, "failed": 0, "skipped": 1}),
+            (
+                "release",
+                "perf_logger",
+                {"passed": 168, "failed": 0, "skipped": 1, "diagnostic_kernel_timestamp_total_ms": 10.199039999999998},
+            ),
+            ("cuda-release", "perf_logger", {"not_applicable": True}),
+        ],
+    )
     lines = [line for line in md.splitlines() if line.startswith("| ")][1:]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
-    assert cells == [["release", "plain", "168", "0", "1", ""],
-                     ["release", "perf_logger", "168", "0", "1", "10.199"],
-                     ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"]]
+    assert cells == [
+        ["release", "plain", "168", "0", "1", ""],
+        ["release", "perf_logger", "168", "0", "1", "10.199"],
+        ["cuda-release", "perf_logger", "n/a", "n/a", "n/a", "n/a"],
+    ]
 
 
 def test_device_test_table_page_right_aligns_every_count():
@@ -1352,35 +1707,76 @@ def test_device_test_table_page_right_aligns_every_count():
     CUDA devices, checkers' findings and kernel total are numbers, right-aligned; a run
     without a CUDA device count leaves that cell blank; no runs say so; the note follows."""
     from sam3d.results.table import device_tests
-    md = device_tests({"hostname": "vm", "gpu": "NVIDIA H200"}, [
-        ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1,
-                                   "sanitizer_errors": 0, "diagnostic_kernel_timestamp_total_ms": 2.5}),
-        ("release", "plain", {"passed": 7, "failed": 1, "skipped": 0})]).splitlines()
+
+    md = device_tests(
+        {"hostname": "vm", "gpu": "NVIDIA H200"},
+        [
+            (
+                "cuda-release",
+                "plain",
+                {
+                    "passed": 168,
+                    "failed": 0,
+                    "skipped": 1,
+                    "cuda_devices": 1,
+                    "sanitizer_errors": 0,
+                    "diagnostic_kernel_timestamp_total_ms": 2.5,
+                },
+            ),
+            ("release", "plain", {"passed": 7, "failed": 1, "skipped": 0}),
+        ],
+    ).splitlines()
     assert md[:2] == ["# Device tests on vm (NVIDIA H200)", ""]
     header, rule = md[2], md[3]
     heads = [c.strip() for c in header.strip("|").split("|")]
-    assert heads == ["variant", "run", "passed", "failed", "skipped", "CUDA devices (GGML's)",
-                     "compute-sanitizer errors", "kernel timestamps ms (diagnostic)"]
+    assert heads == [
+        "variant",
+        "run",
+        "passed",
+        "failed",
+        "skipped",
+        "CUDA devices (GGML's)",
+        "compute-sanitizer errors",
+        "kernel timestamps ms (diagnostic)",
+    ]
     aligns = [c.strip() for c in rule.strip("|").split("|")]
     assert [a.startswith(":") for a in aligns] == [True, True] + [False] * 6
     assert all(a.endswith(":") for a in aligns[2:])
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in md[4:6]]
-    assert rows == [["cuda-release", "plain", "168", "0", "1", "1", "0", "2.500"],
-                    ["release", "plain", "7", "1", "0", "", "", ""]]
-    assert md[6:] == ["", "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
-                          "with an extra synchronization before compute, never production latency."]
-    na = device_tests({"hostname": "vm"}, [("release", "perf_logger", {"not_applicable": True}),
-                                           ("release", "plain", {"passed": 1, "failed": 0, "skipped": 0})])
-    assert [ln.split("|")[2].strip() for ln in na.splitlines() if ln.startswith("| release")] == ["perf_logger", "plain"]
+    assert rows == [
+        ["cuda-release", "plain", "168", "0", "1", "1", "0", "2.500"],
+        ["release", "plain", "7", "1", "0", "", "", ""],
+    ]
+    assert md[6:] == [
+        "",
+        "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+        "with an extra synchronization before compute, never production latency.",
+    ]
+    na = device_tests(
+        {"hostname": "vm"},
+        [
+            ("release", "perf_logger", {"not_applicable": True}),
+            ("release", "plain", {"passed": 1, "failed": 0, "skipped": 0}),
+        ],
+    )
+    assert [ln.split("|")[2].strip() for ln in na.splitlines() if ln.startswith("| release")] == [
+        "perf_logger",
+        "plain",
+    ]
     empty = device_tests({"hostname": "vm"}, []).splitlines()
     assert empty[:4] == ["# Device tests on vm ()", "", "no device tests", ""]
 
 
 def test_device_test_table_shows_the_cuda_devices_ggml_saw_when_known():
     from sam3d.results.table import device_tests
-    md = device_tests({"hostname": "vm"}, [
-        ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1}),
-        ("cuda-asan", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1})])
+
+    md = device_tests(
+        {"hostname": "vm"},
+        [
+            ("cuda-release", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1}),
+            ("cuda-asan", "plain", {"passed": 168, "failed": 0, "skipped": 1, "cuda_devices": 1}),
+        ],
+    )
     assert "CUDA devices (GGML's)" in md
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| cuda")]
     assert [r[5] for r in rows] == ["1", "1"]
@@ -1396,13 +1792,16 @@ def test_the_saved_and_run_notes_say_what_their_columns_mean(make_result):
     staged design, each with the per-image time it saves over on) and run (table.build: only
     when two results share a configuration and host), each note in full."""
     import copy
+
     r = make_result(on_ms=ON, off_ms=OFF)
     zc = dict(copy.deepcopy(r["rows"][1]), batching="zerocopy")
     r["rows"].append(zc)
     notes = table.build(records(r, copy.deepcopy(r))).notes
-    assert table.document(records(r, copy.deepcopy(r))).notes == notes    # no Markdown in these
-    assert ("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or queued calls "
-            "save over the spec's staged design in the same run.") in notes
+    assert table.document(records(r, copy.deepcopy(r))).notes == notes  # no Markdown in these
+    assert (
+        "saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or queued calls "
+        "save over the spec's staged design in the same run."
+    ) in notes
     assert "run: #i is the i-th result given; two results share a configuration and host." in notes
 
 
@@ -1413,24 +1812,30 @@ def test_results_from_two_hosts_name_the_host_in_every_finding(make_result):
     outs = [f"o{i}" for i in range(20)]
     bad = list(outs)
     bad[3] = "different"
-    rs = [make_result(host="box1", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad),
-          make_result(backend="Vulkan", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=bad),
-          make_result(backend="CUDA", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=outs),
-          make_result(variant="vulkan-ubsan", host="box2", status="failed", reason="boom", on_ms=None, off_ms=None)]
+    rs = [
+        make_result(host="box1", on_ms=ON, off_ms=OFF, outputs=outs, on_outputs=bad),
+        make_result(backend="Vulkan", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=bad),
+        make_result(backend="CUDA", device="GPU", host="box2", on_ms=ON, off_ms=OFF, outputs=outs),
+        make_result(variant="vulkan-ubsan", host="box2", status="failed", reason="boom", on_ms=None, off_ms=None),
+    ]
     t = table.build(records(*rs))
     assert t.columns[0].header == "machine"
     assert {w.host for w in table.document(records(*rs)).rows} == {"box1 (Test CPU)", "box2 (Test CPU)"}
     notes = t.notes
-    assert ("WARNING: outputs differ between batching on and off: release CPU Test CPU on box1 (Test CPU) "
-            "(1/20 images)") in notes
+    assert (
+        "WARNING: outputs differ between batching on and off: release CPU Test CPU on box1 (Test CPU) (1/20 images)"
+    ) in notes
     # across backends Vulkan's rows are the odd ones against the first row of the majority (CPU off)
     for m in ("off", "on"):
-        assert (f"WARNING: outputs of release Vulkan GPU {m} box2 (Test CPU) differ from release CPU Test CPU off "
-                "box1 (Test CPU) (1/20 images; the replay with compute is exact in F32, so every backend must give "
-                "the same bytes)") in notes
+        assert (
+            f"WARNING: outputs of release Vulkan GPU {m} box2 (Test CPU) differ from release CPU Test CPU off "
+            "box1 (Test CPU) (1/20 images; the replay with compute is exact in F32, so every backend must give "
+            "the same bytes)"
+        ) in notes
     assert "FAILED: vulkan-ubsan CPU Test CPU box2 (Test CPU): boom (no timings)" in notes
     assert sorted(p.split(" failed:")[0] for p in checks.problems(records(*rs)) if " failed:" in p) == [
-        "vulkan-ubsan CPU Test CPU box2 (Test CPU)"]
+        "vulkan-ubsan CPU Test CPU box2 (Test CPU)"
+    ]
 
 
 def test_each_results_speedup_and_saving_come_from_its_own_rows(make_result):
@@ -1439,6 +1844,7 @@ def test_each_results_speedup_and_saving_come_from_its_own_rows(make_result):
     report document: null) and the next result's cells as they are (off 100.95 / on 95.95 =
     1.05x; zerocopy 45 ms less)."""
     import copy
+
     full = make_result(on_ms=ON, off_ms=OFF)
     zc = dict(copy.deepcopy(full["rows"][1]), batching="zerocopy")
     for s in zc["samples"]:
@@ -1448,7 +1854,7 @@ def test_each_results_speedup_and_saving_come_from_its_own_rows(make_result):
     no_off["rows"] = [no_off["rows"][1]]
     apart = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
     for s in apart["rows"][0]["samples"]:
-        s["image"] += 20                       # off timed images 20..39, on 0..19: no pair
+        s["image"] += 20  # off timed images 20..39, on 0..19: no pair
     no_on = make_result(variant="cpu-asan", on_ms=ON, off_ms=OFF)
     no_on["rows"] = [no_on["rows"][0], dict(copy.deepcopy(zc), batching="queued")]
     for first in (no_off, apart, no_on):

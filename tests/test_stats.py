@@ -14,13 +14,16 @@ def shuffled(xs, seed=0):
     return xs
 
 
-@pytest.mark.parametrize("samples, med, p95, lo, hi", [
-    ([5.0], 5.0, 5.0, 5.0, 5.0),                              # n = 1: rank ceil(0.95) = 1
-    ([3.0, 1.0], 2.0, 3.0, 1.0, 3.0),                         # n = 2: rank ceil(1.9) = 2
-    (shuffled(range(1, 20)), 10.0, 19.0, 1.0, 19.0),          # n = 19: rank ceil(18.05) = 19
-    (shuffled(range(1, 21)), 10.5, 19.0, 1.0, 20.0),          # n = 20: rank 19, not the max
-    (shuffled(range(1, 22)), 11.0, 20.0, 1.0, 21.0),          # n = 21: rank ceil(19.95) = 20
-])
+@pytest.mark.parametrize(
+    "samples, med, p95, lo, hi",
+    [
+        ([5.0], 5.0, 5.0, 5.0, 5.0),  # n = 1: rank ceil(0.95) = 1
+        ([3.0, 1.0], 2.0, 3.0, 1.0, 3.0),  # n = 2: rank ceil(1.9) = 2
+        (shuffled(range(1, 20)), 10.0, 19.0, 1.0, 19.0),  # n = 19: rank ceil(18.05) = 19
+        (shuffled(range(1, 21)), 10.5, 19.0, 1.0, 20.0),  # n = 20: rank 19, not the max
+        (shuffled(range(1, 22)), 11.0, 20.0, 1.0, 21.0),  # n = 21: rank ceil(19.95) = 20
+    ],
+)
 def test_summary_hand_computed(samples, med, p95, lo, hi):
     s = stats.summarize(samples)
     assert (s.n, s.median, s.p95, s.min, s.max) == (len(samples), med, p95, lo, hi)
@@ -107,8 +110,8 @@ def test_speedup_needs_equal_lengths():
 
 
 def test_change_needs_significance_and_effect():
-    a = [10.0 + 0.01 * i for i in range(20)]            # median 10.095
-    slower = stats.change(a, [x * 1.10 for x in a])     # every B sample above most of A's
+    a = [10.0 + 0.01 * i for i in range(20)]  # median 10.095
+    slower = stats.change(a, [x * 1.10 for x in a])  # every B sample above most of A's
     assert slower.verdict == "slower" and slower.ratio == pytest.approx(1.10) and slower.p < 0.05
     assert stats.change(a, [x * 0.90 for x in a]).verdict == "faster"
     # significant but below the minimum effect: +1 % is no change at the default 5 %
@@ -124,6 +127,7 @@ def test_change_needs_significance_and_effect():
 
 
 # --- the rules at their edges (docs/benchmark.md, "Statistics"; docs/getting-started.md, compare) ---
+
 
 def test_nearest_rank_bounds_of_percent():
     """percent in (0, 100]: 100 is the largest sample, 101 and 0 are refused; any percent > 0
@@ -157,21 +161,24 @@ def test_a_ratio_needs_positive_denominators():
     with pytest.raises(stats.StatsError, match=r"^median\(A\) must be > 0 ms to form a ratio$"):
         stats.change([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
     assert stats.change([0.0, 1.0, 2.0], [2.0, 2.0, 2.0]).ratio == 2.0
-    with pytest.raises(stats.StatsError, match=r"^on/off speedup needs paired samples: 2 off vs 1 on; both modes "
-                                               r"must time the same images$"):
+    with pytest.raises(
+        stats.StatsError,
+        match=r"^on/off speedup needs paired samples: 2 off vs 1 on; both modes "
+        r"must time the same images$",
+    ):
         stats.speedup([1.0, 2.0], [1.0])
 
 
 def test_change_thresholds_are_strict_for_p_and_inclusive_for_the_effect():
-    """"slower" or "faster" when p < alpha and B/A differs from 1 by at least min_effect."""
-    a = [8.0 + 0.01 * i for i in range(21)]           # median 8.1
-    b = [10.125 + 0.01 * i for i in range(21)]        # median 10.225: B/A = 1.2623...
+    """ "slower" or "faster" when p < alpha and B/A differs from 1 by at least min_effect."""
+    a = [8.0 + 0.01 * i for i in range(21)]  # median 8.1
+    b = [10.125 + 0.01 * i for i in range(21)]  # median 10.225: B/A = 1.2623...
     p = stats.change(a, b).p
     ratio = stats.median(b) / stats.median(a)
-    assert stats.change(a, b, alpha=p).verdict == "no change"                  # p < p is false
+    assert stats.change(a, b, alpha=p).verdict == "no change"  # p < p is false
     assert stats.change(a, b, alpha=p * 1.001).verdict == "slower"
     effect = abs(ratio - 1.0)
-    assert stats.change(a, b, min_effect=effect).verdict == "slower"           # at least: inclusive
+    assert stats.change(a, b, min_effect=effect).verdict == "slower"  # at least: inclusive
     assert stats.change(a, b, min_effect=effect * 1.001).verdict == "no change"
     assert stats.change(b, a, min_effect=abs(stats.median(a) / stats.median(b) - 1.0)).verdict == "faster"
     # samples all equal on both sides: identical, p = 1 (the test itself is undefined there)
@@ -196,7 +203,7 @@ def test_equal_medians_are_no_change_even_at_a_minimum_effect_of_0():
     """B/A = 1 is neither slower nor faster, however significant the test: `compare
     --min-effect 0` once called such a row faster."""
     a = [9.0] * 10 + [10.0] + [11.0] * 10
-    b = [9.5] * 10 + [10.0] + [11.5] * 10          # the same median, every other sample higher
+    b = [9.5] * 10 + [10.0] + [11.5] * 10  # the same median, every other sample higher
     c = stats.change(a, b, min_effect=0.0)
     assert c.ratio == 1.0 and c.p < 0.05 and c.verdict == "no change"
     assert stats.change(a, [x * 1.001 for x in b], min_effect=0.0).verdict == "slower"

@@ -40,14 +40,19 @@ def test_vulkan_header_version_parses(tmp_path):
     (tmp_path / "vulkan").mkdir()
     (tmp_path / "vulkan" / "vulkan_core.h").write_text(
         "#define VK_HEADER_VERSION 309\n"
-        "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 4, VK_HEADER_VERSION)\n")
+        "#define VK_HEADER_VERSION_COMPLETE VK_MAKE_API_VERSION(0, 1, 4, VK_HEADER_VERSION)\n"
+    )
     assert system.vulkan_header_version(tmp_path) == (1, 4, 309)
     assert system.vulkan_header_version(tmp_path / "nothing") is None
 
 
 def test_fetched_vulkan_headers_are_new_enough():
     inc = system.vulkan_include_dir()
-    found = system.vulkan_header_version(inc) if inc else system.vulkan_header_version(__import__("pathlib").Path("/usr/include"))
+    found = (
+        system.vulkan_header_version(inc)
+        if inc
+        else system.vulkan_header_version(__import__("pathlib").Path("/usr/include"))
+    )
     assert found is not None and found >= system.VULKAN_HEADERS_MIN
 
 

@@ -21,8 +21,9 @@ def test_flags_follow_the_sanitizers_and_the_build_type():
         cfg = v.opt_flags + (() if v.build_type == "Debug" else ("-DNDEBUG",))
         san = ("-fsanitize=" + ",".join(s.fsanitize for s in v.sanitizers),) if v.sanitizer else ()
         assert v.compile_flags == cfg + san, v.name
-        assert (v.asan, v.ubsan, v.tsan) == tuple(variants.sanitizer(k) in v.sanitizers
-                                                  for k in ("address", "undefined", "thread"))
+        assert (v.asan, v.ubsan, v.tsan) == tuple(
+            variants.sanitizer(k) in v.sanitizers for k in ("address", "undefined", "thread")
+        )
         assert v.backends == ("CPU",) + (("Vulkan",) if v.vulkan else ()) + (("CUDA",) if v.cuda else ())
         assert v.canaries == tuple(s.canary for s in v.sanitizers)
 
@@ -48,10 +49,12 @@ def test_roles_are_declared_and_what_each_needs_is_checked():
     twin = replace(fuzz[0], name="twin", roles=(variants.CI,))
     assert variants.problems(variants.VARIANTS + (twin,)) == [] and not twin.fuzz
     # ... and the checks catch what cannot work.
-    bad = [replace(fuzz[0], name="b1", roles=(variants.FUZZ,)),
-           replace(fuzz[0], name="b2", roles=(variants.BUNDLE,)),
-           replace(fuzz[0], name="b3", roles=(variants.CI,), built=False),
-           replace(fuzz[0], name="b4", roles=(), sanitizer="Memory")]
+    bad = [
+        replace(fuzz[0], name="b1", roles=(variants.FUZZ,)),
+        replace(fuzz[0], name="b2", roles=(variants.BUNDLE,)),
+        replace(fuzz[0], name="b3", roles=(variants.CI,), built=False),
+        replace(fuzz[0], name="b4", roles=(), sanitizer="Memory"),
+    ]
     found = variants.problems(variants.VARIANTS + tuple(bad))
     assert any("2 variants declare the fuzz role" in p for p in found)
     assert any(p.startswith("b2: the bundle and device roles need a GPU") for p in found)
@@ -120,8 +123,9 @@ def test_select_keeps_list_order():
 
 
 def test_cli_unknown_variant_fails_at_once():
-    r = subprocess.run([sys.executable, "-m", "sam3d", "build", "no-such-variant"],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "sam3d", "build", "no-such-variant"], capture_output=True, text=True, timeout=30
+    )
     assert r.returncode != 0
     assert "unknown variant 'no-such-variant'" in r.stderr + r.stdout
     assert ", ".join(variants.NAMES) in r.stderr + r.stdout
@@ -192,13 +196,20 @@ def test_suppressions_name_only_what_their_sanitizer_allows_each_with_its_cause(
 
 
 def test_the_rule_catches_a_bad_entry():
-    sample = ("# cuInit's driver state, freed at exit by the driver (NVIDIA)\nleak:libcuda.so\n"
-              "leak:libcublasLt.so\n# GGML\nleak:ggml_backend_cuda_init\nleak:\n")
+    sample = (
+        "# cuInit's driver state, freed at exit by the driver (NVIDIA)\nleak:libcuda.so\n"
+        "leak:libcublasLt.so\n# GGML\nleak:ggml_backend_cuda_init\nleak:\n"
+    )
     may = variants.sanitizer("address").may_suppress[0]
     assert entries_breaking_the_rule(sample, may) == ["leak:libcublasLt.so", "leak:ggml_backend_cuda_init", "leak:"]
     # NVIDIA's driver modules and the Khronos layer may be named; GGML's and the core's libraries,
     # or another layer, may not.
-    sample = ("# the driver\nleak:libnvidia-eglcore.so\n# the layer\nleak:libVkLayer_khronos_validation.so\n"
-              "# GGML\nleak:libggml-vulkan.so\n# core\nleak:libsam3d_core\n# other\nleak:libVkLayer_MESA_device_select.so\n")
-    assert entries_breaking_the_rule(sample, may) == ["leak:libggml-vulkan.so", "leak:libsam3d_core",
-                                                      "leak:libVkLayer_MESA_device_select.so"]
+    sample = (
+        "# the driver\nleak:libnvidia-eglcore.so\n# the layer\nleak:libVkLayer_khronos_validation.so\n"
+        "# GGML\nleak:libggml-vulkan.so\n# core\nleak:libsam3d_core\n# other\nleak:libVkLayer_MESA_device_select.so\n"
+    )
+    assert entries_breaking_the_rule(sample, may) == [
+        "leak:libggml-vulkan.so",
+        "leak:libsam3d_core",
+        "leak:libVkLayer_MESA_device_select.so",
+    ]

@@ -47,8 +47,36 @@ HERE = Path(__file__).resolve().parent
 # Tensor choices (worlds.h, TensorId) and their ggml_nbytes.
 A, B, OUT, RAW, MAT, RAW_VIEW, MAT_ROWS, TRANSPOSED, STRIDED, LATE_VIEW, UNALLOCATED, NULL_TENSOR = range(12)
 # Slot sizes (decode.cpp, kSlotSizes) by index.
-(S1, S2, S7, S16, S31, S32, S33, S48, S63, S64, S65, S96, S100, S128, S200, S256, S512, S1000, S4K, S8K, S1M, S31M,
- SBOUND, SBOUND1, S0, SMAX, SMAX31, SHALF) = range(28)
+(
+    S1,
+    S2,
+    S7,
+    S16,
+    S31,
+    S32,
+    S33,
+    S48,
+    S63,
+    S64,
+    S65,
+    S96,
+    S100,
+    S128,
+    S200,
+    S256,
+    S512,
+    S1000,
+    S4K,
+    S8K,
+    S1M,
+    S31M,
+    SBOUND,
+    SBOUND1,
+    S0,
+    SMAX,
+    SMAX31,
+    SHALF,
+) = range(28)
 ZC, Q, K, T = 1, 2, 4, 8  # SAM3D_SUBMIT_ZERO_COPY, _QUEUED, _KEEP_SLOTS, _SLOT_TAILS
 
 
@@ -109,8 +137,14 @@ def run(c):
 
 
 def submit(flags, c, unknown_shift=None, ticket_null=False):
-    return [1, flags, 1 if unknown_shift is None else 0, *([] if unknown_shift is None else [unknown_shift]),
-            0 if ticket_null else 1, *c]
+    return [
+        1,
+        flags,
+        1 if unknown_shift is None else 0,
+        *([] if unknown_shift is None else [unknown_shift]),
+        0 if ticket_null else 1,
+        *c,
+    ]
 
 
 def reserve(*sizes, null_slots=False):
@@ -157,19 +191,40 @@ SCALE_ADD_2 = dict(ups=[desc(A, arena(0)), desc(B, arena(24))], downs=[desc(OUT,
 SCALE_ADD_SLOTS = dict(ups=[desc(A, slot(0)), desc(B, slot(1))], downs=[desc(OUT, slot(2))], graph=True)
 
 CORPUS = {
-    "run-scale-add": encode(run(call(**SCALE_ADD)), run(call(**SCALE_ADD, synchronous=True)),
-                            run(call(ups=[desc(RAW_VIEW, arena(100))], downs=[desc(RAW, arena(200))]))),
-    "queued-copying": encode(submit(Q, call(**SCALE_ADD)), scribble(0, 60), submit(Q, call(**SCALE_ADD_2)),
-                             wait(1), wait(0), wait(0)),
-    "zero-copy": encode(reserve(S64, S64, S64), submit(ZC, call(**SCALE_ADD_SLOTS)), reserve(S64, S64, S64),
-                        submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0)),
-    "kept-chain": encode(reserve(S64, S64, S64), submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)), wait(0),
-                         reserve(S64, S64),
-                         submit(ZC, call(ups=[desc(A, kept(0, 2)), desc(B, slot(0))], downs=[desc(OUT, slot(1))],
-                                         graph=True)),
-                         release(0), reserve(S32)),
-    "compute-failure": encode(ARM, submit(Q, call(**SCALE_ADD)), wait(0), ARM, run(call(**SCALE_ADD)),
-                              reserve(S64, S64, S64), ARM, submit(ZC, call(**SCALE_ADD_SLOTS))),
+    "run-scale-add": encode(
+        run(call(**SCALE_ADD)),
+        run(call(**SCALE_ADD, synchronous=True)),
+        run(call(ups=[desc(RAW_VIEW, arena(100))], downs=[desc(RAW, arena(200))])),
+    ),
+    "queued-copying": encode(
+        submit(Q, call(**SCALE_ADD)), scribble(0, 60), submit(Q, call(**SCALE_ADD_2)), wait(1), wait(0), wait(0)
+    ),
+    "zero-copy": encode(
+        reserve(S64, S64, S64),
+        submit(ZC, call(**SCALE_ADD_SLOTS)),
+        reserve(S64, S64, S64),
+        submit(ZC | Q, call(**SCALE_ADD_SLOTS)),
+        wait(0),
+    ),
+    "kept-chain": encode(
+        reserve(S64, S64, S64),
+        submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)),
+        wait(0),
+        reserve(S64, S64),
+        submit(ZC, call(ups=[desc(A, kept(0, 2)), desc(B, slot(0))], downs=[desc(OUT, slot(1))], graph=True)),
+        release(0),
+        reserve(S32),
+    ),
+    "compute-failure": encode(
+        ARM,
+        submit(Q, call(**SCALE_ADD)),
+        wait(0),
+        ARM,
+        run(call(**SCALE_ADD)),
+        reserve(S64, S64, S64),
+        ARM,
+        submit(ZC, call(**SCALE_ADD_SLOTS)),
+    ),
     "malformed": encode(
         run(call(ups=[desc(NULL_TENSOR, arena(0))])),
         run(call(ups=[desc(A, NULL)])),
@@ -184,28 +239,56 @@ CORPUS = {
         submit(Q, call(**SCALE_ADD), ticket_null=True),
         submit(K, call(**SCALE_ADD)),
         submit(0, call(**SCALE_ADD), unknown_shift=2),
-        wait(8), wait(9), release(9),
-        reserve(), reserve(S0), reserve(SMAX), reserve(SHALF, SHALF), reserve(S64, null_slots=True)),
-    "ring-full": encode(reserve(SBOUND), submit(Q, call(**SCALE_ADD)), run(call(**SCALE_ADD)), wait(0),
-                        reserve(S31M, S1M), submit(ZC | Q, call(ups=[desc(A, slot(1))])),
-                        submit(Q, call(**SCALE_ADD_2)), RESET, wait(1), wait(2), reserve(SBOUND1),
-                        submit(ZC, call(ups=[desc(A, slot(0))]))),
+        wait(8),
+        wait(9),
+        release(9),
+        reserve(),
+        reserve(S0),
+        reserve(SMAX),
+        reserve(SHALF, SHALF),
+        reserve(S64, null_slots=True),
+    ),
+    "ring-full": encode(
+        reserve(SBOUND),
+        submit(Q, call(**SCALE_ADD)),
+        run(call(**SCALE_ADD)),
+        wait(0),
+        reserve(S31M, S1M),
+        submit(ZC | Q, call(ups=[desc(A, slot(1))])),
+        submit(Q, call(**SCALE_ADD_2)),
+        RESET,
+        wait(1),
+        wait(2),
+        reserve(SBOUND1),
+        submit(ZC, call(ups=[desc(A, slot(0))])),
+    ),
     # Rule 10: a and b back to back (one run of two), downloads of out and of raw's two halves
     # (one run), the same zero-copy from adjacent slots (and from slots in the other order: two
     # runs), and queued.
     "coalesced-runs": encode(
         run(call(ups=[desc(A, arena(0)), follow(MIRROR)], downs=[desc(OUT, arena(50))], graph=True)),
-        run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
-                 downs=[desc(RAW, arena(100), size=[7, 3]), follow(MIRROR), desc(A, arena(200))])),
+        run(
+            call(
+                ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
+                downs=[desc(RAW, arena(100), size=[7, 3]), follow(MIRROR), desc(A, arena(200))],
+            )
+        ),
         reserve(S64, S64, S64),
         submit(ZC, call(ups=[desc(A, slot(0)), follow(MIRROR)], downs=[desc(OUT, slot(2))], graph=True)),
         reserve(S64, S64, S64),
         submit(ZC | Q, call(ups=[desc(A, slot(0)), follow(MIRROR)], downs=[desc(OUT, slot(2))], graph=True)),
-        wait(0), reserve(S64, S64, S64),
+        wait(0),
+        reserve(S64, S64, S64),
         submit(ZC, call(ups=[desc(A, slot(1)), follow(slot(0))], downs=[desc(OUT, slot(2))], graph=True)),
-        submit(Q, call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
-                       downs=[desc(A, arena(100)), follow(MIRROR)])),
-        wait(1)),
+        submit(
+            Q,
+            call(
+                ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, size=[7, 3])],
+                downs=[desc(A, arena(100)), follow(MIRROR)],
+            ),
+        ),
+        wait(1),
+    ),
     # Rule 10's areas: gaps bridged inside raw (uploads, and a copying call's downloads), an
     # area's refusals (not contiguous, overlapping, not declared), a transposed view removing
     # mat's area by its bytes, zero-copy uploads from slots as far apart as on the device (the
@@ -213,16 +296,26 @@ CORPUS = {
     # bridged once raw's area is removed.
     "area-gaps": encode(
         add_area(RAW),
-        run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])],
-                 downs=[desc(MAT, arena(100))])),
+        run(
+            call(
+                ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])],
+                downs=[desc(MAT, arena(100))],
+            )
+        ),
         run(call(downs=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
-        add_area(RAW_VIEW), add_area(TRANSPOSED), remove_area(MAT), add_area(MAT), remove_area(TRANSPOSED),
+        add_area(RAW_VIEW),
+        add_area(TRANSPOSED),
+        remove_area(MAT),
+        add_area(MAT),
+        remove_area(TRANSPOSED),
         add_area(MAT_ROWS),
         reserve(S16, S16, S16),
         submit(ZC, call(ups=[desc(MAT_ROWS, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
         reserve(S16, S16, S16),
         submit(ZC, call(downs=[desc(MAT_ROWS, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
-        remove_area(RAW), run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])]))),
+        remove_area(RAW),
+        run(call(ups=[desc(RAW, arena(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+    ),
     # Rule 10's zero-copy downloads across a gap of raw's area, into 32-byte slots (32 apart in the
     # staged world's staging): 16 bytes into slot 0, 16 bytes 16 further on the device into slot 1
     # bridge slot 0's tail with SAM3D_SUBMIT_SLOT_TAILS only (also queued, and kept: a later call
@@ -238,8 +331,13 @@ CORPUS = {
         reserve(S32, S32, S32),
         submit(ZC, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
         reserve(S32, S32, S32),
-        submit(ZC | Q | T, call(ups=[desc(A, slot(2), size=[7, 3])],
-                                downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
+        submit(
+            ZC | Q | T,
+            call(
+                ups=[desc(A, slot(2), size=[7, 3])],
+                downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])],
+            ),
+        ),
         wait(0),
         reserve(S32, S32, S32),
         submit(ZC | T, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(slot(2), gap=48, size=[7, 3])])),
@@ -256,30 +354,56 @@ CORPUS = {
         submit(ZC | K | T, call(downs=[desc(RAW, slot(0), size=[7, 3]), follow(MIRROR, gap=16, size=[7, 3])])),
         reserve(S64),
         submit(ZC, call(ups=[desc(RAW, kept(0, 0), size=[3, 31])])),
-        release(1)),
+        release(1),
+    ),
     # A6 in the deferred world (its transfer queue runs an upload as soon as the event it waits
     # for allows): three queued calls, the third uploading other bytes into a, which the second's
     # graph reads; the third's uploads wait for the second's event, the newest outstanding one.
-    "queued-order": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)),
-                           submit(Q, call(ups=[desc(A, arena(200))])), wait(0), wait(1), wait(2)),
+    "queued-order": encode(
+        submit(Q, call(**SCALE_ADD)),
+        submit(Q, call(**SCALE_ADD_2)),
+        submit(Q, call(ups=[desc(A, arena(200))])),
+        wait(0),
+        wait(1),
+        wait(2),
+    ),
     # Rule 1: a queued call naming a view without a buffer of its own, refused where the session
     # would batch it, taken (and waited) by batching off and the static fallback.
-    "late-view-queued": encode(submit(Q, call(ups=[desc(LATE_VIEW, arena(0))], downs=[desc(LATE_VIEW, arena(100))])),
-                               wait(0)),
+    "late-view-queued": encode(
+        submit(Q, call(ups=[desc(LATE_VIEW, arena(0))], downs=[desc(LATE_VIEW, arena(100))])), wait(0)
+    ),
     # A3: tickets waited out of order (in the deferred world the second's wait completes the
     # first through its event, and the first is still waited after), each once, while a later
     # one is still in flight.
-    "waited-once": encode(submit(Q, call(**SCALE_ADD)), submit(Q, call(**SCALE_ADD_2)),
-                          submit(Q, call(ups=[desc(A, arena(200))])), wait(1), wait(0), wait(0), wait(1), wait(2)),
+    "waited-once": encode(
+        submit(Q, call(**SCALE_ADD)),
+        submit(Q, call(**SCALE_ADD_2)),
+        submit(Q, call(ups=[desc(A, arena(200))])),
+        wait(1),
+        wait(0),
+        wait(0),
+        wait(1),
+        wait(2),
+    ),
     # A4: a kept call's slots read by two queued calls; the deferred world completes the first at
     # its wait (its own event), then the kept call is released: its region stays held while the
     # second reads it, through the next reservation.
-    "kept-readers": encode(reserve(S64, S64, S64), submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)), wait(0), reserve(S64),
-                           submit(ZC | Q, call(ups=[desc(A, kept(0, 0))])),
-                           submit(ZC | Q, call(ups=[desc(B, kept(0, 1))])),
-                           wait(1), release(0), reserve(S64), wait(2), reserve(S64)),
-    "unpinned-ordinary": encode(run(call(**SCALE_ADD)), reserve(S64, S64, S64),
-                                submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1),
+    "kept-readers": encode(
+        reserve(S64, S64, S64),
+        submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)),
+        wait(0),
+        reserve(S64),
+        submit(ZC | Q, call(ups=[desc(A, kept(0, 0))])),
+        submit(ZC | Q, call(ups=[desc(B, kept(0, 1))])),
+        wait(1),
+        release(0),
+        reserve(S64),
+        wait(2),
+        reserve(S64),
+    ),
+    "unpinned-ordinary": encode(
+        run(call(**SCALE_ADD)), reserve(S64, S64, S64), submit(ZC | Q, call(**SCALE_ADD_SLOTS)), wait(0), ordinary=1
+    ),
 }
 
 # The inputs that found the core's defects (each broke an invariant before its fix): regression
@@ -292,15 +416,20 @@ FINDINGS = {
     # A graph-only run counted a fallback on no_caps only.
     "transferless-fallback": encode(run(call(graph=True))),
     # A failed queued kept call stayed kept: release after the failed wait was accepted.
-    "failed-queued-kept": encode(reserve(S64, S64, S64), ARM, submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)),
-                                 wait(0), release(0)),
+    "failed-queued-kept": encode(
+        reserve(S64, S64, S64), ARM, submit(ZC | Q | K, call(**SCALE_ADD_SLOTS)), wait(0), release(0)
+    ),
     # The staged world counted no pinned batch for the failed call, while no_caps counted its
     # fallback.
     "failed-staged-uncounted": encode(ARM, run(call(**SCALE_ADD))),
     # A reservation over the bound falls back to heap slots; kept, then read by a zero-copy
     # call, that call counted a pinned batch.
-    "kept-heap-pinned": encode(reserve(SBOUND1), submit(ZC | K, call(downs=[desc(OUT, slot(0))])),
-                               reserve(S64), submit(ZC, call(ups=[desc(A, kept(0, 0))]))),
+    "kept-heap-pinned": encode(
+        reserve(SBOUND1),
+        submit(ZC | K, call(downs=[desc(OUT, slot(0))])),
+        reserve(S64),
+        submit(ZC, call(ups=[desc(A, kept(0, 0))])),
+    ),
     # With a reservation holding the whole ring, a run naming a view without its own buffer fell
     # back (oversized, no room) and was taken, where the same run with room was refused.
     "late-view-no-room": encode(reserve(SBOUND), run(call(ups=[desc(LATE_VIEW, arena(0))]))),
@@ -310,10 +439,17 @@ FINDINGS = {
     # the slot's first kShadow bytes; the harness's fill of the caller's input ran from there to
     # "kShadow - at" (wrapped) bytes, past the heap slot's end (ASan: heap-buffer-overflow in
     # fuzz::fill). The harness was at fault, not the core.
-    "mirrored-slot-past-shadow": encode(reserve(SBOUND),
-                                        submit(ZC, call(ups=[desc(A, slot(0, inside=True)), desc(LATE_VIEW, MIRROR)]))),
-    "remove-area-null": encode(add_area(NULL_TENSOR), remove_area(NULL_TENSOR), add_area(UNALLOCATED),
-                               remove_area(UNALLOCATED), add_area(LATE_VIEW), remove_area(LATE_VIEW)),
+    "mirrored-slot-past-shadow": encode(
+        reserve(SBOUND), submit(ZC, call(ups=[desc(A, slot(0, inside=True)), desc(LATE_VIEW, MIRROR)]))
+    ),
+    "remove-area-null": encode(
+        add_area(NULL_TENSOR),
+        remove_area(NULL_TENSOR),
+        add_area(UNALLOCATED),
+        remove_area(UNALLOCATED),
+        add_area(LATE_VIEW),
+        remove_area(LATE_VIEW),
+    ),
 }
 
 

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-from .. import __version__
 from ..core import paths, variants
 from ..core.errors import Sam3dError
 from ..core.files import staged_folder
@@ -31,12 +30,19 @@ def cmd_variants(args: argparse.Namespace) -> int:
     and whether this checkout has built them."""
     vs = variants.select(args.variants) if args.variants else list(variants.VARIANTS)
     if args.json:
-        print(json.dumps([r | {"built_here": built_here(v)} for r, v in zip(variants.records(vs), vs, strict=True)],
-                         indent=1))
+        print(
+            json.dumps(
+                [r | {"built_here": built_here(v)} for r, v in zip(variants.records(vs), vs, strict=True)], indent=1
+            )
+        )
     else:
         for v in vs:
-            print(f"{v.name:14} {v.summary} [{', '.join(v.roles) or 'by name only'}"
-                  + ("" if v.built else "; not yet built") + ("; built here" if built_here(v) else "") + "]")
+            print(
+                f"{v.name:14} {v.summary} [{', '.join(v.roles) or 'by name only'}"
+                + ("" if v.built else "; not yet built")
+                + ("; built here" if built_here(v) else "")
+                + "]"
+            )
     return 0
 
 
@@ -57,8 +63,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     failed = build_variants(vs)
     ok = len(vs) - len(failed)
-    print(f"sam3d build: {ok}/{len(vs)} variants built in {time.monotonic() - t0:.1f} s"
-          + (f"; failed: {', '.join(n for n, _ in failed)}" if failed else ""))
+    print(
+        f"sam3d build: {ok}/{len(vs)} variants built in {time.monotonic() - t0:.1f} s"
+        + (f"; failed: {', '.join(n for n, _ in failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 
@@ -67,18 +75,25 @@ def cmd_ctest(args: argparse.Namespace) -> int:
     `ctest -L <label>` in each; with --vulkan-validation in the Vulkan ones, under the Khronos
     validation layer, its canary test required to pass (sam3d/running/validation.py). With no
     variant named: the default set's variants that run here."""
-    vs = _here("ctest", args.variants, lambda v: (v.sanitizer or not args.sanitizers_only)
-               and (v.vulkan or not args.vulkan_validation))
+    vs = _here(
+        "ctest",
+        args.variants,
+        lambda v: (v.sanitizer or not args.sanitizers_only) and (v.vulkan or not args.vulkan_validation),
+    )
     if args.sanitizers_only:
         vs = [v for v in vs if v.sanitizer]
         if not vs:
-            raise Sam3dError(f"none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
-                             + ", ".join(v.name for v in variants.sanitizer_variants()))
+            raise Sam3dError(
+                f"none of {', '.join(args.variants)} has a sanitizer; sanitizer variants: "
+                + ", ".join(v.name for v in variants.sanitizer_variants())
+            )
     if args.vulkan_validation:
         vs = [v for v in vs if v.vulkan]
         if not vs:
-            raise Sam3dError("--vulkan-validation: none of the variants has a Vulkan backend; Vulkan variants: "
-                             + ", ".join(v.name for v in variants.VARIANTS if v.vulkan))
+            raise Sam3dError(
+                "--vulkan-validation: none of the variants has a Vulkan backend; Vulkan variants: "
+                + ", ".join(v.name for v in variants.VARIANTS if v.vulkan)
+            )
     ctest.check_label(vs, args.label)
     t0 = time.monotonic()
     failed = {} if args.no_build else dict(build_variants(vs))
@@ -104,8 +119,10 @@ def cmd_ctest(args: argparse.Namespace) -> int:
             print(f"[{i}/{len(vs)}] {v.name}: FAILED: {why}: the layer is not proven live", flush=True)
             failed[v.name] = "validation canary"
     ok = len(vs) - len(failed)
-    print(f"sam3d {what}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"sam3d {what}: {ok}/{len(vs)} variants passed in {time.monotonic() - t0:.1f} s"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 
@@ -128,8 +145,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
         shutil.rmtree(t)
         removed += size
         print(f"sam3d clean: removed {t} ({size / 2**20:.0f} MiB)", flush=True)
-    print(f"sam3d clean: {removed / 2**20:.0f} MiB freed" + ("" if args.caches else
-          f"; the shared caches in {paths.cache_dir()} stay (--caches removes them)"))
+    print(
+        f"sam3d clean: {removed / 2**20:.0f} MiB freed"
+        + ("" if args.caches else f"; the shared caches in {paths.cache_dir()} stay (--caches removes them)")
+    )
     return 0
 
 
@@ -160,10 +179,15 @@ def cmd_package(args: argparse.Namespace) -> int:
             failed.append(v.name)
             continue
         said = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("test_package: ")]
-        print(f"[{i}/{len(vs)}] {v.name}: created and tested in {time.monotonic() - t0:.1f} s"
-              + (f" ({said[-1]})" if said else ""), flush=True)
-    print(f"sam3d package: {len(vs) - len(failed)}/{len(vs)} packages created"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+        print(
+            f"[{i}/{len(vs)}] {v.name}: created and tested in {time.monotonic() - t0:.1f} s"
+            + (f" ({said[-1]})" if said else ""),
+            flush=True,
+        )
+    print(
+        f"sam3d package: {len(vs) - len(failed)}/{len(vs)} packages created"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 
@@ -175,16 +199,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     rs = [record.read(f) for f in files]  # before anything is written: a bad input replaces nothing
     inherited = [f"an input's evidence folder is not accepted: {m}" for m in evidence.markers(files)]
     with staged_folder(folder, args.force) as staged:
-        evidence.write_evidence(rs, staged, accepted=not inherited, reason="; ".join(inherited) or None,
-                                title=folder.name)
+        evidence.write_evidence(
+            rs, staged, accepted=not inherited, reason="; ".join(inherited) or None, title=folder.name
+        )
     if args.format == "json":  # stdout is the document alone; the summary goes to stderr
         print(json.dumps(table.document(rs).model_dump(mode="json", by_alias=True), indent=1))
     else:
         print(table.render_terminal(rs, full=folder / "table.md"), end="")
     problems = inherited + checks.problems(rs)
-    print(f"sam3d report: {len(rs)} result(s); evidence in {folder}"
-          + (f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"
-             if problems else ""), file=sys.stderr if args.format == "json" else sys.stdout)
+    print(
+        f"sam3d report: {len(rs)} result(s); evidence in {folder}"
+        + (
+            f" (NOT ACCEPTED: {len(problems)} problem(s), see {folder / evidence.NOT_ACCEPTED_FILE})"
+            if problems
+            else ""
+        ),
+        file=sys.stderr if args.format == "json" else sys.stdout,
+    )
     return 1 if problems else 0
 
 
@@ -198,13 +229,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     rows, unmet = c.changed(args.fail_on), c.unmet(args.accept)
     if rows:
-        print(f"sam3d compare: {len(rows)} row(s) {args.fail_on if args.fail_on != 'any' else 'changed'}: "
-              + "; ".join(" ".join([x.variant, x.backend, *config_words(x.configuration), x.batching])
-                          + f" B/A {x.ratio:.3f} (p {x.p:.2g})" for x in rows),
-              file=sys.stderr)
+        print(
+            f"sam3d compare: {len(rows)} row(s) {args.fail_on if args.fail_on != 'any' else 'changed'}: "
+            + "; ".join(
+                " ".join([x.variant, x.backend, *config_words(x.configuration), x.batching])
+                + f" B/A {x.ratio:.3f} (p {x.p:.2g})"
+                for x in rows
+            ),
+            file=sys.stderr,
+        )
     if unmet:
-        print(f"sam3d compare: the gate cannot pass: {'; '.join(unmet)} (--accept "
-              f"{','.join(gate.UNMET)} names what to let pass)", file=sys.stderr)
+        print(
+            f"sam3d compare: the gate cannot pass: {'; '.join(unmet)} (--accept "
+            f"{','.join(gate.UNMET)} names what to let pass)",
+            file=sys.stderr,
+        )
     return 1 if rows or unmet else 0
 
 
@@ -216,8 +255,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.modes is not None:
         bench_cmd.check_modes(vs, args.modes)
     driver_args = (("--modes", args.modes) if args.modes else ()) + (("--transfer-only",) if args.transfer_only else ())
-    return bench_cmd.bench(vs, name=args.name, images=args.images, warmups=args.warmups, build=not args.no_build,
-                           driver_args=driver_args, force=args.force)
+    return bench_cmd.bench(
+        vs,
+        name=args.name,
+        images=args.images,
+        warmups=args.warmups,
+        build=not args.no_build,
+        driver_args=driver_args,
+        force=args.force,
+    )
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
@@ -227,8 +273,10 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     vs = variants.select(args.variants) if args.variants else bundle.default_variants()
     no_gpu = [v.name for v in vs if not v.gpu]
     if no_gpu:
-        raise Sam3dError(f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
-                         + ", ".join(v.name for v in variants.gpu_variants()))
+        raise Sam3dError(
+            f"{', '.join(no_gpu)} has no GPU backend; GPU variants: "
+            + ", ".join(v.name for v in variants.gpu_variants())
+        )
     if args.no_build:  # before anything is fetched or the previous bundle is replaced
         bench_runner.require_built(vs)
     failed = [] if args.no_build else build_variants(vs)
@@ -238,8 +286,11 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     limit = {} if args.limit_mib is None else {"limit": args.limit_mib * 2**20 or None}  # 0: one bundle
     for tarball in bundle.make(vs=vs, **limit):
         top = tarball.name.removesuffix(".tar.gz")
-        print(f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB); on the GPU machine: "
-              f"tar xzf {tarball.name} && python3 {top}/run.pyz --out results-{top}", flush=True)
+        print(
+            f"sam3d bundle: {tarball} ({tarball.stat().st_size / 2**20:.1f} MiB); on the GPU machine: "
+            f"tar xzf {tarball.name} && python3 {top}/run.pyz --out results-{top}",
+            flush=True,
+        )
     return 0
 
 
@@ -295,8 +346,10 @@ def cmd_mutants(args: argparse.Namespace) -> int:
     outcomes = mutants.run(ms, progress=lambda line: print(line, flush=True))
     print(mutants.table(outcomes))
     bad = [o for o in outcomes if not o.ok]
-    print(f"sam3d mutants: {len(outcomes) - len(bad)}/{len(outcomes)} killed as listed in "
-          f"{time.monotonic() - t0:.0f} s" + (f"; not: {', '.join(o.mutant.name for o in bad)}" if bad else ""))
+    print(
+        f"sam3d mutants: {len(outcomes) - len(bad)}/{len(outcomes)} killed as listed in "
+        f"{time.monotonic() - t0:.0f} s" + (f"; not: {', '.join(o.mutant.name for o in bad)}" if bad else "")
+    )
     return 1 if bad else 0
 
 
@@ -311,8 +364,10 @@ def _generated_mutants(args: argparse.Namespace) -> int:
     if args.mutants:
         unknown = sorted(set(args.mutants) - {g.name for g in ms})
         if unknown:
-            raise Sam3dError(f"unknown generated mutant {', '.join(unknown)}: list them with "
-                             "`python -m sam3d mutants --generated --dry-run`")
+            raise Sam3dError(
+                f"unknown generated mutant {', '.join(unknown)}: list them with "
+                "`python -m sam3d mutants --generated --dry-run`"
+            )
         ms = [g for g in ms if g.name in args.mutants]
     if args.shard:
         ms = generated_mutants.shard(ms, args.shard)
@@ -362,15 +417,24 @@ def _python_mutants(args: argparse.Namespace) -> int:
     for name in s.unexplained:
         print(f"survived: {name}: {s.changes[name]}  (.venv/bin/mutmut show {name})")
     if s.unfinished:
-        print(f"not checked: {len(s.unfinished)} mutants (e.g. {s.unfinished[0]}): the run stopped before them; "
-              "run `sam3d mutants --python` again (it goes on where it stopped)")
+        print(
+            f"not checked: {len(s.unfinished)} mutants (e.g. {s.unfinished[0]}): the run stopped before them; "
+            "run `sam3d mutants --python` again (it goes on where it stopped)"
+        )
     for e in s.stale:
-        print(f"listed as equivalent but no survivor of {e.function} changes {e.change!r} (killed now, or the "
-              f"code changed): update or remove it in {pymutants.EQUIVALENTS}")
+        print(
+            f"listed as equivalent but no survivor of {e.function} changes {e.change!r} (killed now, or the "
+            f"code changed): update or remove it in {pymutants.EQUIVALENTS}"
+        )
     print(s.table())
-    print(f"sam3d mutants --python: {s.summary()} in {time.monotonic() - t0:.0f} s"
-          + (f"; {len(s.unexplained)} survivors neither killed nor listed in {pymutants.EQUIVALENTS}"
-             if s.unexplained else ""))
+    print(
+        f"sam3d mutants --python: {s.summary()} in {time.monotonic() - t0:.0f} s"
+        + (
+            f"; {len(s.unexplained)} survivors neither killed nor listed in {pymutants.EQUIVALENTS}"
+            if s.unexplained
+            else ""
+        )
+    )
     return 0 if s.ok else 1
 
 
@@ -379,5 +443,3 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .main import parser
 
     return generate.run(args.check, parser())
-
-

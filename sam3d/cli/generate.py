@@ -22,9 +22,8 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..core import paths, variants
 from ..core.errors import Sam3dError
@@ -47,6 +46,7 @@ def _code(text: str) -> str:
 
 
 # --- from the variant registry ---------------------------------------------------------------
+
 
 def settings_user_yml() -> str:
     values = ", ".join(["null", *variants.SANITIZER_SETTINGS])
@@ -77,25 +77,54 @@ def _sanitizer_words(v: variants.Variant) -> str:
 
 def variant_table() -> str:
     """The README's table: one row per variant of the registry."""
-    rows = [[f"`{v.name}`", v.summary, v.compiler, " ".join(_code(f) for f in v.compile_flags),
-             ", ".join(v.roles) or ("not yet built" if not v.built else "by name only"),
-             ", ".join(ctest.declared_labels(v))]
-            for v in variants.VARIANTS]
+    rows = [
+        [
+            f"`{v.name}`",
+            v.summary,
+            v.compiler,
+            " ".join(_code(f) for f in v.compile_flags),
+            ", ".join(v.roles) or ("not yet built" if not v.built else "by name only"),
+            ", ".join(ctest.declared_labels(v)),
+        ]
+        for v in variants.VARIANTS
+    ]
     return _table(["variant", "what it is", "compiler", "flags", "roles", "CTest labels"], rows)
 
 
 def variant_details() -> str:
-    rows = [[f"`{v.name}`", v.build_type, ", ".join(v.backends), _sanitizer_words(v),
-             _code(v.sanitizer or ""), v.compiler, v.cuda_architectures if v.cuda else "",
-             "yes" if v.built else "**not yet built**"]
-            for v in variants.VARIANTS]
-    return _table(["variant", "build type", "backends", "sanitizers", "compiler.sanitizer", "compiler",
-                   "CUDA architectures", "built and tested"], rows)
+    rows = [
+        [
+            f"`{v.name}`",
+            v.build_type,
+            ", ".join(v.backends),
+            _sanitizer_words(v),
+            _code(v.sanitizer or ""),
+            v.compiler,
+            v.cuda_architectures if v.cuda else "",
+            "yes" if v.built else "**not yet built**",
+        ]
+        for v in variants.VARIANTS
+    ]
+    return _table(
+        [
+            "variant",
+            "build type",
+            "backends",
+            "sanitizers",
+            "compiler.sanitizer",
+            "compiler",
+            "CUDA architectures",
+            "built and tested",
+        ],
+        rows,
+    )
 
 
 def roles_table() -> str:
-    rows = [[f"`{role}`", what, ", ".join(f"`{v.name}`" for v in variants.with_role(role)) or "none"]
-            for role, what in variants.ROLES.items()]
+    rows = [
+        [f"`{role}`", what, ", ".join(f"`{v.name}`" for v in variants.with_role(role)) or "none"]
+        for role, what in variants.ROLES.items()
+    ]
     return _table(["role", "puts the variant into", "variants"], rows)
 
 
@@ -104,22 +133,55 @@ def sanitizers_table() -> str:
     for s in variants.SANITIZERS:
         runtime = "; ".join(f"`{var}={opts}`" for var, opts in s.runtime)
         cuda = "; ".join(f"`{var}` adds `{opts}`" for var, opts in s.cuda_runtime)
-        rows.append([s.title, f"`{s.conan}`", f"`-fsanitize={s.fsanitize}`", f"`{s.ggml_switch}`",
-                     runtime + (f" (with CUDA: {cuda})" if cuda else "")
-                     + (f" (with Vulkan: `LD_PRELOAD` of `lib{s.vulkan_preload}.so`, native/sanitizers/)"
-                        if s.vulkan_preload else ""),
-                     f"`{s.canary[0]}`: {s.canary[1]}", f"`{variants.SUPPRESSIONS_DIR}/{s.suppressions}`",
-                     s.may_suppress[1]])
-    settings = _table(["compiler.sanitizer", "sanitizers"],
-                      [[f"`{k}`", " + ".join(variants.sanitizer(x).title for x in keys)]
-                       for k, keys in variants.SANITIZER_SETTINGS.items()])
-    return _table(["sanitizer", "Conan part", "flag", "GGML switch (off with CUDA)", "runtime options",
-                   "canary", "suppressions", "entries may name"], rows) + "\n\n" + settings
+        rows.append(
+            [
+                s.title,
+                f"`{s.conan}`",
+                f"`-fsanitize={s.fsanitize}`",
+                f"`{s.ggml_switch}`",
+                runtime
+                + (f" (with CUDA: {cuda})" if cuda else "")
+                + (
+                    f" (with Vulkan: `LD_PRELOAD` of `lib{s.vulkan_preload}.so`, native/sanitizers/)"
+                    if s.vulkan_preload
+                    else ""
+                ),
+                f"`{s.canary[0]}`: {s.canary[1]}",
+                f"`{variants.SUPPRESSIONS_DIR}/{s.suppressions}`",
+                s.may_suppress[1],
+            ]
+        )
+    settings = _table(
+        ["compiler.sanitizer", "sanitizers"],
+        [
+            [f"`{k}`", " + ".join(variants.sanitizer(x).title for x in keys)]
+            for k, keys in variants.SANITIZER_SETTINGS.items()
+        ],
+    )
+    return (
+        _table(
+            [
+                "sanitizer",
+                "Conan part",
+                "flag",
+                "GGML switch (off with CUDA)",
+                "runtime options",
+                "canary",
+                "suppressions",
+                "entries may name",
+            ],
+            rows,
+        )
+        + "\n\n"
+        + settings
+    )
 
 
 def schema_line() -> str:
-    return (f"Result files are JSON records of schema `{record.SCHEMA}`: `sam3d/results/record.py` is the "
-            "format, [docs/results.md](docs/results.md) its fields.")
+    return (
+        f"Result files are JSON records of schema `{record.SCHEMA}`: `sam3d/results/record.py` is the "
+        "format, [docs/results.md](docs/results.md) its fields."
+    )
 
 
 def _json(doc: dict) -> str:
@@ -132,8 +194,13 @@ def result_schema() -> str:
 
 def output_schema(model, schema_id: str) -> str:
     """The JSON Schema of a command's JSON output (a pydantic model)."""
-    return _json({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": schema_id,
-                  **model.model_json_schema(by_alias=True)})
+    return _json(
+        {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": schema_id,
+            **model.model_json_schema(by_alias=True),
+        }
+    )
 
 
 def _type(prop: dict) -> str:
@@ -155,17 +222,29 @@ def _type(prop: dict) -> str:
 def record_fields() -> str:
     """The record's fields, one table per model, from the record's own descriptions."""
     out = []
-    for model in (record.Record, record.Row, record.Sample, record.Counters, record.Extra, record.TransferFloor,
-                  record.Series, record.RoundTrips, record.ModeFacts):
+    for model in (
+        record.Record,
+        record.Row,
+        record.Sample,
+        record.Counters,
+        record.Extra,
+        record.TransferFloor,
+        record.Series,
+        record.RoundTrips,
+        record.ModeFacts,
+    ):
         props = model.model_json_schema(by_alias=True)["properties"]
-        rows = [[f"`{f.alias or name}`", _type(props[f.alias or name]), (f.description or "").replace("\n", " ")]
-                for name, f in model.model_fields.items()]
+        rows = [
+            [f"`{f.alias or name}`", _type(props[f.alias or name]), (f.description or "").replace("\n", " ")]
+            for name, f in model.model_fields.items()
+        ]
         doc = " ".join((model.__doc__ or "").split())
         out.append(f"### {model.__name__}\n\n{doc}\n\n" + _table(["field", "type", "description"], rows))
     return "\n\n".join(out)
 
 
 # --- from noxfile.py and the parser -----------------------------------------------------------
+
 
 def _session_commands(fn: ast.FunctionDef) -> list[str]:
     """The commands a session function runs: `_sam3d(session, ...)` and `session.run(...)` calls."""
@@ -193,8 +272,7 @@ def sessions_table(noxfile: Path | None = None) -> str:
             continue
         tags = next((ast.literal_eval(k.value) for k in deco[0].keywords if k.arg == "tags"), [])
         doc = " ".join((ast.get_docstring(fn) or "").split()).replace("<", "&lt;")
-        rows.append([f"`nox -s {fn.name}`", doc, ", ".join(f"`{c}`" for c in _session_commands(fn)),
-                     ", ".join(tags)])
+        rows.append([f"`nox -s {fn.name}`", doc, ", ".join(f"`{c}`" for c in _session_commands(fn)), ", ".join(tags)])
     return _table(["session", "what it does", "runs (arguments after `--` go to the last)", "tags"], rows)
 
 
@@ -222,8 +300,14 @@ def cli_reference(p: argparse.ArgumentParser) -> str:
     for name, text, s in _subcommands(p):
         fmt = argparse.HelpFormatter(s.prog, width=10_000)
         fmt.add_usage(s.usage, s._actions, s._mutually_exclusive_groups, prefix="")
-        out += [f"### `sam3d {name}`", "", text[:1].upper() + text[1:] + ".", "", f"    {fmt.format_help().strip()}",
-                ""]
+        out += [
+            f"### `sam3d {name}`",
+            "",
+            text[:1].upper() + text[1:] + ".",
+            "",
+            f"    {fmt.format_help().strip()}",
+            "",
+        ]
         actions = s._actions
         out += [_argument(s, a) for a in actions if not isinstance(a, argparse._HelpAction)]
         out.append("")
@@ -232,14 +316,17 @@ def cli_reference(p: argparse.ArgumentParser) -> str:
 
 # --- the derived files -----------------------------------------------------------------------
 
+
 # Each maker takes the command-line parser (cli/main.py hands it over: it imports this module).
 def _report_schema() -> str:
     from ..results import table
+
     return output_schema(table.ReportDocument, table.REPORT_SCHEMA)
 
 
 def _comparison_schema() -> str:
     from ..results import compare
+
     return output_schema(compare.ComparisonDocument, compare.COMPARISON_SCHEMA)
 
 
@@ -247,11 +334,15 @@ FILES: dict[str, Callable[[argparse.ArgumentParser], str]] = {
     "conan/settings_user.yml": lambda _p: settings_user_yml(),
     "sam3d/results/result.schema.json": lambda _p: result_schema(),
     "docs/schemas/report.schema.json": lambda _p: _report_schema(),
-    "docs/schemas/comparison.schema.json": lambda _p: _comparison_schema()}
+    "docs/schemas/comparison.schema.json": lambda _p: _comparison_schema(),
+}
 BLOCKS: dict[str, dict[str, Callable[[argparse.ArgumentParser], str]]] = {
     "README.md": {"variants": lambda _p: variant_table(), "schema": lambda _p: schema_line()},
-    "docs/variants.md": {"roles": lambda _p: roles_table(), "sanitizers": lambda _p: sanitizers_table(),
-                         "variants": lambda _p: variant_details()},
+    "docs/variants.md": {
+        "roles": lambda _p: roles_table(),
+        "sanitizers": lambda _p: sanitizers_table(),
+        "variants": lambda _p: variant_details(),
+    },
     "docs/commands.md": {"sessions": lambda _p: sessions_table(), "cli": cli_reference},
     "docs/results.md": {"record": lambda _p: record_fields()},
 }
@@ -310,8 +401,11 @@ def run(check: bool, p: argparse.ArgumentParser) -> int:
     if check:
         for f in stale:
             print(f"sam3d generate: {f.relative_to(root)} differs from the code: run `{COMMAND}`")
-        print(f"sam3d generate: {len(stale)} of {len(FILES) + len(BLOCKS)} derived files differ" if stale
-              else "sam3d generate: every derived file matches the code")
+        print(
+            f"sam3d generate: {len(stale)} of {len(FILES) + len(BLOCKS)} derived files differ"
+            if stale
+            else "sam3d generate: every derived file matches the code"
+        )
         return 1 if stale else 0
     for f, text in outputs(root, p).items():
         if f in stale:

@@ -18,8 +18,7 @@ from typing import Any
 from .errors import Sam3dError
 
 
-def check_schema(doc: Any, schema: Mapping, source: str, error: type[Sam3dError] = Sam3dError,
-                 hint: str = "") -> Any:
+def check_schema(doc: Any, schema: Mapping, source: str, error: type[Sam3dError] = Sam3dError, hint: str = "") -> Any:
     """``doc`` unchanged when it follows the JSON Schema ``schema``; otherwise ``error`` naming
     ``source`` and the field (a dotted path such as rows[0].samples[3].wall_ms) of the most
     relevant problem jsonschema finds, then ``hint``."""
@@ -52,8 +51,10 @@ def read_json(path: Path, error: type[Sam3dError] = Sam3dError, untrusted: bool 
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                    "a truncated file means the run that wrote it did not finish") from None
+        raise error(
+            f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+            "a truncated file means the run that wrote it did not finish"
+        ) from None
 
 
 # The most a file that another machine's run leaves may hold: the bundle's run.pyz writes files
@@ -70,8 +71,9 @@ def read_untrusted(path: Path, error: type[Sam3dError] = Sam3dError, limit: int 
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise error(f"{path}: is a symbolic link: refused (a run's folder holds its own files; copy the "
-                        "file itself there)") from None
+            raise error(
+                f"{path}: is a symbolic link: refused (a run's folder holds its own files; copy the file itself there)"
+            ) from None
         raise error(f"{path}: cannot read: {e.strerror}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -90,16 +92,19 @@ def decode(data: bytes, source: str, error: type[Sam3dError] = Sam3dError) -> st
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise error(f"{source}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}); "
-                    "a result or run file is UTF-8 JSON") from None
+        raise error(
+            f"{source}: not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r}); "
+            "a result or run file is UTF-8 JSON"
+        ) from None
 
 
 def inside(folder: Path, name: Any, field: str, error: type[Sam3dError] = Sam3dError) -> Path:
     """folder/name for a file name that a file from another machine gives (``field`` names
     where): one plain name in that folder, never a path (no '/', no '..', not hidden)."""
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or "\0" in name or name.startswith("."):
-        raise error(f"{folder}: {field} is {name!r}: expected the name of a file in that folder "
-                    "(no '/', '..' or leading '.')")
+        raise error(
+            f"{folder}: {field} is {name!r}: expected the name of a file in that folder (no '/', '..' or leading '.')"
+        )
     return folder / name
 
 
@@ -204,8 +209,12 @@ def _commit(staged: Path, final: Path, force: bool) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(final: Path, force: bool = False, error: type[Sam3dError] = Sam3dError,
-                  on_abort: Callable[[Path], None] | None = None) -> Iterator[Path]:
+def staged_folder(
+    final: Path,
+    force: bool = False,
+    error: type[Sam3dError] = Sam3dError,
+    on_abort: Callable[[Path], None] | None = None,
+) -> Iterator[Path]:
     """Yields an empty folder beside ``final`` (``.<name>.new-<pid>``) to write the whole output
     into; when the block ends normally it becomes ``final`` (_commit: with ``force`` replacing a
     folder there, without it only nothing or an empty folder; a kill between the two renames of a

@@ -63,13 +63,14 @@ def folder_name(name: str, what: str, parent: Path, error: type[Sam3dError] = Sa
     if not _NAME.fullmatch(name):
         raise error(f"{what} {name!r}: use letters, digits, '.', '_' and '-' (it names a folder under {parent})")
     if len(name) > MAX_NAME:
-        raise error(f"{what} is {len(name)} characters long: use at most {MAX_NAME} (it names a folder, and its "
-                    "staged sibling adds a few)")
+        raise error(
+            f"{what} is {len(name)} characters long: use at most {MAX_NAME} (it names a folder, and its "
+            "staged sibling adds a few)"
+        )
     return name
 
 
-def new_folder(name: str, what: str, parent: Path, force: bool = False,
-               error: type[Sam3dError] = Sam3dError) -> Path:
+def new_folder(name: str, what: str, parent: Path, force: bool = False, error: type[Sam3dError] = Sam3dError) -> Path:
     """parent/name for a command's output folder (every command that names one: bench, report,
     device-import): ``name`` must be a safe folder name (folder_name) and the folder new or
     empty, or ``force`` given; an existing one is refused naming --force. Nothing is removed

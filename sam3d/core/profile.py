@@ -51,20 +51,28 @@ UPLOADS = 202
 UPLOAD_BYTES = 33_193_136
 DOWNLOADS = 233
 DOWNLOAD_BYTES = 32_403_596
-SYNC_GRAPHS = 1          # the image encoder
+SYNC_GRAPHS = 1  # the image encoder
 SYNC_UPLOADS = 3
 SYNC_DOWNLOADS = 1
-ASYNC_UPLOADS = UPLOADS - SYNC_UPLOADS        # 199
+ASYNC_UPLOADS = UPLOADS - SYNC_UPLOADS  # 199
 ASYNC_DOWNLOADS = DOWNLOADS - SYNC_DOWNLOADS  # 232
-BATCHED_GRAPHS = GRAPHS - SYNC_GRAPHS          # 82
+BATCHED_GRAPHS = GRAPHS - SYNC_GRAPHS  # 82
 # A batched call must fit the staging bound: sum of align_up(size, alignment) <= 32 MiB.
 STAGING_BOUND_BYTES = 33_554_432
 # Alignment assumed when checking the bound; Vulkan host buffers align to
 # minMemoryMapAlignment (64 on most drivers, at most 4096 seen), the CPU buffer type to 64.
 CHECK_ALIGNMENT = 4096
 
-GROUPS = ("image_encoder", "prompts", "conditioning", "decoder", "pose_head", "camera_head", "feedback",
-          "mhr_projection")
+GROUPS = (
+    "image_encoder",
+    "prompts",
+    "conditioning",
+    "decoder",
+    "pose_head",
+    "camera_head",
+    "feedback",
+    "mhr_projection",
+)
 OPS = ("scale_add", "add")
 ELEMENT_BYTES = 4  # F32
 
@@ -113,116 +121,276 @@ class _Graph:
 def _graphs() -> list[_Graph]:
     """The graphs in execution order, before the two residual tensors are sized (they are 4 bytes)."""
     g: list[_Graph] = []
-    g.append(_Graph("image_encoder", "image_encoder", "scale_add",
-                    [("image", _f32(3, IMG, IMG)), ("valid_mask", _f32(IMG, IMG)), ("intrinsics", _f32(3, 3))],
-                    [("image_embedding", _f32(ENC_TOKENS, ENC_DIM))], synchronous=True))
-    g.append(_Graph("prompts.keypoints", "prompts", "add",
-                    [("keypoint_prompts", _f32(KEYPOINTS, 3)), ("keypoint_labels", _f32(KEYPOINTS)),
-                     ("box", _f32(4))],
-                    [("sparse_tokens", _f32(QUERIES, DIM)), ("sparse_pos", _f32(QUERIES, DIM))]))
-    g.append(_Graph("prompts.mask", "prompts", "add",
-                    [("mask_prompt", _f32(256, 256)), ("mask_valid", _f32(1))],
-                    [("dense_embedding", _f32(DIM, 32, 32)), ("dense_pos", _f32(DIM, 32, 32))]))
-    g.append(_Graph("conditioning.image_proj", "conditioning", "scale_add",
-                    [("image_embedding", _f32(ENC_TOKENS, ENC_DIM)), ("ray_map", _f32(ENC_TOKENS, 6)),
-                     ("intrinsics", _f32(3, 3))],
-                    [("image_tokens", _f32(ENC_TOKENS, DIM)), ("image_pos", _f32(ENC_TOKENS, DIM)),
-                     ("image_norm", _f32(ENC_TOKENS, 2))],
-                    feeds={0: ("image_encoder", 0)}))
-    g.append(_Graph("conditioning.dense_fuse", "conditioning", "add",
-                    [("image_tokens", _f32(ENC_TOKENS, DIM)), ("dense_embedding", _f32(DIM, 32, 32))],
-                    [("context", _f32(ENC_TOKENS, DIM)), ("context_pos", _f32(ENC_TOKENS, DIM)),
-                     ("context_pooled", _f32(POOLED, POOLED, DIM))],
-                    feeds={0: ("conditioning.image_proj", 0), 1: ("prompts.mask", 0)}))
-    g.append(_Graph("conditioning.query_init", "conditioning", "scale_add",
-                    [("sparse_tokens", _f32(QUERIES, DIM)), ("init_pose", _f32(POSE))],
-                    [("queries", _f32(QUERIES, DIM)), ("query_pos", _f32(QUERIES, DIM)),
-                     ("init_params", _f32(POSE))],
-                    feeds={0: ("prompts.keypoints", 0)}))
-    g.append(_Graph("conditioning.camera", "conditioning", "add",
-                    [("intrinsics", _f32(3, 3)), ("image_size", _f32(2))],
-                    [("camera_token", _f32(DIM)), ("camera_rays", _f32(ENC_TOKENS, 3))]))
+    g.append(
+        _Graph(
+            "image_encoder",
+            "image_encoder",
+            "scale_add",
+            [("image", _f32(3, IMG, IMG)), ("valid_mask", _f32(IMG, IMG)), ("intrinsics", _f32(3, 3))],
+            [("image_embedding", _f32(ENC_TOKENS, ENC_DIM))],
+            synchronous=True,
+        )
+    )
+    g.append(
+        _Graph(
+            "prompts.keypoints",
+            "prompts",
+            "add",
+            [("keypoint_prompts", _f32(KEYPOINTS, 3)), ("keypoint_labels", _f32(KEYPOINTS)), ("box", _f32(4))],
+            [("sparse_tokens", _f32(QUERIES, DIM)), ("sparse_pos", _f32(QUERIES, DIM))],
+        )
+    )
+    g.append(
+        _Graph(
+            "prompts.mask",
+            "prompts",
+            "add",
+            [("mask_prompt", _f32(256, 256)), ("mask_valid", _f32(1))],
+            [("dense_embedding", _f32(DIM, 32, 32)), ("dense_pos", _f32(DIM, 32, 32))],
+        )
+    )
+    g.append(
+        _Graph(
+            "conditioning.image_proj",
+            "conditioning",
+            "scale_add",
+            [
+                ("image_embedding", _f32(ENC_TOKENS, ENC_DIM)),
+                ("ray_map", _f32(ENC_TOKENS, 6)),
+                ("intrinsics", _f32(3, 3)),
+            ],
+            [
+                ("image_tokens", _f32(ENC_TOKENS, DIM)),
+                ("image_pos", _f32(ENC_TOKENS, DIM)),
+                ("image_norm", _f32(ENC_TOKENS, 2)),
+            ],
+            feeds={0: ("image_encoder", 0)},
+        )
+    )
+    g.append(
+        _Graph(
+            "conditioning.dense_fuse",
+            "conditioning",
+            "add",
+            [("image_tokens", _f32(ENC_TOKENS, DIM)), ("dense_embedding", _f32(DIM, 32, 32))],
+            [
+                ("context", _f32(ENC_TOKENS, DIM)),
+                ("context_pos", _f32(ENC_TOKENS, DIM)),
+                ("context_pooled", _f32(POOLED, POOLED, DIM)),
+            ],
+            feeds={0: ("conditioning.image_proj", 0), 1: ("prompts.mask", 0)},
+        )
+    )
+    g.append(
+        _Graph(
+            "conditioning.query_init",
+            "conditioning",
+            "scale_add",
+            [("sparse_tokens", _f32(QUERIES, DIM)), ("init_pose", _f32(POSE))],
+            [("queries", _f32(QUERIES, DIM)), ("query_pos", _f32(QUERIES, DIM)), ("init_params", _f32(POSE))],
+            feeds={0: ("prompts.keypoints", 0)},
+        )
+    )
+    g.append(
+        _Graph(
+            "conditioning.camera",
+            "conditioning",
+            "add",
+            [("intrinsics", _f32(3, 3)), ("image_size", _f32(2))],
+            [("camera_token", _f32(DIM)), ("camera_rays", _f32(ENC_TOKENS, 3))],
+        )
+    )
     prev_tokens = ("conditioning.query_init", 0)
     for k in range(ITERATIONS):
         for layer in range(DECODER_LAYERS):
             name = f"decoder.{k}.{layer}"
-            g.append(_Graph(name, "decoder", "scale_add",
-                            [("tokens", _f32(QUERIES, DIM)), ("token_pos", _f32(QUERIES, DIM)),
-                             ("attn_bias", _f32(QUERIES, QUERIES))],
-                            [("tokens_out", _f32(QUERIES, DIM)), ("pose_token", _f32(DIM)),
-                             ("keypoint_logits", _f32(KEYPOINTS, 3))],
-                            feeds={0: prev_tokens}))
+            g.append(
+                _Graph(
+                    name,
+                    "decoder",
+                    "scale_add",
+                    [
+                        ("tokens", _f32(QUERIES, DIM)),
+                        ("token_pos", _f32(QUERIES, DIM)),
+                        ("attn_bias", _f32(QUERIES, QUERIES)),
+                    ],
+                    [
+                        ("tokens_out", _f32(QUERIES, DIM)),
+                        ("pose_token", _f32(DIM)),
+                        ("keypoint_logits", _f32(KEYPOINTS, 3)),
+                    ],
+                    feeds={0: prev_tokens},
+                )
+            )
             prev_tokens = (name, 0)
         last = f"decoder.{k}.{DECODER_LAYERS - 1}"
-        g.append(_Graph(f"pose_head.{k}.body", "pose_head", "scale_add",
-                        [("pose_token", _f32(DIM)), ("prev_pose", _f32(POSE))],
-                        [("pose_params", _f32(POSE)), ("pose_rot6d", _f32(JOINTS, 6)),
-                         ("pose_delta", _f32(POSE))],
-                        feeds={0: (last, 1)}))
-        g.append(_Graph(f"pose_head.{k}.shape", "pose_head", "scale_add",
-                        [("pose_token", _f32(DIM)), ("prev_shape", _f32(SHAPE))],
-                        [("shape_params", _f32(SHAPE)), ("expr_params", _f32(EXPR)), ("scale", _f32(1))],
-                        feeds={0: (last, 1)}))
-        g.append(_Graph(f"pose_head.{k}.keypoints", "pose_head", "add",
-                        [("tokens", _f32(QUERIES, DIM)), ("keypoint_logits", _f32(KEYPOINTS, 3))],
-                        [("keypoints_2d", _f32(KEYPOINTS, 2)), ("keypoints_3d", _f32(KEYPOINTS, 3)),
-                         ("keypoint_conf", _f32(KEYPOINTS))],
-                        feeds={0: (last, 0), 1: (last, 2)}))
-        g.append(_Graph(f"camera_head.{k}", "camera_head", "scale_add",
-                        [("camera_token", _f32(DIM))],
-                        [("camera_translation", _f32(3)), ("camera_delta", _f32(3))],
-                        feeds={0: ("conditioning.camera", 0)}))
-        g.append(_Graph(f"feedback.{k}.keypoints", "feedback", "add",
-                        [("keypoints_2d", _f32(KEYPOINTS, 2)), ("context_pooled", _f32(POOLED, POOLED, DIM))],
-                        [("sampled_features", _f32(KEYPOINTS, DIM)), ("keypoint_embed", _f32(KEYPOINTS, DIM))],
-                        feeds={0: (f"pose_head.{k}.keypoints", 0), 1: ("conditioning.dense_fuse", 2)}))
-        g.append(_Graph(f"feedback.{k}.pose", "feedback", "scale_add",
-                        [("pose_params", _f32(POSE)), ("shape_params", _f32(SHAPE))],
-                        [("pose_embed", _f32(DIM)), ("shape_embed", _f32(DIM))],
-                        feeds={0: (f"pose_head.{k}.body", 0), 1: (f"pose_head.{k}.shape", 0)}))
-        g.append(_Graph(f"feedback.{k}.tokens", "feedback", "add",
-                        [("tokens", _f32(QUERIES, DIM)), ("sampled_features", _f32(KEYPOINTS, DIM))],
-                        [("tokens_out", _f32(QUERIES, DIM)), ("token_pos", _f32(QUERIES, DIM))],
-                        feeds={0: (last, 0), 1: (f"feedback.{k}.keypoints", 0)}))
+        g.append(
+            _Graph(
+                f"pose_head.{k}.body",
+                "pose_head",
+                "scale_add",
+                [("pose_token", _f32(DIM)), ("prev_pose", _f32(POSE))],
+                [("pose_params", _f32(POSE)), ("pose_rot6d", _f32(JOINTS, 6)), ("pose_delta", _f32(POSE))],
+                feeds={0: (last, 1)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"pose_head.{k}.shape",
+                "pose_head",
+                "scale_add",
+                [("pose_token", _f32(DIM)), ("prev_shape", _f32(SHAPE))],
+                [("shape_params", _f32(SHAPE)), ("expr_params", _f32(EXPR)), ("scale", _f32(1))],
+                feeds={0: (last, 1)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"pose_head.{k}.keypoints",
+                "pose_head",
+                "add",
+                [("tokens", _f32(QUERIES, DIM)), ("keypoint_logits", _f32(KEYPOINTS, 3))],
+                [
+                    ("keypoints_2d", _f32(KEYPOINTS, 2)),
+                    ("keypoints_3d", _f32(KEYPOINTS, 3)),
+                    ("keypoint_conf", _f32(KEYPOINTS)),
+                ],
+                feeds={0: (last, 0), 1: (last, 2)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"camera_head.{k}",
+                "camera_head",
+                "scale_add",
+                [("camera_token", _f32(DIM))],
+                [("camera_translation", _f32(3)), ("camera_delta", _f32(3))],
+                feeds={0: ("conditioning.camera", 0)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"feedback.{k}.keypoints",
+                "feedback",
+                "add",
+                [("keypoints_2d", _f32(KEYPOINTS, 2)), ("context_pooled", _f32(POOLED, POOLED, DIM))],
+                [("sampled_features", _f32(KEYPOINTS, DIM)), ("keypoint_embed", _f32(KEYPOINTS, DIM))],
+                feeds={0: (f"pose_head.{k}.keypoints", 0), 1: ("conditioning.dense_fuse", 2)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"feedback.{k}.pose",
+                "feedback",
+                "scale_add",
+                [("pose_params", _f32(POSE)), ("shape_params", _f32(SHAPE))],
+                [("pose_embed", _f32(DIM)), ("shape_embed", _f32(DIM))],
+                feeds={0: (f"pose_head.{k}.body", 0), 1: (f"pose_head.{k}.shape", 0)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"feedback.{k}.tokens",
+                "feedback",
+                "add",
+                [("tokens", _f32(QUERIES, DIM)), ("sampled_features", _f32(KEYPOINTS, DIM))],
+                [("tokens_out", _f32(QUERIES, DIM)), ("token_pos", _f32(QUERIES, DIM))],
+                feeds={0: (last, 0), 1: (f"feedback.{k}.keypoints", 0)},
+            )
+        )
         prev_tokens = (f"feedback.{k}.tokens", 0)
         # MHR: skinning + projection of the predicted body (6 graphs per iteration).
         body = f"pose_head.{k}.body"
-        g.append(_Graph(f"mhr.{k}.0", "mhr_projection", "scale_add",
-                        [("pose_params", _f32(POSE)), ("shape_params", _f32(SHAPE)), ("expr_params", _f32(EXPR))],
-                        [("joint_transforms", _f32(JOINTS, 4, 4)), ("joint_positions", _f32(JOINTS, 3)),
-                         ("rest_offsets", _f32(VERTICES, 3)), ("pose_correctives", _f32(VERTICES, 3))],
-                        feeds={0: (body, 0), 1: (f"pose_head.{k}.shape", 0), 2: (f"pose_head.{k}.shape", 1)}))
-        g.append(_Graph(f"mhr.{k}.1", "mhr_projection", "add",
-                        [("rest_offsets", _f32(VERTICES, 3)), ("pose_correctives", _f32(VERTICES, 3))],
-                        [("vertices", _f32(VERTICES, 3)), ("normals", _f32(VERTICES, 3)),
-                         ("bounds", _f32(2, 3))],
-                        feeds={0: (f"mhr.{k}.0", 2), 1: (f"mhr.{k}.0", 3)}))
-        g.append(_Graph(f"mhr.{k}.2", "mhr_projection", "scale_add",
-                        [("vertices", _f32(VERTICES, 3)), ("joint_transforms", _f32(JOINTS, 4, 4)),
-                         ("skin_weights_sel", _f32(VERTICES, 4))],
-                        [("skinned_vertices", _f32(VERTICES, 3)), ("skinned_joints", _f32(JOINTS, 3)),
-                         ("vertex_depth", _f32(VERTICES))],
-                        feeds={0: (f"mhr.{k}.1", 0), 1: (f"mhr.{k}.0", 0)}))
-        g.append(_Graph(f"mhr.{k}.3", "mhr_projection", "add",
-                        [("skinned_vertices", _f32(VERTICES, 3)), ("camera_translation", _f32(3))],
-                        [("vertices_2d", _f32(VERTICES, 2)), ("vertex_visibility", _f32(VERTICES)),
-                         ("vertices_cam", _f32(VERTICES, 3))],
-                        feeds={0: (f"mhr.{k}.2", 0), 1: (f"camera_head.{k}", 0)}))
-        g.append(_Graph(f"mhr.{k}.4", "mhr_projection", "scale_add",
-                        [("skinned_joints", _f32(JOINTS, 3)), ("camera_translation", _f32(3)),
-                         ("keypoint_regressor_sel", _f32(KEYPOINTS, 8))],
-                        [("keypoints_3d", _f32(KEYPOINTS, 3)), ("keypoints_2d", _f32(KEYPOINTS, 2)),
-                         ("keypoint_depth", _f32(KEYPOINTS))],
-                        feeds={0: (f"mhr.{k}.2", 1), 1: (f"camera_head.{k}", 0)}))
+        g.append(
+            _Graph(
+                f"mhr.{k}.0",
+                "mhr_projection",
+                "scale_add",
+                [("pose_params", _f32(POSE)), ("shape_params", _f32(SHAPE)), ("expr_params", _f32(EXPR))],
+                [
+                    ("joint_transforms", _f32(JOINTS, 4, 4)),
+                    ("joint_positions", _f32(JOINTS, 3)),
+                    ("rest_offsets", _f32(VERTICES, 3)),
+                    ("pose_correctives", _f32(VERTICES, 3)),
+                ],
+                feeds={0: (body, 0), 1: (f"pose_head.{k}.shape", 0), 2: (f"pose_head.{k}.shape", 1)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"mhr.{k}.1",
+                "mhr_projection",
+                "add",
+                [("rest_offsets", _f32(VERTICES, 3)), ("pose_correctives", _f32(VERTICES, 3))],
+                [("vertices", _f32(VERTICES, 3)), ("normals", _f32(VERTICES, 3)), ("bounds", _f32(2, 3))],
+                feeds={0: (f"mhr.{k}.0", 2), 1: (f"mhr.{k}.0", 3)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"mhr.{k}.2",
+                "mhr_projection",
+                "scale_add",
+                [
+                    ("vertices", _f32(VERTICES, 3)),
+                    ("joint_transforms", _f32(JOINTS, 4, 4)),
+                    ("skin_weights_sel", _f32(VERTICES, 4)),
+                ],
+                [
+                    ("skinned_vertices", _f32(VERTICES, 3)),
+                    ("skinned_joints", _f32(JOINTS, 3)),
+                    ("vertex_depth", _f32(VERTICES)),
+                ],
+                feeds={0: (f"mhr.{k}.1", 0), 1: (f"mhr.{k}.0", 0)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"mhr.{k}.3",
+                "mhr_projection",
+                "add",
+                [("skinned_vertices", _f32(VERTICES, 3)), ("camera_translation", _f32(3))],
+                [
+                    ("vertices_2d", _f32(VERTICES, 2)),
+                    ("vertex_visibility", _f32(VERTICES)),
+                    ("vertices_cam", _f32(VERTICES, 3)),
+                ],
+                feeds={0: (f"mhr.{k}.2", 0), 1: (f"camera_head.{k}", 0)},
+            )
+        )
+        g.append(
+            _Graph(
+                f"mhr.{k}.4",
+                "mhr_projection",
+                "scale_add",
+                [
+                    ("skinned_joints", _f32(JOINTS, 3)),
+                    ("camera_translation", _f32(3)),
+                    ("keypoint_regressor_sel", _f32(KEYPOINTS, 8)),
+                ],
+                [
+                    ("keypoints_3d", _f32(KEYPOINTS, 3)),
+                    ("keypoints_2d", _f32(KEYPOINTS, 2)),
+                    ("keypoint_depth", _f32(KEYPOINTS)),
+                ],
+                feeds={0: (f"mhr.{k}.2", 1), 1: (f"camera_head.{k}", 0)},
+            )
+        )
         residual = k == ITERATIONS - 1
         ups = [("vertices_2d", _f32(VERTICES, 2)), ("keypoints_2d", _f32(KEYPOINTS, 2))]
         if residual:
             ups.append(("vertex_residual", ELEMENT_BYTES))
-        g.append(_Graph(f"mhr.{k}.5", "mhr_projection", "add", ups,
-                        [("mesh_mask", _f32(128, 128)), ("keypoint_error", _f32(KEYPOINTS)),
-                         ("silhouette", _f32(64, 64))]
-                        + ([("vertex_residual_out", ELEMENT_BYTES)] if residual else []),
-                        feeds={0: (f"mhr.{k}.3", 0), 1: (f"mhr.{k}.4", 1)}))
+        g.append(
+            _Graph(
+                f"mhr.{k}.5",
+                "mhr_projection",
+                "add",
+                ups,
+                [("mesh_mask", _f32(128, 128)), ("keypoint_error", _f32(KEYPOINTS)), ("silhouette", _f32(64, 64))]
+                + ([("vertex_residual_out", ELEMENT_BYTES)] if residual else []),
+                feeds={0: (f"mhr.{k}.3", 0), 1: (f"mhr.{k}.4", 1)},
+            )
+        )
     return g
 
 
@@ -235,8 +403,10 @@ def generate() -> dict:
     assert last.uploads[-1][0] == "vertex_residual" and last.downloads[-1][0] == "vertex_residual_out"
     up_res = UPLOAD_BYTES - (up - ELEMENT_BYTES)
     down_res = DOWNLOAD_BYTES - (down - ELEMENT_BYTES)
-    assert up_res > 0 and down_res > 0 and up_res % ELEMENT_BYTES == 0 and down_res % ELEMENT_BYTES == 0, \
-        (up_res, down_res)
+    assert up_res > 0 and down_res > 0 and up_res % ELEMENT_BYTES == 0 and down_res % ELEMENT_BYTES == 0, (
+        up_res,
+        down_res,
+    )
     last.uploads[-1] = ("vertex_residual", up_res)
     last.downloads[-1] = ("vertex_residual_out", down_res)
     index = {gr.name: i for i, gr in enumerate(gs)}
@@ -245,17 +415,19 @@ def generate() -> dict:
         deps = []
         for u, (src, d) in sorted((gr.feeds or {}).items()):
             deps.append({"upload": u, "graph": src, "download": d})
-        graphs.append({
-            "name": gr.name,
-            "group": gr.group,
-            "op": gr.op,
-            "synchronous": gr.synchronous,
-            "uploads": [s for _, s in gr.uploads],
-            "upload_names": [n for n, _ in gr.uploads],
-            "downloads": [s for _, s in gr.downloads],
-            "download_names": [n for n, _ in gr.downloads],
-            "depends_on_downloads": deps,
-        })
+        graphs.append(
+            {
+                "name": gr.name,
+                "group": gr.group,
+                "op": gr.op,
+                "synchronous": gr.synchronous,
+                "uploads": [s for _, s in gr.uploads],
+                "upload_names": [n for n, _ in gr.uploads],
+                "downloads": [s for _, s in gr.downloads],
+                "download_names": [n for n, _ in gr.downloads],
+                "depends_on_downloads": deps,
+            }
+        )
         assert all(index[d["graph"]] < index[gr.name] for d in deps)
     return {
         "format": "sam3d-transfer-profile/1",
@@ -265,8 +437,11 @@ def generate() -> dict:
         "units": "bytes",
         "staging_bound_bytes": STAGING_BOUND_BYTES,
         "totals": {
-            "graphs": GRAPHS, "uploads": UPLOADS, "upload_bytes": UPLOAD_BYTES,
-            "downloads": DOWNLOADS, "download_bytes": DOWNLOAD_BYTES,
+            "graphs": GRAPHS,
+            "uploads": UPLOADS,
+            "upload_bytes": UPLOAD_BYTES,
+            "downloads": DOWNLOADS,
+            "download_bytes": DOWNLOAD_BYTES,
             "synchronous": {"graphs": SYNC_GRAPHS, "uploads": SYNC_UPLOADS, "downloads": SYNC_DOWNLOADS},
             "batched": {"graphs": BATCHED_GRAPHS, "uploads": ASYNC_UPLOADS, "downloads": ASYNC_DOWNLOADS},
         },
@@ -356,15 +531,18 @@ def validate(profile: dict, source: str = "profile") -> dict:
                 raise ProfileError(f"{where}: {kind} must be a non-empty list of sizes in bytes")
             for j, s in enumerate(sizes):
                 if not isinstance(s, int) or isinstance(s, bool) or s <= 0 or s % ELEMENT_BYTES:
-                    raise ProfileError(f"{where}: {kind}[{j}] = {s!r} bytes is not a positive multiple of "
-                                       f"{ELEMENT_BYTES} (F32)")
+                    raise ProfileError(
+                        f"{where}: {kind}[{j}] = {s!r} bytes is not a positive multiple of {ELEMENT_BYTES} (F32)"
+                    )
             names = g.get(kind[:-1] + "_names")
             if names is not None and (not isinstance(names, list) or len(names) != len(sizes)):
                 raise ProfileError(f"{where}: {kind[:-1]}_names must list one name per entry of {kind}")
         aligned = sum(-(-s // CHECK_ALIGNMENT) * CHECK_ALIGNMENT for s in g["uploads"] + g["downloads"])
         if not g["synchronous"] and aligned > bound:
-            raise ProfileError(f"{where}: {aligned} aligned bytes exceed the {bound}-byte staging bound; "
-                               "a batched graph must fit (split it or mark it synchronous)")
+            raise ProfileError(
+                f"{where}: {aligned} aligned bytes exceed the {bound}-byte staging bound; "
+                "a batched graph must fit (split it or mark it synchronous)"
+            )
         fed = set()
         for j, d in enumerate(g["depends_on_downloads"]):
             dw = f"{where}: depends_on_downloads[{j}]"
@@ -381,21 +559,36 @@ def validate(profile: dict, source: str = "profile") -> dict:
             if not (isinstance(d["download"], int) and 0 <= d["download"] < len(src["downloads"])):
                 raise ProfileError(f"{dw}: download {d['download']!r} is not a download index of {d['graph']}")
             if src["downloads"][d["download"]] != g["uploads"][d["upload"]]:
-                raise ProfileError(f"{dw}: upload {d['upload']} is {g['uploads'][d['upload']]} bytes but "
-                                   f"{d['graph']} download {d['download']} is {src['downloads'][d['download']]}")
+                raise ProfileError(
+                    f"{dw}: upload {d['upload']} is {g['uploads'][d['upload']]} bytes but "
+                    f"{d['graph']} download {d['download']} is {src['downloads'][d['download']]}"
+                )
         seen[name] = i
     t = totals(profile)
-    expected = {"graphs": GRAPHS, "uploads": UPLOADS, "upload_bytes": UPLOAD_BYTES, "downloads": DOWNLOADS,
-                "download_bytes": DOWNLOAD_BYTES, "sync_graphs": SYNC_GRAPHS, "sync_uploads": SYNC_UPLOADS,
-                "sync_downloads": SYNC_DOWNLOADS, "async_uploads": ASYNC_UPLOADS, "async_downloads": ASYNC_DOWNLOADS}
+    expected = {
+        "graphs": GRAPHS,
+        "uploads": UPLOADS,
+        "upload_bytes": UPLOAD_BYTES,
+        "downloads": DOWNLOADS,
+        "download_bytes": DOWNLOAD_BYTES,
+        "sync_graphs": SYNC_GRAPHS,
+        "sync_uploads": SYNC_UPLOADS,
+        "sync_downloads": SYNC_DOWNLOADS,
+        "async_uploads": ASYNC_UPLOADS,
+        "async_downloads": ASYNC_DOWNLOADS,
+    }
     wrong = [f"{k} = {t[k]:,} (measured: {v:,})" for k, v in expected.items() if t[k] != v]
     if wrong:
         raise _fail(source, "totals do not match the measured SAM3D profile: " + "; ".join(wrong))
     declared = profile.get("totals")
     if declared is not None:
-        flat = {"graphs": declared.get("graphs"), "uploads": declared.get("uploads"),
-                "upload_bytes": declared.get("upload_bytes"), "downloads": declared.get("downloads"),
-                "download_bytes": declared.get("download_bytes")}
+        flat = {
+            "graphs": declared.get("graphs"),
+            "uploads": declared.get("uploads"),
+            "upload_bytes": declared.get("upload_bytes"),
+            "downloads": declared.get("downloads"),
+            "download_bytes": declared.get("download_bytes"),
+        }
         bad = [k for k, v in flat.items() if v != t[k]]
         if bad:
             raise _fail(source, f"declared totals disagree with the graphs for: {', '.join(bad)}")

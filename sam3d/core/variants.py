@@ -74,11 +74,19 @@ class Sanitizer:
 
 SANITIZERS: tuple[Sanitizer, ...] = (
     Sanitizer(
-        key="address", title="ASan + LSan", conan="Address", fsanitize="address",
+        key="address",
+        title="ASan + LSan",
+        conan="Address",
+        fsanitize="address",
         ggml_switch="GGML_SANITIZE_ADDRESS",
-        runtime=(("ASAN_OPTIONS", "halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:"
-                                  "detect_stack_use_after_return=1:check_initialization_order=1"),
-                 ("LSAN_OPTIONS", "suppressions={suppressions}:print_suppressions=0")),
+        runtime=(
+            (
+                "ASAN_OPTIONS",
+                "halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:"
+                "detect_stack_use_after_return=1:check_initialization_order=1",
+            ),
+            ("LSAN_OPTIONS", "suppressions={suppressions}:print_suppressions=0"),
+        ),
         # The CUDA driver maps memory in ASan's shadow gap, which ASan's protected gap refuses
         # (google/sanitizers#629): cuInit fails without this.
         cuda_runtime=(("ASAN_OPTIONS", "protect_shadow_gap=0"),),
@@ -89,15 +97,20 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         canary=("leak", "LeakSanitizer: detected memory leaks.* in leak_on_purpose"),
         symbolizer_env="ASAN_SYMBOLIZER_PATH",
         suppressions="lsan.supp",
-        may_suppress=(r"libcuda\b|libcudart|libcublas|libnvidia-|libvulkan_lvp|libVkLayer_khronos_validation|"
-                      r"^ggml_backend_vk_reg_get_device$",
-                      "frames in libcuda, libcudart, libcublas or libnvidia-* (NVIDIA's driver and runtime), in "
-                      "libvulkan_lvp (Mesa's lavapipe), in libVkLayer_khronos_validation (the Khronos validation "
-                      "layer, validation runs only), or GGML's Vulkan device registry "
-                      "(ggml_backend_vk_reg_get_device), whose devices outlive the static vector holding them"),
+        may_suppress=(
+            r"libcuda\b|libcudart|libcublas|libnvidia-|libvulkan_lvp|libVkLayer_khronos_validation|"
+            r"^ggml_backend_vk_reg_get_device$",
+            "frames in libcuda, libcudart, libcublas or libnvidia-* (NVIDIA's driver and runtime), in "
+            "libvulkan_lvp (Mesa's lavapipe), in libVkLayer_khronos_validation (the Khronos validation "
+            "layer, validation runs only), or GGML's Vulkan device registry "
+            "(ggml_backend_vk_reg_get_device), whose devices outlive the static vector holding them",
+        ),
     ),
     Sanitizer(
-        key="undefined", title="UBSan", conan="UndefinedBehavior", fsanitize="undefined",
+        key="undefined",
+        title="UBSan",
+        conan="UndefinedBehavior",
+        fsanitize="undefined",
         ggml_switch="GGML_SANITIZE_UNDEFINED",
         # Compiled recoverable (so suppressions work), made fatal here.
         runtime=(("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1:suppressions={suppressions}"),),
@@ -107,7 +120,10 @@ SANITIZERS: tuple[Sanitizer, ...] = (
         may_suppress=(r"ggml", "GGML's frames or libraries"),
     ),
     Sanitizer(
-        key="thread", title="TSan", conan="Thread", fsanitize="thread",
+        key="thread",
+        title="TSan",
+        conan="Thread",
+        fsanitize="thread",
         ggml_switch="GGML_SANITIZE_THREAD",
         # Exits on the first report; shows where both mutexes of a lock-order inversion were taken.
         runtime=(("TSAN_OPTIONS", "halt_on_error=1:second_deadlock_stack=1:suppressions={suppressions}"),),
@@ -145,10 +161,17 @@ def sanitizer_runtime() -> dict[str, dict[str, list[list[str]]]]:
     """The runtime options of every ``compiler.sanitizer`` value, as device/host.py reads them
     (the GPU bundle carries this as JSON): {value: {"env": [[variable, options]], "cuda":
     [[variable, options added with CUDA]]}}, ``{dir}`` standing for the suppressions folder."""
-    return {setting: {"env": [[var, opts.replace("{suppressions}", "{dir}/" + s.suppressions)]
-                              for s in sanitizers_of(setting) for var, opts in s.runtime],
-                      "cuda": [[var, opts] for s in sanitizers_of(setting) for var, opts in s.cuda_runtime]}
-            for setting in SANITIZER_SETTINGS}
+    return {
+        setting: {
+            "env": [
+                [var, opts.replace("{suppressions}", "{dir}/" + s.suppressions)]
+                for s in sanitizers_of(setting)
+                for var, opts in s.runtime
+            ],
+            "cuda": [[var, opts] for s in sanitizers_of(setting) for var, opts in s.cuda_runtime],
+        }
+        for setting in SANITIZER_SETTINGS
+    }
 
 
 # The roles a variant declares (Variant.roles), and what each puts it into.
@@ -296,7 +319,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         name="cpu-asan",
         summary="CPU backend, ASan+UBSan+LSan (GGML instrumented too), -O1 -g, frame pointers, Clang; "
-                "with the libFuzzer target",
+        "with the libFuzzer target",
         build_type="Debug",
         opt_flags=("-O1", "-g", "-fno-omit-frame-pointer"),
         roles=(DEFAULT, CI, FUZZ),
@@ -345,7 +368,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant(
         name="cuda-asan",
         summary="CPU and CUDA backends, ASan+UBSan+LSan on the host code (GGML's too; device code not "
-                "instrumented), -O1 -g, frame pointers",
+        "instrumented), -O1 -g, frame pointers",
         build_type="Debug",
         opt_flags=("-O1", "-g", "-fno-omit-frame-pointer"),
         # Not in the default set: its GGML compiles as long as cuda-release's, and with it the
@@ -357,8 +380,7 @@ VARIANTS: tuple[Variant, ...] = (
     ),
     Variant(
         name="vulkan-asan",
-        summary="Vulkan (+CPU) backends, ASan+UBSan+LSan (GGML's Vulkan host code too), -O1 -g, frame "
-                "pointers, Clang",
+        summary="Vulkan (+CPU) backends, ASan+UBSan+LSan (GGML's Vulkan host code too), -O1 -g, frame pointers, Clang",
         build_type="Debug",
         opt_flags=("-O1", "-g", "-fno-omit-frame-pointer"),
         # Not in the default set: its first build took 889 s on 2 cores (GGML's ggml-vulkan.cpp
@@ -454,9 +476,21 @@ def records(vs: list[Variant] | tuple[Variant, ...] | None = None) -> list[dict]
     matrix is built from them): name, summary, build_type, compiler, sanitizer, vulkan, cuda,
     cuda_architectures (None without CUDA), backends, compile_flags, roles, default_local,
     built. All variants when ``vs`` is None."""
-    return [{"name": v.name, "summary": v.summary, "build_type": v.build_type, "compiler": v.compiler,
-             "sanitizer": v.sanitizer, "vulkan": v.vulkan, "cuda": v.cuda,
-             "cuda_architectures": v.cuda_architectures if v.cuda else None,
-             "backends": list(v.backends), "compile_flags": list(v.compile_flags), "roles": list(v.roles),
-             "default_local": v.default_local, "built": v.built}
-            for v in (VARIANTS if vs is None else vs)]
+    return [
+        {
+            "name": v.name,
+            "summary": v.summary,
+            "build_type": v.build_type,
+            "compiler": v.compiler,
+            "sanitizer": v.sanitizer,
+            "vulkan": v.vulkan,
+            "cuda": v.cuda,
+            "cuda_architectures": v.cuda_architectures if v.cuda else None,
+            "backends": list(v.backends),
+            "compile_flags": list(v.compile_flags),
+            "roles": list(v.roles),
+            "default_local": v.default_local,
+            "built": v.built,
+        }
+        for v in (VARIANTS if vs is None else vs)
+    ]

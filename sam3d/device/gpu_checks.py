@@ -72,8 +72,9 @@ def layer_manifest(library: Path, manifest: Path, dest: Path) -> Path:
     return dest
 
 
-def validation_env(layer_path: Path, suppressions: list[str], fatal: bool = False,
-                   prove_loaded: bool = False) -> dict[str, str]:
+def validation_env(
+    layer_path: Path, suppressions: list[str], fatal: bool = False, prove_loaded: bool = False
+) -> dict[str, str]:
     """The environment that loads the layer (its manifest's folder: layer_manifest()) with
     VALIDATION_SETTINGS into every Vulkan instance of the process, the suppressed IDs dropped.
     ``fatal``: the first message also stops the process (SIGTRAP, the layer's BREAK action), as a
@@ -180,12 +181,16 @@ def assemble_sanitizer(wheel_dir: Path, toolkit_dir: Path, dest: Path) -> Path:
         raise CheckerError(f"{wheel_dir} has no compute-sanitizer: this bundle was packed without a CUDA variant")
     missing = [h for h in LAUNCHER_HELPERS if not (src / h).is_file()]
     if missing:
-        raise CheckerError(f"{src} has no {', '.join(missing)}: compute-sanitizer from the wheel needs the "
-                           "launcher helpers of a CUDA toolkit of the same release (pass its root with --cuda-toolkit)")
+        raise CheckerError(
+            f"{src} has no {', '.join(missing)}: compute-sanitizer from the wheel needs the "
+            "launcher helpers of a CUDA toolkit of the same release (pass its root with --cuda-toolkit)"
+        )
     ours, theirs = sanitizer_version(wheel_dir / "compute-sanitizer"), sanitizer_version(src / "compute-sanitizer")
     if ours != theirs:
-        raise CheckerError(f"the wheel's compute-sanitizer is {ours!r}, {src}'s {theirs!r}: the launcher helpers "
-                           "must come from the same release")
+        raise CheckerError(
+            f"the wheel's compute-sanitizer is {ours!r}, {src}'s {theirs!r}: the launcher helpers "
+            "must come from the same release"
+        )
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for f in wheel_dir.iterdir():
@@ -202,12 +207,24 @@ def sanitizer_command(binary: Path, tool: str, argv: list[str]) -> list[str]:
     """``argv`` under compute-sanitizer's ``tool`` with TOOLS' options; exit ERROR_EXIT on a report."""
     if tool not in TOOLS:
         raise CheckerError(f"unknown compute-sanitizer tool {tool!r}; tools: {', '.join(TOOLS)}")
-    return [str(binary), "--tool", tool, *TOOLS[tool], "--error-exitcode", str(ERROR_EXIT),
-            "--print-limit", "10000", *argv]
+    return [
+        str(binary),
+        "--tool",
+        tool,
+        *TOOLS[tool],
+        "--error-exitcode",
+        str(ERROR_EXIT),
+        "--print-limit",
+        "10000",
+        *argv,
+    ]
 
 
-_SUMMARY = re.compile(r"^========= (?:ERROR SUMMARY: (\d+) errors?|RACECHECK SUMMARY: \d+ hazards? displayed "
-                      r"\((\d+) errors?, \d+ warnings?\))", re.M)
+_SUMMARY = re.compile(
+    r"^========= (?:ERROR SUMMARY: (\d+) errors?|RACECHECK SUMMARY: \d+ hazards? displayed "
+    r"\((\d+) errors?, \d+ warnings?\))",
+    re.M,
+)
 
 
 def sanitizer_errors(text: str) -> int | None:

@@ -35,13 +35,25 @@ def machine() -> dict[str, str]:
         pass
     gpu = ""
     try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,pcie.link.gen.current,"
-                              "pcie.link.width.current", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
+        gpu = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"hostname": socket.gethostname(), "cpu": cpu, "os": os_name,
-            "glibc": os.confstr("CS_GNU_LIBC_VERSION"), "gpu": gpu}
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": cpu,
+        "os": os_name,
+        "glibc": os.confstr("CS_GNU_LIBC_VERSION"),
+        "gpu": gpu,
+    }
 
 
 # Environment variables that change how GGML's backends transfer, or which devices they show,
@@ -67,13 +79,28 @@ def machine() -> dict[str, str]:
 #   GGML_CUDA_DISABLE_GRAPHS, GGML_CUDA_GRAPH_OPT, GGML_CUDA_DISABLE_FUSION, GGML_CUDA_PDL
 #                              CUDA: how a graph is launched (CUDA graphs, fusion, programmatic launch)
 #   CUDA_LAUNCH_BLOCKING       CUDA runtime: every launch and async copy waits (nothing overlaps)
-RUNNER_REMOVED_ENV = ("SAM3D_BATCHED_TRANSFERS", "GGML_VK_PERF_LOGGER", "GGML_VK_DISABLE_ASYNC",
-                      "GGML_VK_ASYNC_USE_TRANSFER_QUEUE", "GGML_VK_SERIALIZE_SUBMISSIONS",
-                      "GGML_VK_MAX_NODES_PER_SUBMIT", "GGML_VK_PREFER_HOST_MEMORY", "GGML_VK_ALLOW_SYSMEM_FALLBACK",
-                      "GGML_VK_DISABLE_HOST_VISIBLE_VIDMEM", "GGML_VK_SYNC_LOGGER", "GGML_CUDA_NO_PINNED",
-                      "GGML_CUDA_REGISTER_HOST", "GGML_CUDA_ENABLE_UNIFIED_MEMORY", "GGML_CUDA_DEVICES",
-                      "GGML_CUDA_P2P", "GGML_CUDA_DISABLE_GRAPHS", "GGML_CUDA_GRAPH_OPT", "GGML_CUDA_DISABLE_FUSION",
-                      "GGML_CUDA_PDL", "CUDA_LAUNCH_BLOCKING")
+RUNNER_REMOVED_ENV = (
+    "SAM3D_BATCHED_TRANSFERS",
+    "GGML_VK_PERF_LOGGER",
+    "GGML_VK_DISABLE_ASYNC",
+    "GGML_VK_ASYNC_USE_TRANSFER_QUEUE",
+    "GGML_VK_SERIALIZE_SUBMISSIONS",
+    "GGML_VK_MAX_NODES_PER_SUBMIT",
+    "GGML_VK_PREFER_HOST_MEMORY",
+    "GGML_VK_ALLOW_SYSMEM_FALLBACK",
+    "GGML_VK_DISABLE_HOST_VISIBLE_VIDMEM",
+    "GGML_VK_SYNC_LOGGER",
+    "GGML_CUDA_NO_PINNED",
+    "GGML_CUDA_REGISTER_HOST",
+    "GGML_CUDA_ENABLE_UNIFIED_MEMORY",
+    "GGML_CUDA_DEVICES",
+    "GGML_CUDA_P2P",
+    "GGML_CUDA_DISABLE_GRAPHS",
+    "GGML_CUDA_GRAPH_OPT",
+    "GGML_CUDA_DISABLE_FUSION",
+    "GGML_CUDA_PDL",
+    "CUDA_LAUNCH_BLOCKING",
+)
 
 
 def runner_env(base: dict[str, str]) -> dict[str, str]:
@@ -102,11 +129,14 @@ def with_preload(env: dict[str, str], libs: list[Path]) -> dict[str, str]:
     colon: ld.so splits LD_PRELOAD at both and would drop the library with only a warning."""
     for lib in libs:
         if not lib.is_file():
-            raise FileNotFoundError(f"{lib} is missing: the variant's runs preload it (build the variant, "
-                                    "or pack the bundle, again)")
+            raise FileNotFoundError(
+                f"{lib} is missing: the variant's runs preload it (build the variant, or pack the bundle, again)"
+            )
         if any(c.isspace() or c == ":" for c in str(lib)):
-            raise ValueError(f"{lib}: a path with a space or colon cannot be preloaded (LD_PRELOAD splits at "
-                             "both); move the build or the unpacked bundle to a path without them")
+            raise ValueError(
+                f"{lib}: a path with a space or colon cannot be preloaded (LD_PRELOAD splits at "
+                "both); move the build or the unpacked bundle to a path without them"
+            )
     if libs:
         env["LD_PRELOAD"] = ":".join([str(p) for p in libs] + ([env["LD_PRELOAD"]] if env.get("LD_PRELOAD") else []))
     return env

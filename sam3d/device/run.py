@@ -48,22 +48,35 @@ RUNTIME_FILE = "sanitizers.json"
 # What `sam3d_bench --list-modes` prints (native/bench/options.cpp): its modes, layouts and orders.
 LIST_SCHEMA = "sam3d-bench-modes/2"
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
-NVIDIA_ICDS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json",
-               "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json")
+NVIDIA_ICDS = (
+    "/usr/share/vulkan/icd.d/nvidia_icd.json",
+    "/etc/vulkan/icd.d/nvidia_icd.json",
+    "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json",
+)
 
 
 # Where the CUDA runtime and cuBLAS may be, in this order (the first folder holding a soname wins).
-CUDA_LIBS_HELP = ("LD_LIBRARY_PATH; $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/, lib/); the system's "
-                  "library path (ldconfig -p); the nvidia/*/lib folders of Python environments: this python3's, "
-                  "each --cuda-python interpreter's, and /opt/*/.venv, /opt/*, ~/.venv")
+CUDA_LIBS_HELP = (
+    "LD_LIBRARY_PATH; $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (lib64/, lib/); the system's "
+    "library path (ldconfig -p); the nvidia/*/lib folders of Python environments: this python3's, "
+    "each --cuda-python interpreter's, and /opt/*/.venv, /opt/*, ~/.venv"
+)
 
 
 def _site_packages(python):
     """The site-packages folders of a Python interpreter ([] when it does not run)."""
     try:
-        out = subprocess.run([python, "-c", "import json, site, sys; print(json.dumps(site.getsitepackages() "
-                              "+ [p for p in sys.path if p.endswith('-packages')]))"],
-                             capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run(
+            [
+                python,
+                "-c",
+                "import json, site, sys; print(json.dumps(site.getsitepackages() "
+                "+ [p for p in sys.path if p.endswith('-packages')]))",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         return [Path(p) for p in json.loads(out)]
     except (OSError, ValueError, subprocess.SubprocessError):
         return []
@@ -83,8 +96,11 @@ def cuda_lib_dirs(pythons=()):
     sites = _site_packages(sys.executable)
     for python in pythons:
         sites += _site_packages(python)
-    for pattern in ("/opt/*/.venv/lib/python3*/site-packages", "/opt/*/lib/python3*/site-packages",
-                    str(Path.home() / ".venv/lib/python3*/site-packages")):
+    for pattern in (
+        "/opt/*/.venv/lib/python3*/site-packages",
+        "/opt/*/lib/python3*/site-packages",
+        str(Path.home() / ".venv/lib/python3*/site-packages"),
+    ):
         sites += [Path(p) for p in sorted(glob.glob(pattern))]
     for site in sites:
         dirs += [Path(p) for p in sorted(glob.glob(str(site / "nvidia" / "*" / "lib")))]
@@ -145,9 +161,11 @@ def cuda_check(vm, pythons):
     found, problems = find_cuda_libs(need, cuda_lib_dirs(pythons))
     wheels = " ".join(vm.get("cuda_runtime_wheels") or ["nvidia-cuda-runtime", "nvidia-cublas"])
     if problems:
-        return None, ("; ".join(problems) + f". Searched {CUDA_LIBS_HELP}. Install them into a Python environment "
-                      f"(python3 -m venv ENV && ENV/bin/pip install {wheels}) and pass --cuda-python ENV/bin/python3, "
-                      "or point CUDA_HOME at a CUDA toolkit of that major version")
+        return None, (
+            "; ".join(problems) + f". Searched {CUDA_LIBS_HELP}. Install them into a Python environment "
+            f"(python3 -m venv ENV && ENV/bin/pip install {wheels}) and pass --cuda-python ENV/bin/python3, "
+            "or point CUDA_HOME at a CUDA toolkit of that major version"
+        )
     cudart = next(s for s in need if s.startswith("libcudart.so"))
     try:
         lib = ctypes.CDLL(str(found[cudart] / cudart))
@@ -157,16 +175,24 @@ def cuda_check(vm, pythons):
         err = lib.cudaGetDeviceCount(ctypes.byref(n))
     except (OSError, AttributeError) as e:
         return None, f"{found[cudart] / cudart} does not load: {e}"
-    info = {"lib_dirs": sorted({str(d) for d in found.values()}), "runtime_version": runtime.value,
-            "driver_version": drv.value, "devices": n.value if err == 0 else 0}
+    info = {
+        "lib_dirs": sorted({str(d) for d in found.values()}),
+        "runtime_version": runtime.value,
+        "driver_version": drv.value,
+        "devices": n.value if err == 0 else 0,
+    }
     if drv.value == 0:
-        return None, ("no NVIDIA driver: libcuda.so.1 (the driver's) is not on this machine's library path; "
-                      "install the NVIDIA driver, or add the folder holding libcuda.so.1 to LD_LIBRARY_PATH")
+        return None, (
+            "no NVIDIA driver: libcuda.so.1 (the driver's) is not on this machine's library path; "
+            "install the NVIDIA driver, or add the folder holding libcuda.so.1 to LD_LIBRARY_PATH"
+        )
     if drv.value < runtime.value:
-        return None, (f"the driver supports CUDA {drv.value // 1000}.{drv.value % 1000 // 10}, the runtime in "
-                      f"{found[cudart]} is CUDA {runtime.value // 1000}.{runtime.value % 1000 // 10}: the bundle's "
-                      f"CUDA code was built for that runtime ({wheels}), so update the NVIDIA driver to one for CUDA "
-                      f"{runtime.value // 1000}.{runtime.value % 1000 // 10} or newer")
+        return None, (
+            f"the driver supports CUDA {drv.value // 1000}.{drv.value % 1000 // 10}, the runtime in "
+            f"{found[cudart]} is CUDA {runtime.value // 1000}.{runtime.value % 1000 // 10}: the bundle's "
+            f"CUDA code was built for that runtime ({wheels}), so update the NVIDIA driver to one for CUDA "
+            f"{runtime.value // 1000}.{runtime.value % 1000 // 10} or newer"
+        )
     if err != 0 or n.value == 0:
         return None, f"the CUDA runtime in {found[cudart]} sees no device (cudaGetDeviceCount error {err})"
     archs = vm.get("cuda_architectures")
@@ -178,9 +204,11 @@ def cuda_check(vm, pythons):
         cc = (major.value, minor.value)
         info["compute_capabilities"].append(f"{cc[0]}.{cc[1]}")
         if archs and not runs_on(archs, cc):
-            return None, (f"CUDA device {dev} has compute capability {cc[0]}.{cc[1]}; this variant's GGML holds "
-                          f"code for CMAKE_CUDA_ARCHITECTURES {archs} only: add {cc[0]}{cc[1]}-real to the variant's "
-                          "cuda_architectures (sam3d/core/variants.py) and build and bundle it again")
+            return None, (
+                f"CUDA device {dev} has compute capability {cc[0]}.{cc[1]}; this variant's GGML holds "
+                f"code for CMAKE_CUDA_ARCHITECTURES {archs} only: add {cc[0]}{cc[1]}-real to the variant's "
+                "cuda_architectures (sam3d/core/variants.py) and build and bundle it again"
+            )
     return info, None
 
 
@@ -227,9 +255,11 @@ def junit_counts(report_path):
 # they skip on the build machine, so the GPU machine runs them, a missing device failing them.
 NORMAL_TESTS = "sam3d_normal_tests"
 NORMAL_CUDA_CASES = "GgmlContractCuda.*:*/cuda"
-TEST_RUNS = {"plain": ("sam3d_device_tests", "device-tests"),
-             "perf_logger": ("sam3d_device_tests", "device-tests-perf-logger"),
-             "normal_cuda": (NORMAL_TESTS, "normal-tests-cuda")}
+TEST_RUNS = {
+    "plain": ("sam3d_device_tests", "device-tests"),
+    "perf_logger": ("sam3d_device_tests", "device-tests-perf-logger"),
+    "normal_cuda": (NORMAL_TESTS, "normal-tests-cuda"),
+}
 
 
 def run_tests(name, env, out, kind, gtest_filter=None, checker=None):
@@ -247,9 +277,14 @@ def run_tests(name, env, out, kind, gtest_filter=None, checker=None):
         env["GGML_VK_PERF_LOGGER"] = "1"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run(prefix + [str(HERE / name / "bin" / binary), f"--gtest_output=xml:{report}"]
-                            + ([f"--gtest_filter={gtest_filter}"] if gtest_filter else []),
-                            env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            prefix
+            + [str(HERE / name / "bin" / binary), f"--gtest_output=xml:{report}"]
+            + ([f"--gtest_filter={gtest_filter}"] if gtest_filter else []),
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        ).returncode
     try:
         counts = junit_counts(report) if report.is_file() else (0, 0, 0)
     except ET.ParseError:  # a crashed run leaves a partial report: its log says why
@@ -268,10 +303,19 @@ def run_tests(name, env, out, kind, gtest_filter=None, checker=None):
             if m:
                 total += float(m.group(1)) / (1000.0 if m.group(2) == "us" else 1.0)
         kernel_ms = total or None
-    return {"exit_code": rc, "passed": counts[0], "failed": counts[1], "skipped": counts[2],
-            "seconds": round(time.monotonic() - t0, 1), "report": report.name, "log": log.name,
-            "perf_logger": perf_logger, "diagnostic_kernel_timestamp_total_ms": kernel_ms,
-            "cuda_devices": cuda_devices, **check_counts(ctag, text)}
+    return {
+        "exit_code": rc,
+        "passed": counts[0],
+        "failed": counts[1],
+        "skipped": counts[2],
+        "seconds": round(time.monotonic() - t0, 1),
+        "report": report.name,
+        "log": log.name,
+        "perf_logger": perf_logger,
+        "diagnostic_kernel_timestamp_total_ms": kernel_ms,
+        "cuda_devices": cuda_devices,
+        **check_counts(ctag, text),
+    }
 
 
 def check_counts(ctag, text):
@@ -279,8 +323,12 @@ def check_counts(ctag, text):
     IDs by case) or compute-sanitizer's error count (None: its summary is missing)."""
     if ctag == VALIDATION_TAG:
         by_case = gpu_checks.validation_messages(text)
-        return {"checker": ctag, "validation_messages": sum(len(v) for v in by_case.values()),
-                "validation_ids": by_case, "layer_loaded": bool(gpu_checks.LAYER_LOADED.search(text))}
+        return {
+            "checker": ctag,
+            "validation_messages": sum(len(v) for v in by_case.values()),
+            "validation_ids": by_case,
+            "layer_loaded": bool(gpu_checks.LAYER_LOADED.search(text)),
+        }
     if ctag:
         return {"checker": ctag, "sanitizer_errors": gpu_checks.sanitizer_errors(text)}
     return {}
@@ -308,8 +356,12 @@ def run_canary(name, env, out, checker, argv, label=None, report=None):
     ctag, prefix, cenv = checker
     log = out / f"{name}-canary-{label or ctag}.log"
     with open(log, "w") as f:
-        rc = subprocess.run(prefix + [str(HERE / name / "bin" / argv[0]), *argv[1:]], env=dict(env, **cenv),
-                            stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            prefix + [str(HERE / name / "bin" / argv[0]), *argv[1:]],
+            env=dict(env, **cenv),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        ).returncode
     text = log.read_text(errors="replace")
     r = check_counts(ctag, text)
     del r["checker"]
@@ -318,8 +370,9 @@ def run_canary(name, env, out, checker, argv, label=None, report=None):
         r["caught"] = rc == 0 and r["layer_loaded"] and not r["missing"]
     else:
         extra = report or gpu_checks.CUDA_CANARY_REPORTS.get(ctag)
-        r["caught"] = (rc == gpu_checks.ERROR_EXIT and bool(r["sanitizer_errors"])
-                       and (extra is None or bool(extra.search(text))))
+        r["caught"] = (
+            rc == gpu_checks.ERROR_EXIT and bool(r["sanitizer_errors"]) and (extra is None or bool(extra.search(text)))
+        )
     shown = " ".join(a if "/" not in a else Path(a).name for a in argv)
     print(f"    canary {shown}: {'caught' if r['caught'] else 'NOT CAUGHT'} (exit {rc})", flush=True)
     return {"exit_code": rc, "log": log.name, "checker": ctag, **r}
@@ -329,10 +382,17 @@ def tests_ok(t):
     """Prints a test run's counts; whether it passed. On the GPU machine every case must run:
     all skipped means no GPU was found; under a checker, any finding fails it."""
     devices = f"; GGML sees {t['cuda_devices']} CUDA device(s)" if t.get("cuda_devices") is not None else ""
-    found = (f"; {t['validation_messages']} validation message(s)" if "validation_messages" in t else
-             f"; compute-sanitizer errors: {t['sanitizer_errors']}" if "sanitizer_errors" in t else "")
-    print(f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s){devices}{found}",
-          flush=True)
+    found = (
+        f"; {t['validation_messages']} validation message(s)"
+        if "validation_messages" in t
+        else f"; compute-sanitizer errors: {t['sanitizer_errors']}"
+        if "sanitizer_errors" in t
+        else ""
+    )
+    print(
+        f"    {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped ({t['seconds']} s){devices}{found}",
+        flush=True,
+    )
     return t["exit_code"] == 0 and t["failed"] == 0 and t["passed"] > 0 and checked_ok(t)
 
 
@@ -348,9 +408,22 @@ def run_probe(name, env, out, tag, backend):
     dst = out / f"{tag}.floor-probe.json"
     log = out / f"{tag}.floor-probe.log"
     with open(dst, "w") as f, open(log, "w") as err:
-        rc = subprocess.run([str(HERE / name / "bin" / "sam3d_floor_probe"), "--backend", backend, "--device", "0",
-                             "--upload-bytes", str(up), "--download-bytes", str(down)],
-                            env=env, stdout=f, stderr=err).returncode
+        rc = subprocess.run(
+            [
+                str(HERE / name / "bin" / "sam3d_floor_probe"),
+                "--backend",
+                backend,
+                "--device",
+                "0",
+                "--upload-bytes",
+                str(up),
+                "--download-bytes",
+                str(down),
+            ],
+            env=env,
+            stdout=f,
+            stderr=err,
+        ).returncode
     r = {"floor_probe": dst.name if rc == 0 else None, "floor_probe_log": log.name}
     if rc != 0:
         r["floor_probe_error"] = f"sam3d_floor_probe exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -360,8 +433,9 @@ def run_probe(name, env, out, tag, backend):
 def driver_lists(name, env):
     """({"modes", "layouts", "orders"}: the names each lists, the default layout and order first,
     None) from the variant's driver (`sam3d_bench --list-modes`), or (None, why)."""
-    r = subprocess.run([str(HERE / name / "bin" / "sam3d_bench"), "--list-modes"], env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [str(HERE / name / "bin" / "sam3d_bench"), "--list-modes"], env=env, capture_output=True, text=True
+    )
     try:
         doc = json.loads(r.stdout) if r.returncode == 0 else None
     except ValueError:
@@ -382,35 +456,64 @@ def chosen(flag, value, listed, default):
         return listed
     names = value.split(",")
     if any(x not in listed for x in names) or len(set(names)) != len(names):
-        sys.exit(f"run.pyz: {flag} {value!r}: give distinct names of {', '.join(listed)} (the driver's "
-                 "`sam3d_bench --list-modes`), comma-separated")
+        sys.exit(
+            f"run.pyz: {flag} {value!r}: give distinct names of {', '.join(listed)} (the driver's "
+            "`sam3d_bench --list-modes`), comma-separated"
+        )
     return names
 
 
-def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, layout, order, staging=(), checker=None,
-              extra=()):
+def run_bench(
+    name, env, out, backend, images, warmups, modes, transfer_only, layout, order, staging=(), checker=None, extra=()
+):
     """One sam3d_bench run in ``layout`` and ``order`` (its --layout and --order); `staging`: its
     --staging-* flags, as given to run.pyz; ``extra``: more flags. Under a ``checker``
     (run_tests()) it is a checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
     env.update(cenv)
-    tag = (f"{name}-{backend}" + ("-transfer-only" if transfer_only else "") + (f"-{ctag}" if ctag else "")
-           + f"-{layout}-{order}")
+    tag = (
+        f"{name}-{backend}"
+        + ("-transfer-only" if transfer_only else "")
+        + (f"-{ctag}" if ctag else "")
+        + f"-{layout}-{order}"
+    )
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
     t0 = time.monotonic()
     with open(log, "w") as f:
-        rc = subprocess.run(prefix + [str(HERE / name / "bin" / "sam3d_bench"), *bench_args(backend, images, warmups),
-                                      "--out", str(dst), "--layout", layout, "--order", order]
-                            + (["--modes", modes] if modes else []) + (["--transfer-only"] if transfer_only else [])
-                            + list(staging) + list(extra),
-                            env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-    r = {"backend": backend, "exit_code": rc, "seconds": round(time.monotonic() - t0, 1), "log": log.name,
-         "driver_output": dst.name if dst.is_file() else None,
-         # The run's facts, for device-import where the driver wrote nothing (bundle.RUN_FACTS).
-         "layout": layout, "graph_order": order, "transfer_only": transfer_only,
-         "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env}
+        rc = subprocess.run(
+            prefix
+            + [
+                str(HERE / name / "bin" / "sam3d_bench"),
+                *bench_args(backend, images, warmups),
+                "--out",
+                str(dst),
+                "--layout",
+                layout,
+                "--order",
+                order,
+            ]
+            + (["--modes", modes] if modes else [])
+            + (["--transfer-only"] if transfer_only else [])
+            + list(staging)
+            + list(extra),
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+        ).returncode
+    r = {
+        "backend": backend,
+        "exit_code": rc,
+        "seconds": round(time.monotonic() - t0, 1),
+        "log": log.name,
+        "driver_output": dst.name if dst.is_file() else None,
+        # The run's facts, for device-import where the driver wrote nothing (bundle.RUN_FACTS).
+        "layout": layout,
+        "graph_order": order,
+        "transfer_only": transfer_only,
+        "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env,
+    }
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
     if ctag:
@@ -422,8 +525,18 @@ def run_bench(name, env, out, backend, images, warmups, modes, transfer_only, la
 
 def bench_args(backend, images, warmups):
     """sam3d_bench's arguments for the bundle's profile on device 0 of ``backend``."""
-    return ["--profile", str(HERE / "profile.json"), "--backend", backend, "--device", "0", "--images", str(images),
-            "--warmups", str(warmups)]
+    return [
+        "--profile",
+        str(HERE / "profile.json"),
+        "--backend",
+        backend,
+        "--device",
+        "0",
+        "--images",
+        str(images),
+        "--warmups",
+        str(warmups),
+    ]
 
 
 def checkers(a, out):
@@ -433,21 +546,32 @@ def checkers(a, out):
     if a.vulkan_validation:
         layer_dir = HERE / "validation"
         if not (layer_dir / gpu_checks.LAYER_LIBRARY).is_file():
-            sys.exit(f"run.pyz: {layer_dir} has no {gpu_checks.LAYER_LIBRARY}: this bundle was packed without a "
-                     "Vulkan variant, or before the validation layer was bundled")
-        layer = gpu_checks.layer_manifest(layer_dir / gpu_checks.LAYER_LIBRARY, layer_dir / gpu_checks.LAYER_MANIFEST,
-                                          out / "validation-layer")
-        validation = (VALIDATION_TAG, [], gpu_checks.validation_env(
-            layer, gpu_checks.suppressed_ids(HERE / gpu_checks.VALIDATION_SUPPRESSIONS), prove_loaded=True))
+            sys.exit(
+                f"run.pyz: {layer_dir} has no {gpu_checks.LAYER_LIBRARY}: this bundle was packed without a "
+                "Vulkan variant, or before the validation layer was bundled"
+            )
+        layer = gpu_checks.layer_manifest(
+            layer_dir / gpu_checks.LAYER_LIBRARY, layer_dir / gpu_checks.LAYER_MANIFEST, out / "validation-layer"
+        )
+        validation = (
+            VALIDATION_TAG,
+            [],
+            gpu_checks.validation_env(
+                layer, gpu_checks.suppressed_ids(HERE / gpu_checks.VALIDATION_SUPPRESSIONS), prove_loaded=True
+            ),
+        )
     tools = []
     if a.compute_sanitizer:
         names = list(gpu_checks.TOOLS) if a.compute_sanitizer == "all" else a.compute_sanitizer.split(",")
         unknown = [t for t in names if t not in gpu_checks.TOOLS]
         if unknown:
-            sys.exit(f"run.pyz: unknown compute-sanitizer tool(s) {unknown}; tools: {', '.join(gpu_checks.TOOLS)} "
-                     "or all")
+            sys.exit(
+                f"run.pyz: unknown compute-sanitizer tool(s) {unknown}; tools: {', '.join(gpu_checks.TOOLS)} or all"
+            )
         try:
-            binary = gpu_checks.assemble_sanitizer(HERE / "compute-sanitizer", a.cuda_toolkit, out / "compute-sanitizer")
+            binary = gpu_checks.assemble_sanitizer(
+                HERE / "compute-sanitizer", a.cuda_toolkit, out / "compute-sanitizer"
+            )
         except gpu_checks.CheckerError as e:
             sys.exit(f"run.pyz: {e}")
         tools = [(t, gpu_checks.sanitizer_command(binary, t, []), {}) for t in names]
@@ -473,14 +597,26 @@ def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
     ok = True
     runs = []
     if validation and "vulkan" in backends:
-        runs.append((validation, [gpu_checks.VULKAN_CANARY], [("plain", None), ("perf_logger", "*vulkan*:DeviceTwoGpus.*")],
-                     "vulkan"))
+        runs.append(
+            (
+                validation,
+                [gpu_checks.VULKAN_CANARY],
+                [("plain", None), ("perf_logger", "*vulkan*:DeviceTwoGpus.*")],
+                "vulkan",
+            )
+        )
     asan = "ASAN_OPTIONS" in env
     for tag, prefix, cenv in tools if "cuda" in backends else ():
         if asan:
             cenv = dict(cenv, ASAN_OPTIONS=f"{env['ASAN_OPTIONS']}:{gpu_checks.ASAN_UNDER_SANITIZER}")
-        runs.append(((tag, prefix, cenv), [gpu_checks.CUDA_CANARY, tag],
-                     [("plain", None), ("normal_cuda", NORMAL_CUDA_CASES)], "cuda"))
+        runs.append(
+            (
+                (tag, prefix, cenv),
+                [gpu_checks.CUDA_CANARY, tag],
+                [("plain", None), ("normal_cuda", NORMAL_CUDA_CASES)],
+                "cuda",
+            )
+        )
     matrix = checked_matrix(a, lists)
     modes = modes or ",".join(lists["modes"])
     for checker, canary, test_runs, backend in runs:
@@ -490,11 +626,25 @@ def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
         ok &= c["caught"]
         if checker[0] == gpu_checks.AREAS_CANARY_TOOL:  # the replay's own canary: an uncleared area's gaps read
             label = f"{checker[0]}-uninitialized-areas"
-            c = run_canary(name, dict(env, SAM3D_BATCHED_TRANSFERS="1"), a.out, checker,
-                           ["sam3d_bench", *bench_args(backend, 1, 0), "--modes", ",".join(lists["modes"]),
-                            "--layout", gpu_checks.AREAS_CANARY_LAYOUT, gpu_checks.AREAS_CANARY_FLAG,
-                            "--out", str(a.out / f"{name}-canary-{label}.driver.json")],
-                           label=label, report=gpu_checks.AREAS_CANARY_REPORT)
+            c = run_canary(
+                name,
+                dict(env, SAM3D_BATCHED_TRANSFERS="1"),
+                a.out,
+                checker,
+                [
+                    "sam3d_bench",
+                    *bench_args(backend, 1, 0),
+                    "--modes",
+                    ",".join(lists["modes"]),
+                    "--layout",
+                    gpu_checks.AREAS_CANARY_LAYOUT,
+                    gpu_checks.AREAS_CANARY_FLAG,
+                    "--out",
+                    str(a.out / f"{name}-canary-{label}.driver.json"),
+                ],
+                label=label,
+                report=gpu_checks.AREAS_CANARY_REPORT,
+            )
             v["canaries"][label] = c
             ok &= c["caught"]
         for kind, gtest_filter in test_runs:
@@ -504,8 +654,11 @@ def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
         for transfer_only, layout, order in matrix:
             b = run_bench(name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker)
             found = b.get("validation_messages", b.get("sanitizer_errors"))
-            print(f"    one-image replay {'without' if transfer_only else 'with'} compute, {layout} layout, {order} "
-                  f"order: exit {b['exit_code']}, findings {found} ({b['seconds']} s)", flush=True)
+            print(
+                f"    one-image replay {'without' if transfer_only else 'with'} compute, {layout} layout, {order} "
+                f"order: exit {b['exit_code']}, findings {found} ({b['seconds']} s)",
+                flush=True,
+            )
             ok &= b["exit_code"] == 0 and b["driver_output"] is not None and checked_ok(b)
             v["checked_replays"].append(b)
     if not runs:
@@ -520,44 +673,76 @@ def parser(variant_names):
     p.add_argument("--images", type=int, default=20)
     p.add_argument("--warmups", type=int, default=5)
     p.add_argument("--skip-tests", action="store_true")
-    p.add_argument("--modes", help="benchmark modes, comma-separated (sam3d_bench --modes, of those its --list-modes "
-                                   "lists, or all; default: the driver's default modes, under a checker all)")
-    p.add_argument("--transfer-only", action="store_true",
-                   help="also replay the transfers without compute (ratios to the transfer floor; the checked "
-                        "replays always do)")
-    p.add_argument("--staging-piece-bytes", metavar="N|max",
-                   help="the batched sessions' piece of the staged path (sam3d_bench --staging-piece-bytes; "
-                        "default: the core's)")
-    p.add_argument("--staging-copy-threads", metavar="N",
-                   help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
-                        "default: the core's)")
-    p.add_argument("--layout",
-                   help="the replay's device layouts, comma-separated, each a run of its own in the order given "
-                        "(sam3d_bench --layout, of those its --list-modes lists, or all; default: the driver's "
-                        "default, scattered, under a checker all)")
-    p.add_argument("--order",
-                   help="the orders the replay issues its graphs in, comma-separated, each a run of its own per layout "
-                        "(sam3d_bench --order, of those its --list-modes lists, or all; default: the driver's "
-                        "default, profile, under a checker all)")
-    p.add_argument("--vulkan-transfer-queue", action="store_true",
-                   help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
-                        "the device's dedicated transfer queue; recorded in each run's summary entry: the result record's "
-                        "transfer_queue)")
-    p.add_argument("--cuda-python", action="append", default=[], metavar="PYTHON",
-                   help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
-                        "(searched for CUDA variants' libraries; repeatable)")
-    p.add_argument("--vulkan-validation", action="store_true",
-                   help="instead of the plain runs: the Vulkan variants' device tests and one-image replays (every "
-                        "layout and order, with compute and transfer-only) under the Khronos validation layer the "
-                        "bundle carries, after its canary (any message fails)")
-    p.add_argument("--compute-sanitizer", metavar="TOOLS",
-                   help=f"instead of the plain runs: the CUDA variants' device tests, CUDA normal cases and one-image "
-                        f"replays (every layout and order, with compute and transfer-only) under each compute-sanitizer "
-                        f"tool (comma-separated of {', '.join(gpu_checks.TOOLS)}, or all), each after its canaries "
-                        "(any error fails)")
-    p.add_argument("--cuda-toolkit", type=Path, default=Path("/usr/local/cuda"),
-                   help="a CUDA toolkit of the bundle's release, whose compute-sanitizer launcher helpers complete "
-                        "the wheel's (default: /usr/local/cuda)")
+    p.add_argument(
+        "--modes",
+        help="benchmark modes, comma-separated (sam3d_bench --modes, of those its --list-modes "
+        "lists, or all; default: the driver's default modes, under a checker all)",
+    )
+    p.add_argument(
+        "--transfer-only",
+        action="store_true",
+        help="also replay the transfers without compute (ratios to the transfer floor; the checked replays always do)",
+    )
+    p.add_argument(
+        "--staging-piece-bytes",
+        metavar="N|max",
+        help="the batched sessions' piece of the staged path (sam3d_bench --staging-piece-bytes; default: the core's)",
+    )
+    p.add_argument(
+        "--staging-copy-threads",
+        metavar="N",
+        help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
+        "default: the core's)",
+    )
+    p.add_argument(
+        "--layout",
+        help="the replay's device layouts, comma-separated, each a run of its own in the order given "
+        "(sam3d_bench --layout, of those its --list-modes lists, or all; default: the driver's "
+        "default, scattered, under a checker all)",
+    )
+    p.add_argument(
+        "--order",
+        help="the orders the replay issues its graphs in, comma-separated, each a run of its own per layout "
+        "(sam3d_bench --order, of those its --list-modes lists, or all; default: the driver's "
+        "default, profile, under a checker all)",
+    )
+    p.add_argument(
+        "--vulkan-transfer-queue",
+        action="store_true",
+        help="set GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1 for the runs (GGML's Vulkan uploads and downloads on "
+        "the device's dedicated transfer queue; recorded in each run's summary entry: the result record's "
+        "transfer_queue)",
+    )
+    p.add_argument(
+        "--cuda-python",
+        action="append",
+        default=[],
+        metavar="PYTHON",
+        help="a Python interpreter whose environment has NVIDIA's CUDA runtime and cuBLAS wheels "
+        "(searched for CUDA variants' libraries; repeatable)",
+    )
+    p.add_argument(
+        "--vulkan-validation",
+        action="store_true",
+        help="instead of the plain runs: the Vulkan variants' device tests and one-image replays (every "
+        "layout and order, with compute and transfer-only) under the Khronos validation layer the "
+        "bundle carries, after its canary (any message fails)",
+    )
+    p.add_argument(
+        "--compute-sanitizer",
+        metavar="TOOLS",
+        help=f"instead of the plain runs: the CUDA variants' device tests, CUDA normal cases and one-image "
+        f"replays (every layout and order, with compute and transfer-only) under each compute-sanitizer "
+        f"tool (comma-separated of {', '.join(gpu_checks.TOOLS)}, or all), each after its canaries "
+        "(any error fails)",
+    )
+    p.add_argument(
+        "--cuda-toolkit",
+        type=Path,
+        default=Path("/usr/local/cuda"),
+        help="a CUDA toolkit of the bundle's release, whose compute-sanitizer launcher helpers complete "
+        "the wheel's (default: /usr/local/cuda)",
+    )
     p.add_argument("variants", nargs="*", help=f"of {', '.join(variant_names)} (default: all)")
     return p
 
@@ -566,8 +751,15 @@ def main(argv=None):
     manifest = json.loads((HERE / "manifest.json").read_text())
     a = parser(manifest["variants"]).parse_args(argv)
     names = a.variants or list(manifest["variants"])
-    staging = [x for flag, v in (("--staging-piece-bytes", a.staging_piece_bytes),
-                                 ("--staging-copy-threads", a.staging_copy_threads)) if v for x in (flag, v)]
+    staging = [
+        x
+        for flag, v in (
+            ("--staging-piece-bytes", a.staging_piece_bytes),
+            ("--staging-copy-threads", a.staging_copy_threads),
+        )
+        if v
+        for x in (flag, v)
+    ]
     unknown = [n for n in names if n not in manifest["variants"]]
     if unknown:
         sys.exit(f"run.pyz: unknown variant(s) {unknown}; this bundle has {', '.join(manifest['variants'])}")
@@ -593,8 +785,11 @@ def main(argv=None):
             continue
         if vm.get("cuda_libs"):
             v["cuda"] = cuda
-            print(f"[{i}/{len(names)}] {name}: CUDA runtime {cuda['runtime_version']}, driver {cuda['driver_version']}, "
-                  f"{cuda['devices']} device(s), from {', '.join(cuda['lib_dirs'])}", flush=True)
+            print(
+                f"[{i}/{len(names)}] {name}: CUDA runtime {cuda['runtime_version']}, driver {cuda['driver_version']}, "
+                f"{cuda['devices']} device(s), from {', '.join(cuda['lib_dirs'])}",
+                flush=True,
+            )
         if a.vulkan_transfer_queue:
             env["GGML_VK_ASYNC_USE_TRANSFER_QUEUE"] = "1"  # after variant_env, which removes an inherited one
         modes = ",".join(chosen("--modes", a.modes, lists["modes"], [])) or None
@@ -608,12 +803,19 @@ def main(argv=None):
         orders = chosen("--order", a.order, lists["orders"], lists["orders"][:1])
         if not a.skip_tests:
             for perf in (False, True):
-                print(f"[{i}/{len(names)}] {name}: device tests{' (GGML_VK_PERF_LOGGER=1)' if perf else ''}", flush=True)
+                print(
+                    f"[{i}/{len(names)}] {name}: device tests{' (GGML_VK_PERF_LOGGER=1)' if perf else ''}", flush=True
+                )
                 if perf and "vulkan" not in backends:
                     v.setdefault("device_tests", {})["perf_logger"] = {
-                        "exit_code": 0, "passed": 0, "failed": 0, "skipped": 0, "report": None,
+                        "exit_code": 0,
+                        "passed": 0,
+                        "failed": 0,
+                        "skipped": 0,
+                        "report": None,
                         "not_applicable": "GGML_VK_PERF_LOGGER is the Vulkan backend's; this variant has none",
-                        "diagnostic_kernel_timestamp_total_ms": None}
+                        "diagnostic_kernel_timestamp_total_ms": None,
+                    }
                     print("    n/a (GGML's perf logger is Vulkan's)", flush=True)
                     continue
                 # With the perf logger only the Vulkan cases: the variable means nothing to CUDA.
@@ -628,24 +830,33 @@ def main(argv=None):
                 v["device_tests"]["normal_cuda"] = t
         v["bench"] = []
         for backend in backends:
-            for transfer_only, layout, order in [(t, x, o) for t in ((False, True) if a.transfer_only else (False,))
-                                                 for x in layouts for o in orders]:
+            for transfer_only, layout, order in [
+                (t, x, o) for t in ((False, True) if a.transfer_only else (False,)) for x in layouts for o in orders
+            ]:
                 what = "transfer-only replay" if transfer_only else "benchmark"
-                print(f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout, {order} order "
-                      f"({modes or 'default modes'}; {a.warmups} warm-ups, {a.images} images)", flush=True)
-                b = run_bench(name, env, a.out, backend, a.images, a.warmups, modes, transfer_only, layout, order,
-                              staging)
-                print(f"    exit {b['exit_code']} ({b['seconds']} s)"
-                      + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""), flush=True)
+                print(
+                    f"[{i}/{len(names)}] {name}: {backend} {what}, {layout} layout, {order} order "
+                    f"({modes or 'default modes'}; {a.warmups} warm-ups, {a.images} images)",
+                    flush=True,
+                )
+                b = run_bench(
+                    name, env, a.out, backend, a.images, a.warmups, modes, transfer_only, layout, order, staging
+                )
+                print(
+                    f"    exit {b['exit_code']} ({b['seconds']} s)"
+                    + (f"; floor probe: {b['floor_probe_error']}" if "floor_probe_error" in b else ""),
+                    flush=True,
+                )
                 ok &= b["exit_code"] == 0
                 v["bench"].append(b)
         summary["variants"][name] = v
     if (validation or tools) and not any_checked:
-        print("run.pyz: FAILED: none of the variants has a backend the checkers asked for check "
-              "(--vulkan-validation: Vulkan; --compute-sanitizer: CUDA)", flush=True)
+        print(
+            "run.pyz: FAILED: none of the variants has a backend the checkers asked for check "
+            "(--vulkan-validation: Vulkan; --compute-sanitizer: CUDA)",
+            flush=True,
+        )
         ok = False
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"run.pyz: {'ok' if ok else 'FAILED'}; raw results in {a.out}", flush=True)
     return 0 if ok else 1
-
-

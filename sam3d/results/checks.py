@@ -57,16 +57,18 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
         parts = []
         compared = False
         # Every mode is checked against the same result's off row (off against its first other row).
-        partner = next((o for o in ok_rows if o.result is w.result and o is not w
-                        and (o.mode == "off" or w.mode == "off")), None)
+        partner = next(
+            (o for o in ok_rows if o.result is w.result and o is not w and (o.mode == "off" or w.mode == "off")), None
+        )
         if partner is not None:
             compared = True  # pragma: no mutate (a row with a partner is in a group of two or more: set below too)
             d, n = diff(w.outputs, partner.outputs)
             if d:
                 parts.append(f"**NO**: {w.mode if w.mode != 'off' else partner.mode}/off differ ({d}/{n} images)")
                 if w.mode != "off":
-                    warnings.append(f"outputs differ between batching {w.mode} and off: {w.label(with_host)} "
-                                    f"({d}/{n} images)")
+                    warnings.append(
+                        f"outputs differ between batching {w.mode} and off: {w.label(with_host)} ({d}/{n} images)"
+                    )
         g = arith_group(w)
         ref = reference[g]
         if len(groups[g]) > 1:
@@ -75,8 +77,10 @@ def output_checks(all_rows: Sequence[Row], with_host: bool = False) -> tuple[dic
                 d, n = diff(w.outputs, ref.outputs)
                 if d:
                     parts.append(f"**NO**: differs from {ref.label(with_host)} ({d}/{n} images)")
-                    warnings.append(f"outputs of {w.label(with_host)} differ from {ref.label(with_host)} "
-                                    f"({d}/{n} images; same backend, device and profile)")
+                    warnings.append(
+                        f"outputs of {w.label(with_host)} differ from {ref.label(with_host)} "
+                        f"({d}/{n} images; same backend, device and profile)"
+                    )
         cells[id(w)] = "; ".join(parts) if parts else ("yes" if compared else "n/a")
     return cells, warnings
 
@@ -100,7 +104,7 @@ def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[l
         if w.ok:
             groups.setdefault(replay_group(w), []).append(w)
     for (transfer_only, _), members in groups.items():
-        backends = sorted({w.result.backend for w in members})   # ok rows: an ok record names its backend
+        backends = sorted({w.result.backend for w in members})  # ok rows: an ok record names its backend
         if len(backends) < 2:
             continue
         ref = majority(members)
@@ -109,11 +113,15 @@ def across_backends(all_rows: Sequence[Row], with_host: bool = False) -> tuple[l
         odd = [(w, *diff(w.outputs, ref.outputs)) for w in members if w.result is not ref.result]
         odd = [(w, d, n) for w, d, n in odd if d]
         if not odd:
-            notes.append(f"outputs across backends ({kind}): the {len(members)} rows of {', '.join(backends)} "
-                         "are identical image by image (the replay's arithmetic is exact in F32)")
+            notes.append(
+                f"outputs across backends ({kind}): the {len(members)} rows of {', '.join(backends)} "
+                "are identical image by image (the replay's arithmetic is exact in F32)"
+            )
         for w, d, n in odd:
-            warnings.append(f"outputs of {w.label(with_host)} differ from {ref.label(with_host)} ({d}/{n} images; "
-                            f"the {kind} is exact in F32, so every backend must give the same bytes)")
+            warnings.append(
+                f"outputs of {w.label(with_host)} differ from {ref.label(with_host)} ({d}/{n} images; "
+                f"the {kind} is exact in F32, so every backend must give the same bytes)"
+            )
     return notes, warnings
 
 
@@ -139,14 +147,18 @@ def check(r: Record) -> list[str]:
     by_mode = {row.batching: row for row in r.rows}
     beyond = [m for m in record.BATCHING if m not in record.REQUIRED_ROWS]
     if not set(record.REQUIRED_ROWS) <= set(by_mode):
-        return [f"expected rows for batching {' and '.join(reversed(record.REQUIRED_ROWS))} (and optionally "
-                f"{', '.join(beyond)}), got {sorted(by_mode)}"]
+        return [
+            f"expected rows for batching {' and '.join(reversed(record.REQUIRED_ROWS))} (and optionally "
+            f"{', '.join(beyond)}), got {sorted(by_mode)}"
+        ]
     problems_ += [f"driver: {p}" for p in r.extra.problems]
     for mode, row in by_mode.items():
         c = row.counters
         if c.bytes_uploaded != profile.UPLOAD_BYTES or c.bytes_downloaded != profile.DOWNLOAD_BYTES:
-            problems_.append(f"batching {mode}: {c.bytes_uploaded:,} bytes up / {c.bytes_downloaded:,} down "
-                             f"per image; the profile moves {profile.UPLOAD_BYTES:,} / {profile.DOWNLOAD_BYTES:,}")
+            problems_.append(
+                f"batching {mode}: {c.bytes_uploaded:,} bytes up / {c.bytes_downloaded:,} down "
+                f"per image; the profile moves {profile.UPLOAD_BYTES:,} / {profile.DOWNLOAD_BYTES:,}"
+            )
     off = by_mode["off"].outputs
     for mode in (m for m in record.BATCHING if m in by_mode and m != "off"):
         got = by_mode[mode].outputs
@@ -163,16 +175,30 @@ def check(r: Record) -> list[str]:
             problems_.append(f"batching {mode} per image: " + ", ".join(bad))
 
     no_fallbacks = {f"fallbacks.{k}": 0 for k in record.FALLBACK_REASONS}
-    synchronous = {"async_uploads": 0, "async_downloads": 0, "sync_uploads": profile.UPLOADS,
-                   "sync_downloads": profile.DOWNLOADS, "pinned_batches": 0, **no_fallbacks}
+    synchronous = {
+        "async_uploads": 0,
+        "async_downloads": 0,
+        "sync_uploads": profile.UPLOADS,
+        "sync_downloads": profile.DOWNLOADS,
+        "pinned_batches": 0,
+        **no_fallbacks,
+    }
     expect("off", synchronous)
     for mode in (m for m in record.BATCHING if m in by_mode and m != "off"):
         facts = r.extra.modes.get(mode)
         static = (facts.static_fallback if facts else None) or "none"
         if static == "none":
-            expect(mode, {"async_uploads": profile.ASYNC_UPLOADS, "async_downloads": profile.ASYNC_DOWNLOADS,
-                          "sync_uploads": profile.SYNC_UPLOADS, "sync_downloads": profile.SYNC_DOWNLOADS,
-                          "pinned_batches": profile.BATCHED_GRAPHS, **no_fallbacks})
+            expect(
+                mode,
+                {
+                    "async_uploads": profile.ASYNC_UPLOADS,
+                    "async_downloads": profile.ASYNC_DOWNLOADS,
+                    "sync_uploads": profile.SYNC_UPLOADS,
+                    "sync_downloads": profile.SYNC_DOWNLOADS,
+                    "pinned_batches": profile.BATCHED_GRAPHS,
+                    **no_fallbacks,
+                },
+            )
         else:
             expect(mode, {**synchronous, f"fallbacks.{static}": profile.BATCHED_GRAPHS})
     return problems_

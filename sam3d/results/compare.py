@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from . import checks, limits, record, stats
-from .gate import ALPHA, FAIL_ON, MIN_EFFECT, UNMET
 from .evidence import markers
+from .gate import ALPHA, FAIL_ON, MIN_EFFECT, UNMET
 from .record import Record
 from .rows import CONFIG_HEADERS, MODE_ORDER, ReportError, TableRow, config_cell, config_words, ms, order_key, rows
 from .table import Column, layout, tabulate_rows
@@ -66,19 +66,28 @@ def _side(w: TableRow | None) -> Side | None:
     if w is None:
         return None
     if not w.ok:
-        return Side(failed=w.result.reason)   # a failed record's reason is never empty (record.py)
+        return Side(failed=w.result.reason)  # a failed record's reason is never empty (record.py)
     med = stats.median(w.wall_ms)
     floor, lim = limits.floor_ms(w.result), limits.limit(w.result, w.data)
-    return Side(median_ms=med, floor_ms=floor, x_floor=med / floor if floor else None,
-                limit_ms=lim.ms if lim else None, x_limit=med / lim.ms if lim else None)
+    return Side(
+        median_ms=med,
+        floor_ms=floor,
+        x_floor=med / floor if floor else None,
+        limit_ms=lim.ms if lim else None,
+        x_limit=med / lim.ms if lim else None,
+    )
 
 
 def _cells(line: Line, configs: Sequence[str]) -> dict[str, str]:
     """The Markdown table's cells of one line."""
-    out = {"variant": line.variant, "backend": line.backend, "device": line.device,
-           **{CONFIG_HEADERS[k]: config_cell(line.configuration[k]) for k in configs},
-           "batching": line.batching,
-           "change": f"**{line.verdict}**" if line.verdict in ("slower", "faster") else line.verdict}
+    out = {
+        "variant": line.variant,
+        "backend": line.backend,
+        "device": line.device,
+        **{CONFIG_HEADERS[k]: config_cell(line.configuration[k]) for k in configs},
+        "batching": line.batching,
+        "change": f"**{line.verdict}**" if line.verdict in ("slower", "faster") else line.verdict,
+    }
     for name, side in (("A", line.a), ("B", line.b)):
         if side is None:
             continue
@@ -111,42 +120,67 @@ class Comparison:
     def unmet(self, accept: Sequence[str] = ()) -> list[str]:
         """What a gate fails on besides changed rows, each named (UNMET's kinds), less the kinds
         in ``accept``."""
-        out = [f"{' '.join([x.variant, x.backend, x.device, *config_words(x.configuration), x.batching])}: {x.verdict}"
-               for x in self.lines for kind, verdicts in UNMET.items() if kind not in accept and x.verdict in verdicts]
-        return out + ([f"not accepted evidence: {x}" for x in self.not_accepted] if "not-accepted" not in accept else [])
+        out = [
+            f"{' '.join([x.variant, x.backend, x.device, *config_words(x.configuration), x.batching])}: {x.verdict}"
+            for x in self.lines
+            for kind, verdicts in UNMET.items()
+            if kind not in accept and x.verdict in verdicts
+        ]
+        return out + (
+            [f"not accepted evidence: {x}" for x in self.not_accepted] if "not-accepted" not in accept else []
+        )
 
     def _configs(self) -> list[str]:
-        return [k for k in record.CONFIGURATION
-                if any(x.configuration[k] != record.Record.model_fields[k].default for x in self.lines)]
+        return [
+            k
+            for k in record.CONFIGURATION
+            if any(x.configuration[k] != record.Record.model_fields[k].default for x in self.lines)
+        ]
 
     def markdown(self) -> str:
         configs = self._configs()
-        columns = ([Column("variant"), Column("backend"), Column("device")]
-                   + [Column(CONFIG_HEADERS[k]) for k in configs] + [Column("batching")]
-                   + [Column(h, "right", False) for h in ("A median ms", "B median ms", "B/A", "p")]
-                   + [Column("change", movable=False)]
-                   + [Column(h, "right", False) for h in ("A x floor", "B x floor", "A x limit", "B x limit")])
+        columns = (
+            [Column("variant"), Column("backend"), Column("device")]
+            + [Column(CONFIG_HEADERS[k]) for k in configs]
+            + [Column("batching")]
+            + [Column(h, "right", False) for h in ("A median ms", "B median ms", "B/A", "p")]
+            + [Column("change", movable=False)]
+            + [Column(h, "right", False) for h in ("A x floor", "B x floor", "A x limit", "B x limit")]
+        )
         table = [_cells(x, configs) for x in self.lines]
         shown, caption = layout(columns, table)
         lines = [f"A: {self.where_a}", f"B: {self.where_b}", ""]
         lines += [f"WARNING: forced: {text}" for text in self.forced] + ([""] if self.forced else [])
-        lines += [f"WARNING: not accepted evidence: {x}" for x in self.not_accepted] + ([""] if self.not_accepted else [])
+        lines += [f"WARNING: not accepted evidence: {x}" for x in self.not_accepted] + (
+            [""] if self.not_accepted else []
+        )
         if caption:
             lines += ["all rows: " + ", ".join(caption), ""]
-        lines += [tabulate_rows(shown, table), "",
-                  "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
-                  "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when "
-                  f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
-                  "- x floor, x limit: each side's median over its own run's transfer floor and its mode's "
-                  "modelled limit (ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
-                  f"- {len(self.changed())} of {len(self.lines)} rows changed."]
+        lines += [
+            tabulate_rows(shown, table),
+            "",
+            "- B/A = median(B)/median(A) of per-image wall ms; p = two-sided Mann-Whitney U test "
+            "(scipy.stats.mannwhitneyu) of the two runs' samples; a row is slower or faster when "
+            f"p < {self.alpha:g} and B/A differs from 1 by at least {self.min_effect:.0%}.",
+            "- x floor, x limit: each side's median over its own run's transfer floor and its mode's "
+            "modelled limit (ms in parentheses; docs/benchmark.md, \"Transfer floor, round trips and limits\").",
+            f"- {len(self.changed())} of {len(self.lines)} rows changed.",
+        ]
         return "\n".join(lines) + "\n"
 
     def document(self) -> ComparisonDocument:
         """The comparison as data (`compare --format json`): numbers as numbers, no Markdown."""
-        return ComparisonDocument(schema=COMPARISON_SCHEMA, a=self.where_a, b=self.where_b, min_effect=self.min_effect, alpha=self.alpha,
-                                  forced=self.forced, not_accepted=self.not_accepted, rows=self.lines,
-                                  changed=len(self.changed()))
+        return ComparisonDocument(
+            schema=COMPARISON_SCHEMA,
+            a=self.where_a,
+            b=self.where_b,
+            min_effect=self.min_effect,
+            alpha=self.alpha,
+            forced=self.forced,
+            not_accepted=self.not_accepted,
+            rows=self.lines,
+            changed=len(self.changed()),
+        )
 
     def json(self) -> str:
         return json.dumps(self.document().model_dump(mode="json", by_alias=True), indent=1) + "\n"
@@ -175,7 +209,8 @@ def _by_config(results: Sequence[Record], side: str, where: str) -> dict[tuple, 
             label = " ".join([*w.result.key(), *config_words(w.result), w.mode or "-"])
             raise ReportError(
                 f"{side} ({where}) holds two results for {label} (hosts {out[k].host}, {w.host}); "
-                "compare needs one result per configuration on each side: pass one run's folder")
+                "compare needs one result per configuration on each side: pass one run's folder"
+            )
         out[k] = w
     return out
 
@@ -183,8 +218,10 @@ def _by_config(results: Sequence[Record], side: str, where: str) -> dict[tuple, 
 def _profiles(results: Sequence[Record], side: str, where: str) -> set[str]:
     shas = {s for s in (r.profile_sha256() for r in results) if s}
     if len(shas) > 1:
-        raise ProfileMismatch(f"{side} ({where}) mixes results from {len(shas)} profiles "
-                              f"({', '.join(sorted(shas))}); a run uses one profile file")
+        raise ProfileMismatch(
+            f"{side} ({where}) mixes results from {len(shas)} profiles "
+            f"({', '.join(sorted(shas))}); a run uses one profile file"
+        )
     return shas
 
 
@@ -192,31 +229,49 @@ def _machines(results: Sequence[Record]) -> set[str]:
     return {h for h in (r.host() for r in results) if h}
 
 
-def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A", where_b: str = "B", *,
-                    min_effect: float = MIN_EFFECT, alpha: float = ALPHA, force: bool = False) -> Comparison:
+def compare_results(
+    a: Sequence[Record],
+    b: Sequence[Record],
+    where_a: str = "A",
+    where_b: str = "B",
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    force: bool = False,
+) -> Comparison:
     """The Comparison of run B against run A (see compare())."""
     pa, pb = _profiles(a, "A", where_a), _profiles(b, "B", where_b)
     forced = []
     if pa and pb and pa != pb:
-        text = (f"A ({where_a}) used profile sha256 {next(iter(pa))}, B ({where_b}) used {next(iter(pb))}")
+        text = f"A ({where_a}) used profile sha256 {next(iter(pa))}, B ({where_b}) used {next(iter(pb))}"
         if not force:
-            raise ProfileMismatch(f"refusing to compare runs on different profiles: {text}; re-run one side "
-                                  "with the other's profile file (--force compares anyway)")
+            raise ProfileMismatch(
+                f"refusing to compare runs on different profiles: {text}; re-run one side "
+                "with the other's profile file (--force compares anyway)"
+            )
         forced.append(f"different profiles: {text}")
     ma, mb = _machines(a), _machines(b)
     if ma and mb and ma != mb:
         text = f"A ({where_a}) ran on {', '.join(sorted(ma))}, B ({where_b}) on {', '.join(sorted(mb))}"
         if not force:
-            raise MachineMismatch(f"refusing to compare runs of different machines: {text}; compare runs of "
-                                  "one machine (--force compares anyway)")
+            raise MachineMismatch(
+                f"refusing to compare runs of different machines: {text}; compare runs of "
+                "one machine (--force compares anyway)"
+            )
         forced.append(f"different machines: {text}")
     ra, rb = _by_config(a, "A", where_a), _by_config(b, "B", where_b)
 
     def failed_peer(k: tuple, other: dict[tuple, TableRow]) -> TableRow | None:
         """The other side's failed result for the same variant, backend and configuration (its
         device may be unknown): it stands against every batching row."""
-        return next((w for ok_, w in other.items() if not w.ok and ok_[:2] == k[:2] and ok_[3:-1] == k[3:-1]
-                     and ok_[2] in (k[2], "-")), None)
+        return next(
+            (
+                w
+                for ok_, w in other.items()
+                if not w.ok and ok_[:2] == k[:2] and ok_[3:-1] == k[3:-1] and ok_[2] in (k[2], "-")
+            ),
+            None,
+        )
 
     used: set[int] = set()
     pairs: dict[tuple, tuple[TableRow | None, TableRow | None]] = {}
@@ -234,9 +289,11 @@ def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A"
         if (wa is None) != (wb is None) and id(wa or wb) in used:
             del pairs[k]
     if not any(wa is not None and wb is not None for wa, wb in pairs.values()):
-        raise ReportError(f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, device, "
-                          f"{', '.join(CONFIG_HEADERS.values())}, batching): nothing to compare; "
-                          "compare runs of the same variants and configurations on the same device")
+        raise ReportError(
+            f"A ({where_a}) and B ({where_b}) share no configuration (variant, backend, device, "
+            f"{', '.join(CONFIG_HEADERS.values())}, batching): nothing to compare; "
+            "compare runs of the same variants and configurations on the same device"
+        )
 
     def sort_key(k: tuple) -> tuple:
         w = pairs[k][0] or pairs[k][1]
@@ -255,8 +312,18 @@ def compare_results(a: Sequence[Record], b: Sequence[Record], where_a: str = "A"
         else:
             c = stats.change(wa.wall_ms, wb.wall_ms, min_effect=min_effect, alpha=alpha)
             found = {"ratio": c.ratio, "p": c.p, "verdict": c.verdict}
-        out.lines.append(Line(variant=k[0], backend=k[1], device=k[2], configuration=w.result.configuration(),
-                              batching=k[-1], a=_side(wa), b=_side(wb), **found))
+        out.lines.append(
+            Line(
+                variant=k[0],
+                backend=k[1],
+                device=k[2],
+                configuration=w.result.configuration(),
+                batching=k[-1],
+                a=_side(wa),
+                b=_side(wb),
+                **found,
+            )
+        )
     return out
 
 

@@ -60,8 +60,10 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
     for w in all_rows:
         groups.setdefault((w.result.backend or "-", *config_words(w.result)), []).append(w)
     sizes = [len(g) for g in groups.values()]
-    fig = Figure(figsize=(_FIGURE_WIDTH_IN, _TITLE_HEIGHT_IN + _ROW_HEIGHT_IN * sum(sizes) + _PANEL_HEIGHT_IN * len(sizes)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(_FIGURE_WIDTH_IN, _TITLE_HEIGHT_IN + _ROW_HEIGHT_IN * sum(sizes) + _PANEL_HEIGHT_IN * len(sizes)),
+        layout="constrained",
+    )
     axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 1 for n in sizes]})[:, 0]
     # Each backend's panels: one ms range over everything they draw (samples, floors, limits).
     spans: dict[str, list[float]] = {}
@@ -75,8 +77,14 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
             variant, _, device = w.result.key()
             labels.append(" ".join([variant, device[:32], w.mode or "-"] + ([w.host] if multi_host else [])))
             if not w.ok:
-                ax.text(0.01, y, f"FAILED: {w.result.reason[:100]}", transform=ax.get_yaxis_transform(),
-                        color="tab:red", **_FAILED_TEXT)
+                ax.text(
+                    0.01,
+                    y,
+                    f"FAILED: {w.result.reason[:100]}",
+                    transform=ax.get_yaxis_transform(),
+                    color="tab:red",
+                    **_FAILED_TEXT,
+                )
                 continue
             xs = w.wall_ms
             span.extend(xs)
@@ -107,9 +115,15 @@ def plot(results: Iterable[Record], path: str | os.PathLike, title: str | None =
                 ax.set_xlim(low / 1.25, high * 1.25)
             else:
                 ax.set_xlim(0, high * 1.05)
-    fig.legend(handles=[Line2D([], [], color="black", linewidth=_BAR["linewidth"], label="transfer floor (same run)"),
-                        Line2D([], [], color="tab:red", linewidth=_BAR["linewidth"], label="modelled limit of the mode")],
-               loc="outside upper right", fontsize=_LEGEND_FONT, ncols=2)
+    fig.legend(
+        handles=[
+            Line2D([], [], color="black", linewidth=_BAR["linewidth"], label="transfer floor (same run)"),
+            Line2D([], [], color="tab:red", linewidth=_BAR["linewidth"], label="modelled limit of the mode"),
+        ],
+        loc="outside upper right",
+        fontsize=_LEGEND_FONT,
+        ncols=2,
+    )
     fig.suptitle(title or "per-image wall time")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -133,8 +147,13 @@ def _result_filename(i: int, r: Record) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
-def write_evidence(results: Iterable[Record], run_dir: str | os.PathLike, accepted: bool = True,
-                   reason: str | None = None, title: str | None = None) -> Path:
+def write_evidence(
+    results: Iterable[Record],
+    run_dir: str | os.PathLike,
+    accepted: bool = True,
+    reason: str | None = None,
+    title: str | None = None,
+) -> Path:
     """Writes the evidence folder and returns it.
 
     run_dir is the folder itself, normally the staged folder (core/files.py staged_folder) of

@@ -73,8 +73,14 @@ class FloorCheck:
         return self.low_ms <= self.both_ms <= self.high_ms
 
     def as_dict(self) -> dict:
-        return {"ok": self.ok, "both_ms": self.both_ms, "max_alone_ms": self.low_ms, "sum_alone_ms": self.high_ms,
-                "low_tolerance_ms": self.low_tolerance_ms, "high_tolerance_ms": self.high_tolerance_ms}
+        return {
+            "ok": self.ok,
+            "both_ms": self.both_ms,
+            "max_alone_ms": self.low_ms,
+            "sum_alone_ms": self.high_ms,
+            "low_tolerance_ms": self.low_tolerance_ms,
+            "high_tolerance_ms": self.high_tolerance_ms,
+        }
 
     def __str__(self) -> str:
         bounds = f"{self.low_ms:.3f} <= {self.both_ms:.3f} <= {self.high_ms:.3f} ms"
@@ -110,34 +116,43 @@ def floor_check(floor: TransferFloor | None) -> FloorCheck | None:
     cap = FLOOR_CHECK_MAX_TOLERANCE * both
     low_tol = min(cap, res["both"] + (res["upload"] if up >= down else res["download"]))
     high_tol = min(cap, res["both"] + res["upload"] + res["download"])
-    return FloorCheck(both_ms=both, low_ms=max(up, down), high_ms=up + down, low_tolerance_ms=low_tol,
-                      high_tolerance_ms=high_tol)
+    return FloorCheck(
+        both_ms=both, low_ms=max(up, down), high_ms=up + down, low_tolerance_ms=low_tol, high_tolerance_ms=high_tol
+    )
 
 
 @dataclass(frozen=True)
 class Waits:
     """Mandatory waits of queued calls per image (see mandatory_waits)."""
 
-    dependency: int   # before a graph whose input takes a download not yet waited, or a synchronous graph
+    dependency: int  # before a graph whose input takes a download not yet waited, or a synchronous graph
     synchronous: int  # the synchronous graphs' blocking uploads, computes and downloads
-    ring: int         # where the bytes in flight would exceed the staging bound
-    end: int          # the end of the image (0 or 1)
+    ring: int  # where the bytes in flight would exceed the staging bound
+    end: int  # the end of the image (0 or 1)
 
     @property
     def total(self) -> int:
         return self.dependency + self.synchronous + self.ring + self.end
 
     def __str__(self) -> str:
-        return (f"{self.total} ({self.dependency} dependency + {self.synchronous} synchronous + "
-                f"{self.ring} ring + {self.end} end)")
+        return (
+            f"{self.total} ({self.dependency} dependency + {self.synchronous} synchronous + "
+            f"{self.ring} ring + {self.end} end)"
+        )
 
 
 def _aligned(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
 
 
-def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
-                    bound: int = profiles.STAGING_BOUND_BYTES, order: Sequence[int] | None = None) -> Waits:
+def mandatory_waits(
+    prof: dict,
+    *,
+    compute: bool,
+    alignment: int,
+    bound: int = profiles.STAGING_BOUND_BYTES,
+    order: Sequence[int] | None = None,
+) -> Waits:
     """The waits queued calls cannot avoid in one image of ``prof`` (a profile dict: its
     "graphs", each with uploads, downloads, synchronous, depends_on_downloads) issued in
     ``order`` (position -> graph index; None: the profile's order).
@@ -199,7 +214,7 @@ def mandatory_waits(prof: dict, *, compute: bool, alignment: int,
     return Waits(dependency=dependency, synchronous=synchronous, ring=ring, end=1 if pending else 0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _committed() -> tuple[str, dict]:
     return profiles.sha256(), profiles.load()
 
@@ -225,12 +240,12 @@ class Limit:
 
     mode: str
     floor_ms: float
-    round_trip: str       # "graph" or "download"
+    round_trip: str  # "graph" or "download"
     round_trip_ms: float
-    round_trips: int      # G (staged, zerocopy) or W (queued)
-    memcpy_ms: float      # staged only; 0 otherwise
+    round_trips: int  # G (staged, zerocopy) or W (queued)
+    memcpy_ms: float  # staged only; 0 otherwise
     waits_made: int | None
-    waits: Waits | None   # queued only
+    waits: Waits | None  # queued only
 
     @property
     def ms(self) -> float:
@@ -282,8 +297,11 @@ def limit(result: Record, row: Row | None) -> Limit | None:
     if mode == "queued":
         facts = x.modes.get(mode)
         alignment = (facts.staging_alignment if facts else None) or 1
-        order = issued(prof, x.issue_order) if x.issue_order is not None else (
-            profiles.level_order(prof) if result.order == "levels" else None)  # files before issue_order
+        order = (
+            issued(prof, x.issue_order)
+            if x.issue_order is not None
+            else (profiles.level_order(prof) if result.order == "levels" else None)
+        )  # files before issue_order
         waits = mandatory_waits(prof, compute=kind == "graph", alignment=alignment, order=order)
         count = waits.total
     else:
@@ -292,8 +310,16 @@ def limit(result: Record, row: Row | None) -> Limit | None:
             if x.staging_memcpy is None:
                 return None  # the staged limit's copy term was not measured
             memcpy = x.staging_memcpy.median_ms
-    return Limit(mode=mode, floor_ms=floor, round_trip=kind, round_trip_ms=rt, round_trips=count,
-                 memcpy_ms=memcpy, waits_made=_waits_made(result, mode, row), waits=waits)
+    return Limit(
+        mode=mode,
+        floor_ms=floor,
+        round_trip=kind,
+        round_trip_ms=rt,
+        round_trips=count,
+        memcpy_ms=memcpy,
+        waits_made=_waits_made(result, mode, row),
+        waits=waits,
+    )
 
 
 def probe_gap(result: Record) -> tuple[float, float] | None:
@@ -341,9 +367,11 @@ def duplex(floor: TransferFloor) -> str | None:
     # no figure without both byte counts (or in no time)
     rate = f" = {(floor.upload_bytes + floor.download_bytes) / (both * 1e6):.1f} GB/s" if known else ""
     fault = both < max(up, down) * (1 - DUPLEX_TOLERANCE)
-    return (f"duplex (upload and download on two backends at once) {both:.3f} ms{rate}, "
-            f"{share:.0%} of the faster direction hidden"
-            + (" (**below the slower direction alone: a measurement fault**)" if fault else ""))
+    return (
+        f"duplex (upload and download on two backends at once) {both:.3f} ms{rate}, "
+        f"{share:.0%} of the faster direction hidden"
+        + (" (**below the slower direction alone: a measurement fault**)" if fault else "")
+    )
 
 
 def _rows(result: Record) -> list[Row]:
@@ -361,9 +389,11 @@ def describe(result: Record) -> str | None:
     if floor_ms(result) is None or rts is None or None in (floor.gb_per_s, floor.upload, floor.download):
         return None
     g = floor.gb_per_s
-    parts = [f"floor {floor.median_ms:.3f} ms (upload alone {floor.upload.best_median_ms:.3f} ms = "
-             f"{g.upload:.1f} GB/s, download alone {floor.download.best_median_ms:.3f} ms = "
-             f"{g.download:.1f} GB/s, both {g.both:.1f} GB/s; {floor_check(floor)})"]
+    parts = [
+        f"floor {floor.median_ms:.3f} ms (upload alone {floor.upload.best_median_ms:.3f} ms = "
+        f"{g.upload:.1f} GB/s, download alone {floor.download.best_median_ms:.3f} ms = "
+        f"{g.download:.1f} GB/s, both {g.both:.1f} GB/s; {floor_check(floor)})"
+    ]
     dx = duplex(floor)
     if dx:
         parts.append(dx)
@@ -374,8 +404,9 @@ def describe(result: Record) -> str | None:
     mc = x.staging_memcpy
     if mc is not None:
         # its GB/s as the driver measured them (optional in the record): no figure without them
-        parts.append(f"staging memcpy {mc.median_ms:.3f} ms"
-                     + (f" ({mc.gb_per_s:.1f} GB/s)" if mc.gb_per_s is not None else ""))
+        parts.append(
+            f"staging memcpy {mc.median_ms:.3f} ms" + (f" ({mc.gb_per_s:.1f} GB/s)" if mc.gb_per_s is not None else "")
+        )
     ratios = []
     for row in _rows(result):
         lim = limit(result, row)
@@ -389,8 +420,10 @@ def describe(result: Record) -> str | None:
         parts.append("; ".join(ratios))
     diag = []
     if rts.download_event is not None and rts.graph_event is not None:
-        diag.append(f"event-wait RT download {rts.download_event.best_median_ms:.4f} ms, graph "
-                    f"{rts.graph_event.best_median_ms:.4f} ms")
+        diag.append(
+            f"event-wait RT download {rts.download_event.best_median_ms:.4f} ms, graph "
+            f"{rts.graph_event.best_median_ms:.4f} ms"
+        )
     b2b = rts.back_to_back
     if b2b is not None and (rts.back_to_back_graphs or 0) > 1:
         n = rts.back_to_back_graphs
@@ -402,12 +435,16 @@ def describe(result: Record) -> str | None:
     per_image = calls_per_image(result)
     if per_image:
         diag.append(per_image)
-    split = [f"{row.batching} " + "/".join(f"{stats.median([getattr(smp, k) for smp in row.samples]):.3f}"
-                                           for k in _SPLIT)
-             for row in _rows(result) if row.batching in LIMITED_MODES]
+    split = [
+        f"{row.batching} " + "/".join(f"{stats.median([getattr(smp, k) for smp in row.samples]):.3f}" for k in _SPLIT)
+        for row in _rows(result)
+        if row.batching in LIMITED_MODES
+    ]
     if split:
-        diag.append("host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
-                    + ", ".join(split))
+        diag.append(
+            "host ms per image in enqueue/waits/copies/synchronous path (the core's counters, medians): "
+            + ", ".join(split)
+        )
     if diag:
         parts.append("diagnostics (not in any limit): " + "; ".join(diag))
     return "; ".join(parts)
@@ -430,28 +467,41 @@ def ggml_calls(result: Record) -> str | None:
         return None
     n = c.copies_per_image
     copies = c.copies.best_median_ms
-    out = [f"GGML's calls alone (no core): the profile's {n} copies, one synchronize {copies:.3f} ms "
-           f"({(copies - floor) / max(n - 2, 1) * 1e3:+.2f} us per copy over the floor's 2)"]
+    out = [
+        f"GGML's calls alone (no core): the profile's {n} copies, one synchronize {copies:.3f} ms "
+        f"({(copies - floor) / max(n - 2, 1) * 1e3:+.2f} us per copy over the floor's 2)"
+    ]
     med = {row.batching: stats.median(row.wall_ms) for row in result.rows}
     queued = result.extra.modes.get("queued")
     for mode in ("zerocopy", "queued"):
         if getattr(c, mode) is not None:
             key = mode
-            if mode == "queued" and c.queued_no_upload_wait is not None and queued is not None and \
-                    queued.event_waits_per_image == 0:
+            if (
+                mode == "queued"
+                and c.queued_no_upload_wait is not None
+                and queued is not None
+                and queued.event_waits_per_image == 0
+            ):
                 key = "queued_no_upload_wait"  # the core enqueued no event wait (one in-order queue)
             t = stats.median(getattr(c, key).samples_ms)
             cold = getattr(c, f"{mode}_cold")
-            out.append(f"{mode}'s calls {t:.3f} ms" + (" (without the event waits)" if key != mode else "")
-                       + (f" (cold {stats.median(cold.samples_ms):.3f}{', with them' if key != mode else ''})"
-                          if cold else "")
-                       + (f", the row {med[mode] - t:+.3f} ms" if mode in med else ""))
-    alt = [(k, n) for k, n in (("queued", "with the event wait before uploads"),
-                                ("queued_no_upload_wait", "without it"),
-                                ("queued_synchronize", "with no event, every wait a synchronize"),
-                                ("queued_two_backends", "downloads on a second backend"),
-                                ("queued_levels", "graphs in dependency-level order"))
-           if getattr(c, k) is not None]
+            out.append(
+                f"{mode}'s calls {t:.3f} ms"
+                + (" (without the event waits)" if key != mode else "")
+                + (f" (cold {stats.median(cold.samples_ms):.3f}{', with them' if key != mode else ''})" if cold else "")
+                + (f", the row {med[mode] - t:+.3f} ms" if mode in med else "")
+            )
+    alt = [
+        (k, n)
+        for k, n in (
+            ("queued", "with the event wait before uploads"),
+            ("queued_no_upload_wait", "without it"),
+            ("queued_synchronize", "with no event, every wait a synchronize"),
+            ("queued_two_backends", "downloads on a second backend"),
+            ("queued_levels", "graphs in dependency-level order"),
+        )
+        if getattr(c, k) is not None
+    ]
     if len(alt) > 1:
         out.append("queued's calls " + ", ".join(f"{n} {stats.median(getattr(c, k).samples_ms):.3f}" for k, n in alt))
     return ", ".join(out) + " (medians)"
@@ -459,9 +509,13 @@ def ggml_calls(result: Record) -> str | None:
 
 # The core's GGML calls per image that extra.modes records (native/bench/output.cpp, from the
 # counters of docs/contract.md rule 8), in the order the table names them.
-_PER_IMAGE = (("ggml_copies_per_image", "copies"), ("synchronizes_per_image", "synchronizes"),
-              ("event_records_per_image", "event records"), ("event_waits_per_image", "event waits"),
-              ("event_synchronizes_per_image", "event synchronizes"))
+_PER_IMAGE = (
+    ("ggml_copies_per_image", "copies"),
+    ("synchronizes_per_image", "synchronizes"),
+    ("event_records_per_image", "event records"),
+    ("event_waits_per_image", "event waits"),
+    ("event_synchronizes_per_image", "event synchronizes"),
+)
 
 
 def calls_per_image(result: Record) -> str | None:

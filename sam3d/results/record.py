@@ -66,6 +66,7 @@ class _Open(BaseModel):
 
 # --- the configuration and the run's facts ---------------------------------------------------
 
+
 class Machine(_Open):
     """The host that ran the driver (running/bench.py facts(), run.py on the GPU machine)."""
 
@@ -107,12 +108,15 @@ class Protocol(_Model):
 
 # --- the measurements ----------------------------------------------------------------------
 
+
 class Sample(_Model):
     """One timed image of one row."""
 
     image: Count
-    wall_ms: Annotated[float, Field(gt=0, le=MAX_MS, allow_inf_nan=False,
-                                    description="the image's wall time, > 0 (ratios divide by it)")]
+    wall_ms: Annotated[
+        float,
+        Field(gt=0, le=MAX_MS, allow_inf_nan=False, description="the image's wall time, > 0 (ratios divide by it)"),
+    ]
     enqueue_ms: Ms
     synchronize_ms: Ms
     copy_ms: Ms
@@ -168,6 +172,7 @@ class Row(_Model):
 
 
 # --- the limit probes (native/bench/probes.cpp; results/limits.py reads them) ---------------
+
 
 class Series(_Open):
     """One probed quantity: best_median_ms (the smallest block median: its value), its block
@@ -292,8 +297,10 @@ class Extra(_Open):
     modes: dict[str, ModeFacts] = Field(default_factory=dict)
     problems: list[str] = Field(default_factory=list, description="what the driver found wrong")
     issue_order: list[str] | None = Field(
-        None, description="the graphs' names in the order the driver issued them (its --order); absent in "
-                          "files written before the driver recorded it")
+        None,
+        description="the graphs' names in the order the driver issued them (its --order); absent in "
+        "files written before the driver recorded it",
+    )
 
 
 # The configuration fields beyond variant, backend and device: a row of the table is one value
@@ -309,29 +316,54 @@ class Record(_Model):
 
     # What the validator below checks that a JSON Schema can say too: a failed result's reason,
     # an ok result's fields (the rows' samples, duplicates and images are the reader's alone).
-    model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra={"allOf": [{
-        "if": {"properties": {"status": {"const": "failed"}}},
-        "then": {"required": ["reason"], "properties": {"reason": {"type": "string", "pattern": r"\S"}}},
-        "else": {"required": ["machine", "build", "git_commit", "profile", "backend", "device", "caps", "protocol",
-                              "rows"],
-                 "properties": {"rows": {"minItems": 1}}}}]})
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {
+                    "if": {"properties": {"status": {"const": "failed"}}},
+                    "then": {"required": ["reason"], "properties": {"reason": {"type": "string", "pattern": r"\S"}}},
+                    "else": {
+                        "required": [
+                            "machine",
+                            "build",
+                            "git_commit",
+                            "profile",
+                            "backend",
+                            "device",
+                            "caps",
+                            "protocol",
+                            "rows",
+                        ],
+                        "properties": {"rows": {"minItems": 1}},
+                    },
+                }
+            ]
+        },
+    )
 
     schema_: Literal["sam3d-bench-result/4"] = Field(alias="schema")
     migrated_from: Literal["sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1"] | None = Field(
-        None, description="the version of the file this record was read from, when older")
+        None, description="the version of the file this record was read from, when older"
+    )
     variant: Text = Field(description="a name of sam3d/core/variants.py")
     status: Literal["ok", "failed"]
     reason: str | None = Field(None, description="why a failed result failed")
     backend: Text | None = Field(None, description="GGML's backend: CPU, Vulkan or CUDA")
     device: Text | None = Field(None, description="GGML's device description")
     layout: Literal["scattered", "areas"] = Field(
-        "scattered", description="the device layout (sam3d_bench --layout): areas = one declared area per graph's "
-        "inputs and outputs (coalesced copies, docs/contract.md rule 10)")
+        "scattered",
+        description="the device layout (sam3d_bench --layout): areas = one declared area per graph's "
+        "inputs and outputs (coalesced copies, docs/contract.md rule 10)",
+    )
     order: Literal["profile", "levels"] = Field(
-        "profile", description="the order the graphs are issued in (sam3d_bench --order)")
+        "profile", description="the order the graphs are issued in (sam3d_bench --order)"
+    )
     transfer_only: bool = Field(False, description="the replay without compute (sam3d_bench --transfer-only)")
     transfer_queue: bool = Field(
-        False, description="GGML's Vulkan transfers on their own queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1)")
+        False, description="GGML's Vulkan transfers on their own queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1)"
+    )
     machine: Machine | None = None
     build: Build | None = None
     git_commit: Text | None = Field(None, description="of the checkout that built the driver")
@@ -347,8 +379,11 @@ class Record(_Model):
             if not (self.reason and self.reason.strip()):
                 raise ValueError("reason: a failed result needs a non-empty reason")
         else:
-            missing = [k for k in ("machine", "build", "git_commit", "profile", "backend", "device", "caps",
-                                   "protocol") if getattr(self, k) is None]
+            missing = [
+                k
+                for k in ("machine", "build", "git_commit", "profile", "backend", "device", "caps", "protocol")
+                if getattr(self, k) is None
+            ]
             if missing:
                 raise ValueError(f"{missing[0]}: an ok result needs it")
             if not self.rows:
@@ -356,27 +391,33 @@ class Record(_Model):
         if self.migrated_from is None:
             suffix = next((x for x, _, _ in _SUFFIXES if (self.backend or "").endswith(x)), None)
             if suffix is not None:
-                raise ValueError(f"backend: ends in {suffix!r}, a configuration suffix of versions 1-3; version 4 "
-                                 "names the backend alone and the configuration in its fields (docs/results.md)")
+                raise ValueError(
+                    f"backend: ends in {suffix!r}, a configuration suffix of versions 1-3; version 4 "
+                    "names the backend alone and the configuration in its fields (docs/results.md)"
+                )
             old = next((k for k in CONFIGURATION_FACTS if k in (self.extra.model_extra or {})), None)
             if old is not None:
-                raise ValueError(f"extra.{old}: a version 1-3 field; version 4 has it as the record's "
-                                 f"{CONFIGURATION_FACTS[old]!r}")
+                raise ValueError(
+                    f"extra.{old}: a version 1-3 field; version 4 has it as the record's {CONFIGURATION_FACTS[old]!r}"
+                )
         floor = self.extra.transfer_floor
         check = floor.self_check if floor is not None else None
         if check is not None and self.migrated_from not in ("sam3d-bench-result/2", WITHOUT_LIMITS):
             for k in ("low_tolerance_ms", "high_tolerance_ms"):
                 if getattr(check, k) is None:
-                    raise ValueError(f"extra.transfer_floor.self_check.{k}: required from version 3 on "
-                                     "(absent only in files migrated from version 2)")
+                    raise ValueError(
+                        f"extra.transfer_floor.self_check.{k}: required from version 3 on "
+                        "(absent only in files migrated from version 2)"
+                    )
         seen: set[str] = set()
         for i, row in enumerate(self.rows):
             if row.batching in seen:
                 raise ValueError(f"rows[{i}].batching: {row.batching!r} appears twice; one row per batching mode")
             seen.add(row.batching)
             if self.status == "ok" and len(row.samples) != self.protocol.images:
-                raise ValueError(f"rows[{i}].samples: has {len(row.samples)} entries but protocol.images is "
-                                 f"{self.protocol.images}")
+                raise ValueError(
+                    f"rows[{i}].samples: has {len(row.samples)} entries but protocol.images is {self.protocol.images}"
+                )
             images: set[int] = set()
             for j, s in enumerate(row.samples):
                 if s.image in images:
@@ -422,10 +463,14 @@ REQUIRED_ROWS = ("off", "on")
 def json_schema() -> dict:
     """The JSON Schema of the version written (result.schema.json is this, generated)."""
     s = Record.model_json_schema(by_alias=True)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA, **s,
-            "description": Record.__doc__.strip().replace("\n    ", " ")
-            + " Generated from sam3d/results/record.py by `python -m sam3d generate`; versions 1-3 are read and "
-            "migrated to this one (docs/results.md)."}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA,
+        **s,
+        "description": Record.__doc__.strip().replace("\n    ", " ")
+        + " Generated from sam3d/results/record.py by `python -m sam3d generate`; versions 1-3 are read and "
+        "migrated to this one (docs/results.md).",
+    }
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -434,12 +479,20 @@ _HINT = f" (the result record {SCHEMA}: docs/results.md)"
 # The backend-name suffixes versions 1-3 wrote for a configuration, each with the field and
 # value it stood for, in the order they are stripped (the reverse of the order they were
 # appended): read only where the file's extra lacks the field (_migrate).
-_SUFFIXES = ((" (transfer-only)", "transfer_only", True), (" levels", "order", "levels"),
-             (" areas", "layout", "areas"), (" transfer queue", "transfer_queue", True))
+_SUFFIXES = (
+    (" (transfer-only)", "transfer_only", True),
+    (" levels", "order", "levels"),
+    (" areas", "layout", "areas"),
+    (" transfer queue", "transfer_queue", True),
+)
 # The run facts (the driver's extra, run.py's summary entry; versions 1-3 kept them in extra)
 # that are the record's configuration fields: fact -> field.
-CONFIGURATION_FACTS = {"transfer_only": "transfer_only", "graph_order": "order", "layout": "layout",
-                       "vulkan_transfer_queue": "transfer_queue"}
+CONFIGURATION_FACTS = {
+    "transfer_only": "transfer_only",
+    "graph_order": "order",
+    "layout": "layout",
+    "vulkan_transfer_queue": "transfer_queue",
+}
 
 
 def configuration_of(facts: dict) -> dict:
@@ -492,10 +545,18 @@ def parse(doc: Any, source: str = "<result>") -> Record:
     if version not in READABLE:
         m = _VERSIONED.fullmatch(str(version))
         versions = " or ".join(v.rsplit("/", 1)[1] for v in READABLE)
-        problem = "missing" if version is None else f"is {version!r}: " + (
-            f"written by schema version {m.group(1)}; this reader reads version {versions} ({SCHEMA} is "
-            "written): re-run the benchmark (or device-import) with this checkout, or read the file with a "
-            "checkout of its version" if m else f"expected {SCHEMA!r}")
+        problem = (
+            "missing"
+            if version is None
+            else f"is {version!r}: "
+            + (
+                f"written by schema version {m.group(1)}; this reader reads version {versions} ({SCHEMA} is "
+                "written): re-run the benchmark (or device-import) with this checkout, or read the file with a "
+                "checkout of its version"
+                if m
+                else f"expected {SCHEMA!r}"
+            )
+        )
         raise ResultError(f"{source}: field 'schema': {problem}{_HINT}")
     try:
         return Record.model_validate(doc if version == SCHEMA else _migrate(doc))
@@ -517,8 +578,10 @@ def parse_text(data: bytes, source: str) -> Record:
     except _NotJson as e:
         raise ResultError(f"{source}: {e}{_HINT}") from None
     except json.JSONDecodeError as e:
-        raise ResultError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); a truncated file "
-                          f"means the run that wrote it did not finish{_HINT}") from None
+        raise ResultError(
+            f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); a truncated file "
+            f"means the run that wrote it did not finish{_HINT}"
+        ) from None
     except RecursionError:
         raise ResultError(f"{source}: nested too deeply to be a result file{_HINT}") from None
     except ValueError as e:  # an integer past Python's digit limit
@@ -617,8 +680,9 @@ def files_of(paths: Iterable[str | os.PathLike]) -> list[Path]:
         elif p.is_dir():
             files = result_files(p)
             if not files:
-                raise ResultError(f"{p}: folder holds no sam3d-bench-result result files (*.json, searched "
-                                  "recursively)")
+                raise ResultError(
+                    f"{p}: folder holds no sam3d-bench-result result files (*.json, searched recursively)"
+                )
             out.extend(files)
         else:
             raise ResultError(f"{p}: no such file or folder")
@@ -632,6 +696,7 @@ def read_many(paths: Iterable[str | os.PathLike]) -> list[Record]:
 
 
 # --- writing ---------------------------------------------------------------------------------
+
 
 def write(path: str | os.PathLike, record: Record) -> Path:
     """Writes ``record`` to ``path`` atomically (core/files.py write_atomic), so readers never see

@@ -17,11 +17,19 @@ from .record import Record
 
 MODE_ORDER = {**{m: i for i, m in enumerate(record.BATCHING)}, None: len(record.BATCHING)}
 # How the table and the messages name a configuration value that is not the default.
-CONFIG_WORDS = {"layout": {"areas": "areas"}, "order": {"levels": "levels"},
-                "transfer_only": {True: "transfer-only"}, "transfer_queue": {True: "transfer queue"}}
+CONFIG_WORDS = {
+    "layout": {"areas": "areas"},
+    "order": {"levels": "levels"},
+    "transfer_only": {True: "transfer-only"},
+    "transfer_queue": {True: "transfer queue"},
+}
 # The configuration columns' headers.
-CONFIG_HEADERS = {"layout": "layout", "order": "order", "transfer_only": "transfer-only",
-                  "transfer_queue": "transfer queue"}
+CONFIG_HEADERS = {
+    "layout": "layout",
+    "order": "order",
+    "transfer_only": "transfer-only",
+    "transfer_queue": "transfer queue",
+}
 
 
 class ReportError(Sam3dError, ValueError):
@@ -49,8 +57,8 @@ class TableRow:
     """One table row: one batching mode of one result, or a failed result without rows (data None)."""
 
     result: Record
-    index: int                 # 1-based position of the result in the input
-    data: record.Row | None    # the record's row; None for a failed result
+    index: int  # 1-based position of the result in the input
+    data: record.Row | None  # the record's row; None for a failed result
 
     @property
     def mode(self) -> str | None:

@@ -104,8 +104,9 @@ def paired_ratios(off_ms: Sequence[float], on_ms: Sequence[float]) -> list[float
     off = _values(off_ms, "off samples")
     on = _values(on_ms, "on samples")
     if len(off) != len(on):
-        raise StatsError(f"on/off speedup needs paired samples: {len(off)} off vs {len(on)} on; "
-                         "both modes must time the same images")
+        raise StatsError(
+            f"on/off speedup needs paired samples: {len(off)} off vs {len(on)} on; both modes must time the same images"
+        )
     if any(x <= 0 for x in on):
         raise StatsError("on samples must be > 0 ms to form off/on ratios")
     return [a / b for a, b in zip(off, on)]
@@ -134,8 +135,7 @@ class Change:
     verdict: str
 
 
-def change(a_ms: Sequence[float], b_ms: Sequence[float], *, min_effect: float = 0.05,
-           alpha: float = 0.05) -> Change:
+def change(a_ms: Sequence[float], b_ms: Sequence[float], *, min_effect: float = 0.05, alpha: float = 0.05) -> Change:
     """The Change of run B against run A (see Change): a significant difference (Mann-Whitney U,
     two-sided, p < alpha) that is also at least ``min_effect`` (a share of median(A); 0.05 = 5 %)
     is "slower" or "faster"; anything else is "no change"."""

@@ -95,7 +95,7 @@ def _floor_cell(result: Record, median_ms: float) -> str:
 
 
 def _waits(lim: limits.Limit | None) -> str:
-    """"made/mandatory" waits per image, with the excess flagged: "52/56", "60/56 **+4**"."""
+    """ "made/mandatory" waits per image, with the excess flagged: "52/56", "60/56 **+4**"."""
     if lim is None:
         return ""
     made = "?" if lim.waits_made is None else str(lim.waits_made)
@@ -119,22 +119,30 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
     result's same-run terms, and every floor self-check failure and floor-probe disagreement."""
     notes = []
     if any(row.get("x floor") for row in table):
-        notes.append("x floor: median over the transfer floor measured in the same run (the profile's bytes as "
-                     "one async upload and one async download from the host buffer type's memory, offsets aligned, "
-                     "one synchronize; sampled after every image, the smallest of its block medians; ms in "
-                     "parentheses); its self-check: both directions within [max, sum] of each direction alone.")
+        notes.append(
+            "x floor: median over the transfer floor measured in the same run (the profile's bytes as "
+            "one async upload and one async download from the host buffer type's memory, offsets aligned, "
+            "one synchronize; sampled after every image, the smallest of its block medians; ms in "
+            "parentheses); its self-check: both directions within [max, sum] of each direction alone."
+        )
     if any(row.get("x limit") for row in table):
-        notes.append("x limit: median over the mode's modelled limit from the same run's measurements and the "
-                     "profile (ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at "
-                     "plain memcpy speed on the session's copy threads (they overlap, piece by piece); zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
-                     "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
-                     "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
-                     "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "
-                     "per image, **+N** marks waits beyond the model. docs/benchmark.md, \"Transfer floor, round trips and limits\".")
+        notes.append(
+            "x limit: median over the mode's modelled limit from the same run's measurements and the "
+            "profile (ms in parentheses): staged = G x RT + the slower of the floor and the staged copies at "
+            "plain memcpy speed on the session's copy threads (they overlap, piece by piece); "
+            "zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
+            "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
+            "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
+            "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "
+            "per image, **+N** marks waits beyond the model. docs/benchmark.md, "
+            "\"Transfer floor, round trips and limits\"."
+        )
     if any(row.get("excluded ms") for row in table):
-        notes.append("excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
-                     "producer's writes into slots + the consumer's reads out of them; the staged row times its "
-                     "copies, the off row GGML's.")
+        notes.append(
+            "excluded ms: per-image host ms the zerocopy and queued rows do not time (medians): the "
+            "producer's writes into slots + the consumer's reads out of them; the staged row times its "
+            "copies, the off row GGML's."
+        )
     seen: set[int] = set()
     for w in all_rows:
         if not w.ok or id(w.result) in seen:
@@ -146,19 +154,25 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
             notes.append(f"limits, {where}: {line}.")
         check = limits.floor_check(w.result.extra.transfer_floor)
         if check is not None and not check.ok:
-            notes.append(f"WARNING: {where}: the transfer floor's {check}: both directions together must take "
-                         "at least the slower direction alone and at most the two alone in sequence.")
+            notes.append(
+                f"WARNING: {where}: the transfer floor's {check}: both directions together must take "
+                "at least the slower direction alone and at most the two alone in sequence."
+            )
         gap = limits.probe_gap(w.result)
         if gap is not None and abs(gap[1]) > limits.PROBE_TOLERANCE:
-            notes.append(f"WARNING: {where}: the driver's floor {ms(limits.floor_ms(w.result))} ms and "
-                         f"sam3d_floor_probe's {ms(gap[0])} ms differ by {gap[1]:+.1%} (more than "
-                         f"{limits.PROBE_TOLERANCE:.0%}).")
+            notes.append(
+                f"WARNING: {where}: the driver's floor {ms(limits.floor_ms(w.result))} ms and "
+                f"sam3d_floor_probe's {ms(gap[0])} ms differ by {gap[1]:+.1%} (more than "
+                f"{limits.PROBE_TOLERANCE:.0%})."
+            )
         why = w.result.extra.floor_probe_error
         if why and limits.floor_ms(w.result) is not None:
             notes.append(f"WARNING: {where}: no floor cross-check: {cell(why)}")
         if w.result.migrated_from == WITHOUT_LIMITS and limits.floor_ms(w.result) is not None:
-            notes.append(f"{where}: a {WITHOUT_LIMITS} result: its floor is the earlier measurement (one "
-                         "block after the replay, unaligned download offset), and it has no limits.")
+            notes.append(
+                f"{where}: a {WITHOUT_LIMITS} result: its floor is the earlier measurement (one "
+                "block after the replay, unaligned download offset), and it has no limits."
+            )
     return notes
 
 
@@ -174,8 +188,9 @@ class Column:
     movable: bool = True  # may move to the caption when identical in every row
 
 
-def layout(columns: list[Column], table: list[dict[str, str]], keep: set[str] = frozenset()
-            ) -> tuple[list[Column], list[str]]:
+def layout(
+    columns: list[Column], table: list[dict[str, str]], keep: set[str] = frozenset()
+) -> tuple[list[Column], list[str]]:
     """Splits columns into those shown and caption items: a movable column whose non-empty
     value is the same in every row that has one becomes "header=value" in the caption (a failed
     row has no numbers, so it does not keep "n" in the table); a column that is empty in every
@@ -201,9 +216,13 @@ def tabulate_rows(shown: list[Column], table: list[dict[str, str]], padding: int
             return tabulate_rows(shown, table)
         finally:
             tabulate_module.MIN_PADDING = saved
-    return tabulate([[cell(row.get(c.header, "")) for c in shown] for row in table],
-                    headers=[c.header for c in shown], tablefmt="pipe",
-                    colalign=[c.align for c in shown], disable_numparse=True)
+    return tabulate(
+        [[cell(row.get(c.header, "")) for c in shown] for row in table],
+        headers=[c.header for c in shown],
+        tablefmt="pipe",
+        colalign=[c.align for c in shown],
+        disable_numparse=True,
+    )
 
 
 @dataclass
@@ -240,8 +259,11 @@ def build(results: Iterable[Record]) -> Table:
     confs = Counter((*w.result.key(), *w.result.configuration().values(), w.host, w.mode) for w in all_rows)
     # A configuration field gets a column only where some row is not at its default (a table of
     # default runs shows none); the same value in every row moves to the caption (layout()).
-    configs = [k for k in record.CONFIGURATION
-               if any(r.configuration()[k] != record.Record.model_fields[k].default for r in results)]
+    configs = [
+        k
+        for k in record.CONFIGURATION
+        if any(r.configuration()[k] != record.Record.model_fields[k].default for r in results)
+    ]
     duplicated = any(n > 1 for n in confs.values())
     outputs, warnings = output_checks(all_rows, multi_host)
     backend_notes, backend_warnings = across_backends(all_rows, multi_host)
@@ -249,56 +271,93 @@ def build(results: Iterable[Record]) -> Table:
     speedups = _speedups(all_rows)
     savings = _savings(all_rows)
 
-    columns = ([Column("machine")] if multi_host else []) + [
-        Column("variant"), Column("backend"), Column("device")] + [Column(CONFIG_HEADERS[k]) for k in configs] + [
-        Column("batching")] + (
-        [Column("run", movable=False)] if duplicated else []) + [
-        Column("median ms", "right", False), Column("p95 ms", "right", False),
-        Column("min-max ms", "right", False), Column("n", "right"),
-        Column("async up/down", "right"), Column("sync up/down", "right"),
-        Column("bytes up/down", "right"), Column("fallbacks"),
-        Column("speedup", "right", False), Column("saved vs on ms", "right", False),
-        Column("x floor", "right", False), Column("x limit", "right", False), Column("waits", "right", False),
-        Column("excluded ms", "right", False),
-        Column("outputs identical"), Column("profile")]
+    columns = (
+        ([Column("machine")] if multi_host else [])
+        + [Column("variant"), Column("backend"), Column("device")]
+        + [Column(CONFIG_HEADERS[k]) for k in configs]
+        + [Column("batching")]
+        + ([Column("run", movable=False)] if duplicated else [])
+        + [
+            Column("median ms", "right", False),
+            Column("p95 ms", "right", False),
+            Column("min-max ms", "right", False),
+            Column("n", "right"),
+            Column("async up/down", "right"),
+            Column("sync up/down", "right"),
+            Column("bytes up/down", "right"),
+            Column("fallbacks"),
+            Column("speedup", "right", False),
+            Column("saved vs on ms", "right", False),
+            Column("x floor", "right", False),
+            Column("x limit", "right", False),
+            Column("waits", "right", False),
+            Column("excluded ms", "right", False),
+            Column("outputs identical"),
+            Column("profile"),
+        ]
+    )
 
     table = []
     for w in all_rows:
         r = w.result
         variant, backend, device = r.key()
-        cells = {"machine": w.host, "variant": variant, "backend": backend, "device": device,
-                 **{CONFIG_HEADERS[k]: config_cell(r.configuration()[k]) for k in configs},
-                 "batching": w.mode or "-", "run": f"#{w.index}", "profile": _profile(r),
-                 "outputs identical": outputs[id(w)]}
+        cells = {
+            "machine": w.host,
+            "variant": variant,
+            "backend": backend,
+            "device": device,
+            **{CONFIG_HEADERS[k]: config_cell(r.configuration()[k]) for k in configs},
+            "batching": w.mode or "-",
+            "run": f"#{w.index}",
+            "profile": _profile(r),
+            "outputs identical": outputs[id(w)],
+        }
         if w.ok:
             s = stats.summarize(w.wall_ms)
             c = w.data.counters
             lim = limits.limit(r, w.data)
-            cells.update({
-                "median ms": ms(s.median), "p95 ms": ms(s.p95),
-                "min-max ms": f"{ms(s.min)}-{ms(s.max)}", "n": str(s.n),
-                "async up/down": f"{c.async_uploads}/{c.async_downloads}",
-                "sync up/down": f"{c.sync_uploads}/{c.sync_downloads}",
-                "bytes up/down": _bytes(c), "fallbacks": _fallbacks(c),
-                "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
-                "saved vs on ms": f"{savings[id(w)][0]:.3f} ({savings[id(w)][1]:.0%})" if id(w) in savings else "",
-                "x floor": _floor_cell(r, s.median), "x limit": limit_ratio(lim, s.median),
-                "waits": _waits(lim), "excluded ms": _excluded(w)})
+            cells.update(
+                {
+                    "median ms": ms(s.median),
+                    "p95 ms": ms(s.p95),
+                    "min-max ms": f"{ms(s.min)}-{ms(s.max)}",
+                    "n": str(s.n),
+                    "async up/down": f"{c.async_uploads}/{c.async_downloads}",
+                    "sync up/down": f"{c.sync_uploads}/{c.sync_downloads}",
+                    "bytes up/down": _bytes(c),
+                    "fallbacks": _fallbacks(c),
+                    "speedup": str(speedups[id(w)]) if id(w) in speedups else "",
+                    "saved vs on ms": f"{savings[id(w)][0]:.3f} ({savings[id(w)][1]:.0%})" if id(w) in savings else "",
+                    "x floor": _floor_cell(r, s.median),
+                    "x limit": limit_ratio(lim, s.median),
+                    "waits": _waits(lim),
+                    "excluded ms": _excluded(w),
+                }
+            )
         else:
             cells["median ms"] = f"FAILED: {r.reason}"
         table.append(cells)
 
     keep = {"outputs identical"} if any("NO" in row["outputs identical"] for row in table) else set()
-    notes = ["times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
-             "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
-             "IQR (25th-75th percentile, numpy linear)."]
-    notes.append(f"bytes per image; the SAM3D transfer profile's totals are {profile.UPLOAD_BYTES:,} uploaded "
-                 f"and {profile.DOWNLOAD_BYTES:,} downloaded"
-                 + ("; * marks rows that differ from them." if any(
-                     row.get("bytes up/down", "").endswith("*") for row in table) else "."))
+    notes = [
+        "times: per-image wall ms; p95 is nearest-rank (the ceil(0.95 n)-th smallest); "
+        "speedup = the median of the paired per-image ratios off[i]/row[i] of the same run, with their "
+        "IQR (25th-75th percentile, numpy linear)."
+    ]
+    notes.append(
+        f"bytes per image; the SAM3D transfer profile's totals are {profile.UPLOAD_BYTES:,} uploaded "
+        f"and {profile.DOWNLOAD_BYTES:,} downloaded"
+        + (
+            "; * marks rows that differ from them."
+            if any(row.get("bytes up/down", "").endswith("*") for row in table)
+            else "."
+        )
+    )
     if any(row.get("saved vs on ms") for row in table):
-        notes.append("saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
-                     "queued calls save over the spec's staged design in the same run.")
+        notes.append(
+            "saved vs on: median(on) - median(row) per image, ms (share of on): what zero-copy or "
+            "queued calls save over the spec's staged design in the same run."
+        )
     notes += _limit_notes(all_rows, table, multi_host)
     notes += backend_notes
     if duplicated:
@@ -368,25 +427,43 @@ def document(results: Iterable[Record]) -> ReportDocument:
     results = list(results)
     t = build(results)
     all_rows = rows(results)
-    outputs, _ = output_checks(all_rows)   # read only for whether a row matched, never for the labels in its text
+    outputs, _ = output_checks(all_rows)  # read only for whether a row matched, never for the labels in its text
     speedups, savings = _speedups(all_rows), _savings(all_rows)
     out = []
     for w in all_rows:
         r = w.result
-        row = ReportRow(variant=r.variant, backend=r.key()[1], device=r.key()[2], configuration=r.configuration(),
-                        batching=w.mode, host=w.host, status=r.status, reason=r.reason,
-                        outputs_identical={"yes": True, "n/a": None, "": None}.get(outputs[id(w)], False))
+        row = ReportRow(
+            variant=r.variant,
+            backend=r.key()[1],
+            device=r.key()[2],
+            configuration=r.configuration(),
+            batching=w.mode,
+            host=w.host,
+            status=r.status,
+            reason=r.reason,
+            outputs_identical={"yes": True, "n/a": None, "": None}.get(outputs[id(w)], False),
+        )
         if w.ok:
             s = stats.summarize(w.wall_ms)
             lim = limits.limit(r, w.data)
             sp = speedups.get(id(w))
-            row = row.model_copy(update={
-                "n": s.n, "median_ms": s.median, "p95_ms": s.p95, "min_ms": s.min, "max_ms": s.max,
-                "speedup": sp.ratio if sp else None, "speedup_iqr": (sp.iqr_low, sp.iqr_high) if sp else None,
-                "saved_vs_on_ms": savings[id(w)][0] if id(w) in savings else None,
-                "floor_ms": limits.floor_ms(r), "limit_ms": lim.ms if lim else None,
-                "waits_made": lim.waits_made if lim else None, "waits_mandatory": lim.round_trips if lim else None,
-                "counters": w.data.counters})
+            row = row.model_copy(
+                update={
+                    "n": s.n,
+                    "median_ms": s.median,
+                    "p95_ms": s.p95,
+                    "min_ms": s.min,
+                    "max_ms": s.max,
+                    "speedup": sp.ratio if sp else None,
+                    "speedup_iqr": (sp.iqr_low, sp.iqr_high) if sp else None,
+                    "saved_vs_on_ms": savings[id(w)][0] if id(w) in savings else None,
+                    "floor_ms": limits.floor_ms(r),
+                    "limit_ms": lim.ms if lim else None,
+                    "waits_made": lim.waits_made if lim else None,
+                    "waits_mandatory": lim.round_trips if lim else None,
+                    "counters": w.data.counters,
+                }
+            )
         out.append(row)
     return ReportDocument(schema=REPORT_SCHEMA, rows=out, notes=[n.replace("**", "") for n in t.notes])
 
@@ -394,23 +471,46 @@ def document(results: Iterable[Record]) -> ReportDocument:
 # The terminal's table: short headers, and the columns dropped in this order while the table is
 # wider than TERMINAL_WIDTH (never those naming a row); table.md keeps every column.
 TERMINAL_WIDTH = 120
-SHORT = {"median ms": "median", "p95 ms": "p95", "min-max ms": "min-max", "async up/down": "async u/d",
-         "sync up/down": "sync u/d", "bytes up/down": "bytes u/d", "fallbacks": "fallbk",
-         "speedup": "speedup", "saved vs on ms": "saved", "x floor": "x floor", "x limit": "x limit",
-         "excluded ms": "excl", "outputs identical": "same out"}
-DROP_ORDER = ("profile", "bytes up/down", "min-max ms", "excluded ms", "waits", "sync up/down", "async up/down",
-              "x floor", "n", "saved vs on ms", "fallbacks", "x limit")
+SHORT = {
+    "median ms": "median",
+    "p95 ms": "p95",
+    "min-max ms": "min-max",
+    "async up/down": "async u/d",
+    "sync up/down": "sync u/d",
+    "bytes up/down": "bytes u/d",
+    "fallbacks": "fallbk",
+    "speedup": "speedup",
+    "saved vs on ms": "saved",
+    "x floor": "x floor",
+    "x limit": "x limit",
+    "excluded ms": "excl",
+    "outputs identical": "same out",
+}
+DROP_ORDER = (
+    "profile",
+    "bytes up/down",
+    "min-max ms",
+    "excluded ms",
+    "waits",
+    "sync up/down",
+    "async up/down",
+    "x floor",
+    "n",
+    "saved vs on ms",
+    "fallbacks",
+    "x limit",
+)
 
 
 def _short_cell(header: str, text: str) -> str:
     if header == "speedup":
-        return text.split(" (", 1)[0]          # "1.05x (IQR 1.05-1.05)" -> "1.05x"
+        return text.split(" (", 1)[0]  # "1.05x (IQR 1.05-1.05)" -> "1.05x"
     if header in ("saved vs on ms", "x floor", "x limit"):
         return text.split(" (", 1)[0]
     if header in ("device", "machine") and len(text) > 20:
         return text[:19] + "~"
     if text.startswith("FAILED: "):
-        return "FAILED (below)"                # the reason is in the FAILED note
+        return "FAILED (below)"  # the reason is in the FAILED note
     return text
 
 
@@ -436,10 +536,14 @@ def render_terminal(results: Iterable[Record], full: Path | str | None = None, w
     notes = [n for n in t.notes if n.startswith(("FAILED", "WARNING"))]
     lines += [textwrap.shorten(f"- {n}", width, placeholder=" ...") for n in notes]
     if dropped or full:
-        lines.append(textwrap.shorten(
-            (f"(not shown here: {', '.join(dropped)}; " if dropped else "(") +
-            (f"every column and note: {full})" if full else "every column: the table.md of the evidence folder)"),
-            width, placeholder=" ...)"))
+        lines.append(
+            textwrap.shorten(
+                (f"(not shown here: {', '.join(dropped)}; " if dropped else "(")
+                + (f"every column and note: {full})" if full else "every column: the table.md of the evidence folder)"),
+                width,
+                placeholder=" ...)",
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -464,24 +568,52 @@ def device_tests(machine: dict, runs: Sequence[tuple[str, str, dict]]) -> str:
     messages and compute-sanitizer's errors of the run (a canary's row counts what it was meant
     to provoke)."""
     cuda = any(t.get("cuda_devices") is not None for _, _, t in runs)
-    checks = [(key, title) for key, title in (("validation_messages", "validation messages"),
-                                              ("sanitizer_errors", "compute-sanitizer errors"))
-              if any(key in t for _, _, t in runs)]
-    columns = [Column("variant"), Column("run"), Column("passed", "right"), Column("failed", "right"),
-               Column("skipped", "right")] + ([Column("CUDA devices (GGML's)", "right")] if cuda else []) + [
-               Column(title, "right") for _, title in checks] + [Column("kernel timestamps ms (diagnostic)", "right")]
+    checks = [
+        (key, title)
+        for key, title in (
+            ("validation_messages", "validation messages"),
+            ("sanitizer_errors", "compute-sanitizer errors"),
+        )
+        if any(key in t for _, _, t in runs)
+    ]
+    columns = (
+        [
+            Column("variant"),
+            Column("run"),
+            Column("passed", "right"),
+            Column("failed", "right"),
+            Column("skipped", "right"),
+        ]
+        + ([Column("CUDA devices (GGML's)", "right")] if cuda else [])
+        + [Column(title, "right") for _, title in checks]
+        + [Column("kernel timestamps ms (diagnostic)", "right")]
+    )
     table = []
     for variant, kind, t in runs:
         if t.get("not_applicable"):
             table.append({"variant": variant, "run": kind, **{c.header: "n/a" for c in columns[2:]}})
             continue
-        row = {"variant": variant, "run": kind, "passed": str(t["passed"]), "failed": str(t["failed"]),
-               "skipped": str(t["skipped"]),
-               "CUDA devices (GGML's)": "" if t.get("cuda_devices") is None else str(t["cuda_devices"]),
-               "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms"))}
+        row = {
+            "variant": variant,
+            "run": kind,
+            "passed": str(t["passed"]),
+            "failed": str(t["failed"]),
+            "skipped": str(t["skipped"]),
+            "CUDA devices (GGML's)": "" if t.get("cuda_devices") is None else str(t["cuda_devices"]),
+            "kernel timestamps ms (diagnostic)": _kernel_ms(t.get("diagnostic_kernel_timestamp_total_ms")),
+        }
         row.update({title: _found(t, key) for key, title in checks})
         table.append(row)
-    return "\n".join([f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})", "",
-                      tabulate_rows(columns, table) if table else "no device tests", "",
-                      "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
-                      "with an extra synchronization before compute, never production latency."]) + "\n"
+    return (
+        "\n".join(
+            [
+                f"# Device tests on {machine['hostname']} ({machine.get('gpu', '')})",
+                "",
+                tabulate_rows(columns, table) if table else "no device tests",
+                "",
+                "The kernel timestamp total is GGML_VK_PERF_LOGGER's sum over the test run: a diagnostic "
+                "with an extra synchronization before compute, never production latency.",
+            ]
+        )
+        + "\n"
+    )

@@ -24,14 +24,14 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import paths, profile
 from ..core.errors import NotBuilt, Sam3dError
 from ..core.variants import Variant
 from ..tools import build as building
-from ..tools import provenance, system
+from ..tools import provenance
 from . import driver
 
 # The environment variables a result records (the rest of the environment is not provenance).
@@ -59,7 +59,7 @@ class DriverRun:
 
     variant: Variant
     backend: str  # the driver's --backend value
-    tag: str      # "[i/n] variant Backend", as the console names it
+    tag: str  # "[i/n] variant Backend", as the console names it
     doc: dict | None = None
     reason: str | None = None
     build: dict | None = None
@@ -74,13 +74,16 @@ def facts() -> Facts:
     prof_path = profile.path()
     prof_doc = profile.load(prof_path)
     commit, dirty = provenance.git_commit()
-    return Facts(prof={"path": str(profile.RELATIVE_PATH), "sha256": profile.sha256(prof_path),
-                       "version": prof_doc["version"]},
-                 machine=provenance.machine(), commit=commit, dirty=dirty)
+    return Facts(
+        prof={"path": str(profile.RELATIVE_PATH), "sha256": profile.sha256(prof_path), "version": prof_doc["version"]},
+        machine=provenance.machine(),
+        commit=commit,
+        dirty=dirty,
+    )
 
 
 def default_run_name() -> str:
-    return "bench-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 def run_dir_for(name: str, force: bool = False) -> Path:
@@ -93,15 +96,30 @@ def require_built(vs: list[Variant]) -> None:
     build facts every result records) is missing, and the command that builds it: a run with
     --no-build refuses before it makes its run folder, as ctest and fuzz do."""
     for v in vs:
-        need = (driver.path(v), driver.path(v, driver.PROBE), paths.build_dir(v.name, v.build_type) / "compile_commands.json")
+        need = (
+            driver.path(v),
+            driver.path(v, driver.PROBE),
+            paths.build_dir(v.name, v.build_type) / "compile_commands.json",
+        )
         missing = next((p for p in need if not p.is_file()), None)
         if missing is not None:
-            raise NotBuilt(f"{v.name} is not built ({missing} is missing): build it first (python -m sam3d build {v.name}), "
-                           "or leave --no-build out")
+            raise NotBuilt(
+                f"{v.name} is not built ({missing} is missing): build it first (python -m sam3d build {v.name}), "
+                "or leave --no-build out"
+            )
 
 
-def runs(vs: list[Variant], rd: Path, f: Facts, *, run_name: str, images: int, warmups: int,
-         driver_args: tuple[str, ...] = (), build: bool = True) -> Iterator[DriverRun]:
+def runs(
+    vs: list[Variant],
+    rd: Path,
+    f: Facts,
+    *,
+    run_name: str,
+    images: int,
+    warmups: int,
+    driver_args: tuple[str, ...] = (),
+    build: bool = True,
+) -> Iterator[DriverRun]:
     """Builds (unless ``build`` is false), then runs the driver per variant and backend, with its
     raw output and log in rd/logs/ (rd: the staged folder of the run ``run_name``; what the
     results say of the logs is relative to it); yields each DriverRun as it finishes."""
@@ -118,11 +136,18 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, run_name: str, images: int, w
     jobs = [(v, b) for v in vs for b in driver.backends(v)]
     _, no_cuda = building.runs_here(vs)  # their CUDA rows come from the GPU bundle
     for v in no_cuda:
-        print(f"{v.name} CUDA: skipped, no NVIDIA GPU here (pack it for a GPU machine: python -m sam3d bundle)", flush=True)
+        print(
+            f"{v.name} CUDA: skipped, no NVIDIA GPU here (pack it for a GPU machine: python -m sam3d bundle)",
+            flush=True,
+        )
     jobs = [(v, b) for v, b in jobs if not (b == "cuda" and v in no_cuda)]
     for i, (v, b) in enumerate(jobs, 1):
-        run = DriverRun(v, b, f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",
-                        extra={"git_dirty": f.dirty, "run_name": run_name})
+        run = DriverRun(
+            v,
+            b,
+            f"[{i}/{len(jobs)}] {v.name} {driver.backend_name(v, b)}",
+            extra={"git_dirty": f.dirty, "run_name": run_name},
+        )
         if v.name in build_failed:
             run.reason = f"build failed: {build_failed[v.name]}"
         else:
@@ -141,18 +166,22 @@ def runs(vs: list[Variant], rd: Path, f: Facts, *, run_name: str, images: int, w
         yield _run_driver(run, rd, f, images=images, warmups=warmups, driver_args=driver_args)
 
 
-def _run_driver(run: DriverRun, rd: Path, f: Facts, *, images: int, warmups: int,
-                driver_args: tuple[str, ...]) -> DriverRun:
+def _run_driver(
+    run: DriverRun, rd: Path, f: Facts, *, images: int, warmups: int, driver_args: tuple[str, ...]
+) -> DriverRun:
     v, b = run.variant, run.backend
     raw = rd / "logs" / f"driver-{v.name}-{b}.json"
     log = rd / "logs" / f"bench-{v.name}-{b}.log"
     env = driver.driver_env(v)
-    print(f"{run.tag}: {warmups} warm-ups + {images} images per mode, batching on/off interleaved "
-          f"(log: {log})", flush=True)
+    print(
+        f"{run.tag}: {warmups} warm-ups + {images} images per mode, batching on/off interleaved (log: {log})",
+        flush=True,
+    )
     raw.unlink(missing_ok=True)
     run.ran = True
-    rc, run.seconds = driver.run(v, b, raw, log, images=images, warmups=warmups, prof_path=profile.path(),
-                                 env=env, driver_args=driver_args)
+    rc, run.seconds = driver.run(
+        v, b, raw, log, images=images, warmups=warmups, prof_path=profile.path(), env=env, driver_args=driver_args
+    )
     run.extra["driver_wall_s"] = round(run.seconds, 3)
     run.extra["driver_log"] = str(log.relative_to(rd))
     run.extra["environment"] = {k: env[k] for k in sorted(env) if k.startswith(RECORDED_ENV)}
@@ -165,8 +194,14 @@ def _run_driver(run: DriverRun, rd: Path, f: Facts, *, images: int, warmups: int
         run.reason = f"{driver.NAME} exit {rc}: {driver.error_line(log)}"
     if run.doc is not None and run.doc.get("profile", {}).get("sha256") != f.prof["sha256"]:
         run.reason = (run.reason + "; " if run.reason else "") + "the driver read a different profile file"
-    probe, why = driver.run_probe(v, b, rd / "logs" / f"floor-probe-{v.name}-{b}.log", env=env,
-                                  upload_bytes=profile.UPLOAD_BYTES, download_bytes=profile.DOWNLOAD_BYTES)
+    probe, why = driver.run_probe(
+        v,
+        b,
+        rd / "logs" / f"floor-probe-{v.name}-{b}.log",
+        env=env,
+        upload_bytes=profile.UPLOAD_BYTES,
+        download_bytes=profile.DOWNLOAD_BYTES,
+    )
     run.extra["floor_probe"] = probe
     if why is not None:
         run.extra["floor_probe_error"] = why

@@ -148,8 +148,9 @@ def _split_debug(elf: Path, debug_dir: Path) -> None:
     _run(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + str(dbg), str(elf)])
 
 
-def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
-         limit: int | None = BUNDLE_LIMIT) -> list[Path]:
+def make(
+    out_dir: Path | None = None, vs: list[variants.Variant] | None = None, limit: int | None = BUNDLE_LIMIT
+) -> list[Path]:
     """Builds the bundle from the already-built GPU variants (the bundle role's, or `vs`); returns the
     tarballs' paths: one, or one per variant when one would pass ``limit`` bytes (None: one)."""
     out_dir = out_dir or paths.root() / "build" / "bundle"
@@ -178,17 +179,21 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
     manifest["checkers"] = pack_checkers(stage, vs)
     for v in vs:
         if not v.gpu:
-            raise BundleError(f"{v.name} has no GPU backend; GPU variants: "
-                              f"{', '.join(g.name for g in variants.gpu_variants())}")
+            raise BundleError(
+                f"{v.name} has no GPU backend; GPU variants: {', '.join(g.name for g in variants.gpu_variants())}"
+            )
         build = paths.build_dir(v.name, v.build_type)
-        binaries = {"sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
-                    driver.NAME: driver.path(v), driver.PROBE: driver.path(v, driver.PROBE)}
+        binaries = {
+            "sam3d_device_tests": build / "tests" / "device" / "sam3d_device_tests",
+            driver.NAME: driver.path(v),
+            driver.PROBE: driver.path(v, driver.PROBE),
+        }
         if v.cuda:  # its CUDA cases (GGML contract and rig) need a CUDA device: run.pyz runs them there
             binaries[run.NORMAL_TESTS] = build / "tests" / run.NORMAL_TESTS
         for canary, backend in ((gpu_checks.VULKAN_CANARY, v.vulkan), (gpu_checks.CUDA_CANARY, v.cuda)):
             if backend:  # what run.pyz's checkers must report first (native/tests/canaries/)
                 binaries[canary] = build / "tests" / canary
-        for name, src in binaries.items():
+        for src in binaries.values():
             if not src.is_file():
                 raise NotBuilt(f"{src} is missing: build the variant first (python -m sam3d build {v.name})")
         vdir = stage / v.name
@@ -231,8 +236,11 @@ def make(out_dir: Path | None = None, vs: list[variants.Variant] | None = None,
             if need > GLIBC_MAX:
                 too_new.append(f"{f.name} needs GLIBC_{need[0]}.{need[1]}")
         if too_new:
-            raise BundleError(f"binaries need a glibc newer than {manifest['glibc_max']} (the GPU host's): "
-                              + "; ".join(too_new) + ". Build the bundle on Debian 12.")
+            raise BundleError(
+                f"binaries need a glibc newer than {manifest['glibc_max']} (the GPU host's): "
+                + "; ".join(too_new)
+                + ". Build the bundle on Debian 12."
+            )
         b, x, problems = provenance.build_info(v, manifest["glslc"])
         if problems:
             raise BundleError("; ".join(problems))
@@ -267,13 +275,22 @@ def _split(stage: Path, out_dir: Path, manifest: dict, limit: int | None) -> lis
     tarballs = [tarball]
     if len(manifest["variants"]) > 1:
         tarball.unlink()
-        tarballs = [_pack(stage, out_dir / f"{BUNDLE_NAME}-{name}.tar.gz", f"{BUNDLE_NAME}-{name}",
-                          {**manifest, "variants": {name: vm}}) for name, vm in manifest["variants"].items()]
+        tarballs = [
+            _pack(
+                stage,
+                out_dir / f"{BUNDLE_NAME}-{name}.tar.gz",
+                f"{BUNDLE_NAME}-{name}",
+                {**manifest, "variants": {name: vm}},
+            )
+            for name, vm in manifest["variants"].items()
+        ]
     over = [f"{t.name} ({t.stat().st_size / 2**20:.1f} MiB)" for t in tarballs if t.stat().st_size > limit]
     if over:
-        raise BundleError(f"over the {limit / 2**20:g} MiB one transfer to the GPU machine carries, even one "
-                          f"variant per bundle: {', '.join(over)}. Build fewer CUDA architectures (the variant's "
-                          "cuda_architectures), or pass --limit-mib 0 where the transfer has no limit")
+        raise BundleError(
+            f"over the {limit / 2**20:g} MiB one transfer to the GPU machine carries, even one "
+            f"variant per bundle: {', '.join(over)}. Build fewer CUDA architectures (the variant's "
+            "cuda_architectures), or pass --limit-mib 0 where the transfer has no limit"
+        )
     return tarballs
 
 
@@ -304,55 +321,102 @@ _NAME = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"}
 _COUNT = {"type": "integer", "minimum": 0}
 # What a checker found in a run: the layer's message count, compute-sanitizer's error count (null:
 # the tool left no summary).
-_FOUND = {"validation_messages": _COUNT, "sanitizer_errors": {"type": ["integer", "null"], "minimum": 0},
-          "layer_loaded": {"type": "boolean"}}
+_FOUND = {
+    "validation_messages": _COUNT,
+    "sanitizer_errors": {"type": ["integer", "null"], "minimum": 0},
+    "layer_loaded": {"type": "boolean"},
+}
 SUMMARY_SCHEMA = {
     "type": "object",
     "required": ["machine", "manifest", "variants"],
     "properties": {
         "machine": {"type": "object", "required": ["hostname"], "properties": {"hostname": _NAME}},
         "manifest": {
-            "type": "object", "required": ["profile", "variants", "git_commit", "build_machine"],
+            "type": "object",
+            "required": ["profile", "variants", "git_commit", "build_machine"],
             "properties": {
                 "profile": {"type": "object", "required": ["sha256", "version"]},
                 "git_commit": {"type": "string"},
                 "build_machine": {"type": "object"},
-                "variants": {"type": "object", "propertyNames": _NAME,
-                             "additionalProperties": {"type": "object", "required": ["build", "extra"],
-                                                      "properties": {"build": {"type": "object"},
-                                                                     "extra": {"type": "object"}}}},
+                "variants": {
+                    "type": "object",
+                    "propertyNames": _NAME,
+                    "additionalProperties": {
+                        "type": "object",
+                        "required": ["build", "extra"],
+                        "properties": {"build": {"type": "object"}, "extra": {"type": "object"}},
+                    },
+                },
             },
         },
         "variants": {
-            "type": "object", "propertyNames": _NAME,
+            "type": "object",
+            "propertyNames": _NAME,
             "additionalProperties": {
                 "type": "object",
                 "properties": {
                     "error": {"type": "string"},
-                    "bench": {"type": "array", "items": {
+                    "bench": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "driver_output": {"type": ["string", "null"]},
+                                "error": {"type": "string"},
+                                "floor_probe": {"type": ["string", "null"]},
+                                "floor_probe_error": {"type": "string"},
+                                "backend": {"enum": ["vulkan", "cuda"]},
+                                # the driver's names (the result record checks them)
+                                "layout": _NAME,
+                                "graph_order": _NAME,
+                                "transfer_only": {"type": "boolean"},
+                                "vulkan_transfer_queue": {"type": "boolean"},
+                            },
+                        },
+                    },
+                    "device_tests": {
                         "type": "object",
-                        "properties": {"driver_output": {"type": ["string", "null"]}, "error": {"type": "string"},
-                                       "floor_probe": {"type": ["string", "null"]},
-                                       "floor_probe_error": {"type": "string"},
-                                       "backend": {"enum": ["vulkan", "cuda"]},
-                                       # the driver's names (the result record checks them)
-                                       "layout": _NAME, "graph_order": _NAME,
-                                       "transfer_only": {"type": "boolean"},
-                                       "vulkan_transfer_queue": {"type": "boolean"}}}},
-                    "device_tests": {"type": "object", "additionalProperties": {
-                        "type": "object", "required": ["exit_code", "passed", "failed", "skipped"],
-                        "properties": {"exit_code": {"type": "integer"}, "passed": _COUNT, "failed": _COUNT,
-                                       "skipped": _COUNT, "report": {"type": ["string", "null"]},
-                                       "not_applicable": {"type": "string"}, **_FOUND}}},
+                        "additionalProperties": {
+                            "type": "object",
+                            "required": ["exit_code", "passed", "failed", "skipped"],
+                            "properties": {
+                                "exit_code": {"type": "integer"},
+                                "passed": _COUNT,
+                                "failed": _COUNT,
+                                "skipped": _COUNT,
+                                "report": {"type": ["string", "null"]},
+                                "not_applicable": {"type": "string"},
+                                **_FOUND,
+                            },
+                        },
+                    },
                     # The GPU checkers' runs (run.pyz --vulkan-validation, --compute-sanitizer).
-                    "canaries": {"type": "object", "additionalProperties": {
-                        "type": "object", "required": ["exit_code", "caught", "checker"],
-                        "properties": {"exit_code": {"type": "integer"}, "caught": {"type": "boolean"},
-                                       "checker": {"type": "string"}, **_FOUND}}},
-                    "checked_replays": {"type": "array", "items": {
-                        "type": "object", "required": ["backend", "exit_code", "checker"],
-                        "properties": {"backend": {"enum": ["vulkan", "cuda"]}, "exit_code": {"type": "integer"},
-                                       "checker": {"type": "string"}, **_FOUND}}},
+                    "canaries": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "type": "object",
+                            "required": ["exit_code", "caught", "checker"],
+                            "properties": {
+                                "exit_code": {"type": "integer"},
+                                "caught": {"type": "boolean"},
+                                "checker": {"type": "string"},
+                                **_FOUND,
+                            },
+                        },
+                    },
+                    "checked_replays": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["backend", "exit_code", "checker"],
+                            "properties": {
+                                "backend": {"enum": ["vulkan", "cuda"]},
+                                "exit_code": {"type": "integer"},
+                                "checker": {"type": "string"},
+                                **_FOUND,
+                            },
+                        },
+                    },
                 },
             },
         },
@@ -367,12 +431,19 @@ def read_summary(raw_dir: Path) -> dict:
     summary_path = raw_dir / "summary.json"
     if not summary_path.exists() and not summary_path.is_symlink():
         raise BundleError(f"{summary_path} is missing: pass the folder the bundle's run.pyz wrote (--out)")
-    summary = check_schema(read_json(summary_path, BundleError, untrusted=True), SUMMARY_SCHEMA, str(summary_path), BundleError,
-                           "; it is the file the bundle's run.pyz writes")
+    summary = check_schema(
+        read_json(summary_path, BundleError, untrusted=True),
+        SUMMARY_SCHEMA,
+        str(summary_path),
+        BundleError,
+        "; it is the file the bundle's run.pyz writes",
+    )
     for name in summary["variants"]:
         if name not in summary["manifest"]["variants"]:
-            raise BundleError(f"{summary_path}: field 'variants.{name}': not in the manifest's variants "
-                              f"({', '.join(summary['manifest']['variants'])})")
+            raise BundleError(
+                f"{summary_path}: field 'variants.{name}': not in the manifest's variants "
+                f"({', '.join(summary['manifest']['variants'])})"
+            )
         try:
             variants.get(name)
         except variants.UnknownVariant as e:
@@ -414,8 +485,10 @@ def probe_output(raw_dir: Path, entry: dict) -> dict:
     document or None} and, without one, "floor_probe_error" saying why."""
     raw = _entry_file(raw_dir, entry, "floor_probe")
     if raw is None:
-        return {"floor_probe": None,
-                "floor_probe_error": entry.get("floor_probe_error") or "the bundle ran no floor probe"}
+        return {
+            "floor_probe": None,
+            "floor_probe_error": entry.get("floor_probe_error") or "the bundle ran no floor probe",
+        }
     try:
         return {"floor_probe": driver.read_probe(*raw)}
     except driver.DriverError as e:

@@ -70,15 +70,25 @@ def mode_table(vs: list[Variant], modes: str | None = None) -> list[dict]:
     ``modes``; NotBuilt when no driver is built."""
     exe = next((path(v) for v in vs if path(v).is_file()), None)
     if exe is None:
-        raise NotBuilt(f"the benchmark modes come from the driver (`{NAME} --list-modes`), which is not built "
-                       f"for {', '.join(v.name for v in vs)}: build it first (python -m sam3d build "
-                       f"{vs[0].name if vs else 'release'}), or leave --modes out for the default modes")
-    r = subprocess.run([str(exe), "--list-modes", *(["--modes", modes] if modes is not None else [])],
-                       capture_output=True, text=True, timeout=60, check=False)
+        raise NotBuilt(
+            f"the benchmark modes come from the driver (`{NAME} --list-modes`), which is not built "
+            f"for {', '.join(v.name for v in vs)}: build it first (python -m sam3d build "
+            f"{vs[0].name if vs else 'release'}), or leave --modes out for the default modes"
+        )
+    r = subprocess.run(
+        [str(exe), "--list-modes", *(["--modes", modes] if modes is not None else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if r.returncode != 0:
         said = [ln for ln in r.stderr.splitlines() if ln.startswith(f"{NAME}: error: ")]
-        raise DriverError(said[0].removeprefix(f"{NAME}: error: ") if said else f"`{exe} --list-modes` exit "
-                          f"{r.returncode}: {r.stderr.strip()[-300:]}")
+        raise DriverError(
+            said[0].removeprefix(f"{NAME}: error: ")
+            if said
+            else f"`{exe} --list-modes` exit {r.returncode}: {r.stderr.strip()[-300:]}"
+        )
     doc = _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)
     return doc["modes"]
 
@@ -90,8 +100,10 @@ def _document(text: str, where: str, schema: str) -> dict:
         raise DriverError(f"{where} is not JSON ({e}): rebuild the driver") from None
     if not isinstance(doc, dict) or doc.get("schema") != schema:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise DriverError(f"{where} has schema {got!r}, expected {schema!r}: rebuild the driver, or use "
-                          "a sam3d checkout of the same version as the driver")
+        raise DriverError(
+            f"{where} has schema {got!r}, expected {schema!r}: rebuild the driver, or use "
+            "a sam3d checkout of the same version as the driver"
+        )
     return doc
 
 
@@ -101,18 +113,29 @@ def read_output(p: Path, text: str | None = None) -> dict:
     return _document(p.read_text(errors="replace") if text is None else text, f"driver output {p}", OUTPUT_SCHEMA)
 
 
-def run_probe(v: Variant, backend: str, log: Path, *, upload_bytes: int, download_bytes: int,
-              env: dict[str, str]) -> tuple[dict | None, str | None]:
+def run_probe(
+    v: Variant, backend: str, log: Path, *, upload_bytes: int, download_bytes: int, env: dict[str, str]
+) -> tuple[dict | None, str | None]:
     """Runs the floor probe once on device 0 of ``backend`` (the driver's --backend value, a
     GGML backend name in any case) for the profile's bytes; its stdout and stderr go to ``log``.
     Returns (its document, None), or (None, why it has none)."""
-    cmd = [str(path(v, PROBE)), "--backend", backend, "--device", "0", "--upload-bytes", str(upload_bytes),
-           "--download-bytes", str(download_bytes)]
+    cmd = [
+        str(path(v, PROBE)),
+        "--backend",
+        backend,
+        "--device",
+        "0",
+        "--upload-bytes",
+        str(upload_bytes),
+        "--download-bytes",
+        str(download_bytes),
+    ]
     if not Path(cmd[0]).is_file():
         return None, f"{cmd[0]} is missing: build the variant"
     try:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S,
-                           check=False)
+        r = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, errors="replace", timeout=PROBE_TIMEOUT_S, check=False
+        )
     except subprocess.TimeoutExpired:
         return None, f"{PROBE} did not finish in {PROBE_TIMEOUT_S} s"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -145,12 +168,34 @@ def error_line(log: Path) -> str:
     return " | ".join(host.log_tail(log, 1))
 
 
-def run(v: Variant, backend: str, out: Path, log: Path, *, images: int, warmups: int, prof_path: Path,
-        env: dict[str, str], driver_args: tuple[str, ...] = ()) -> tuple[int, float]:
+def run(
+    v: Variant,
+    backend: str,
+    out: Path,
+    log: Path,
+    *,
+    images: int,
+    warmups: int,
+    prof_path: Path,
+    env: dict[str, str],
+    driver_args: tuple[str, ...] = (),
+) -> tuple[int, float]:
     """Runs the driver once; its stderr goes to ``log``, and its progress lines to the console (at
     most one every 2 s, plus its summary and errors). Returns (exit status, wall seconds)."""
-    cmd = [str(path(v)), "--profile", str(prof_path), "--backend", backend, "--warmups", str(warmups),
-           "--images", str(images), "--out", str(out), *driver_args]
+    cmd = [
+        str(path(v)),
+        "--profile",
+        str(prof_path),
+        "--backend",
+        backend,
+        "--warmups",
+        str(warmups),
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        *driver_args,
+    ]
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with open(log, "w", encoding="utf-8") as f:

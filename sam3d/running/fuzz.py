@@ -45,8 +45,17 @@ def command(exe: Path, work: Path, max_total_time: int | None, runs: int | None)
     budget = [f"-max_total_time={max_total_time}"] if max_total_time is not None else []
     budget += [f"-runs={runs}"] if runs is not None else []
     # The flags of native/fuzz/run_fuzzer.cmake (the normal suite's run), which says why.
-    return [str(exe), str(work / "corpus"), *seeds, *budget, "-max_len=512", "-timeout=30", "-entropic=0",
-            "-print_final_stats=1", f"-artifact_prefix={work / 'artifacts'}/"]
+    return [
+        str(exe),
+        str(work / "corpus"),
+        *seeds,
+        *budget,
+        "-max_len=512",
+        "-timeout=30",
+        "-entropic=0",
+        "-print_final_stats=1",
+        f"-artifact_prefix={work / 'artifacts'}/",
+    ]
 
 
 def run(max_total_time: int | None, runs: int | None) -> int:

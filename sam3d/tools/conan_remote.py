@@ -48,8 +48,10 @@ NET_CONF = {
 
 # Conan's messages when a remote refuses the user (wrong password, no credentials while
 # non-interactive, a user without the permission).
-_CREDENTIALS = re.compile(r"Wrong user or password|Authentication error in remote|interactive mode disabled"
-                          r"|Permission denied for user|ForbiddenException|AuthenticationException")
+_CREDENTIALS = re.compile(
+    r"Wrong user or password|Authentication error in remote|interactive mode disabled"
+    r"|Permission denied for user|ForbiddenException|AuthenticationException"
+)
 _REMOTE = re.compile(rf"\[Remote: {NAME}\]|Unable to connect to remote {NAME}\b")
 
 
@@ -67,8 +69,9 @@ def index_folder() -> Path:
 def remotes_json() -> str:
     """The home's remotes.json: this checkout's recipe index, then the binary remote when configured."""
     u = url()
-    remotes = [{"name": INDEX_NAME, "url": str(index_folder()), "verify_ssl": True,
-                "remote_type": "local-recipes-index"}]
+    remotes = [
+        {"name": INDEX_NAME, "url": str(index_folder()), "verify_ssl": True, "remote_type": "local-recipes-index"}
+    ]
     remotes += [{"name": NAME, "url": u, "verify_ssl": True}] if u else []
     return json.dumps({"remotes": remotes}, indent=1) + "\n"
 
@@ -90,13 +93,16 @@ def host_settings() -> list[str]:
 
 
 def credentials_message() -> str:
-    return (f"the Conan remote {NAME} ({url()}) refused the credentials: set {USER_ENV} and "
-            f"{PASSWORD_ENV} to a user of that remote (with write permission to publish)")
+    return (
+        f"the Conan remote {NAME} ({url()}) refused the credentials: set {USER_ENV} and "
+        f"{PASSWORD_ENV} to a user of that remote (with write permission to publish)"
+    )
 
 
 @dataclass(frozen=True)
 class Failure:
     """What went wrong with the remote, from Conan's output: credentials or the remote itself."""
+
     credentials: bool
     reason: str
 

@@ -70,11 +70,15 @@ def test_preset(v: Variant, label: str = "normal") -> dict:
     conan_presets = json.loads((build_folder(v) / "generators" / "CMakePresets.json").read_text())
     env: dict[str, str | None] = dict(test_env(v, base={}))
     env.update(dict.fromkeys(host.RUNNER_REMOVED_ENV))
-    return {"name": v.name, "displayName": f"{v.name}: ctest -L {label} as python -m sam3d ctest runs it",
-            "inherits": conan_presets["testPresets"][0]["name"], "environment": env,
-            "filter": {"include": {"label": label}},
-            "output": {"outputOnFailure": True, "outputJUnitFile": str(junit_path(v, label))},
-            "execution": {"noTestsAction": "error", "timeout": TIMEOUT_S}}
+    return {
+        "name": v.name,
+        "displayName": f"{v.name}: ctest -L {label} as python -m sam3d ctest runs it",
+        "inherits": conan_presets["testPresets"][0]["name"],
+        "environment": env,
+        "filter": {"include": {"label": label}},
+        "output": {"outputOnFailure": True, "outputJUnitFile": str(junit_path(v, label))},
+        "execution": {"noTestsAction": "error", "timeout": TIMEOUT_S},
+    }
 
 
 def write_presets(v: Variant) -> Path:
@@ -82,8 +86,13 @@ def write_presets(v: Variant) -> Path:
     file from native/CMakeUserPresets.json (Conan's file, which keeps other includes)."""
     folder = build_folder(v)
     path = folder / PRESETS_FILE
-    write_if_changed(path, json.dumps({"version": 6, "include": ["generators/CMakePresets.json"],
-                                       "testPresets": [test_preset(v)]}, indent=1) + "\n")
+    write_if_changed(
+        path,
+        json.dumps(
+            {"version": 6, "include": ["generators/CMakePresets.json"], "testPresets": [test_preset(v)]}, indent=1
+        )
+        + "\n",
+    )
     user = paths.root() / USER_PRESETS
     data = json.loads(user.read_text()) if user.is_file() else {"version": 4, "vendor": {"conan": {}}}
     rel = os.path.relpath(path, user.parent)
@@ -99,11 +108,16 @@ def labels(v: Variant) -> tuple[list[str], str]:
     variant like it (normal and bench in every variant, device with a GPU backend)."""
     folder = build_folder(v)
     if (folder / "CTestTestfile.cmake").is_file():
-        r = subprocess.run([paths.tool("ctest"), "--test-dir", str(folder), "--print-labels"],
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [paths.tool("ctest"), "--test-dir", str(folder), "--print-labels"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if r.returncode == 0 and "All Labels:" in r.stdout:
-            return sorted(line.strip() for line in r.stdout.split("All Labels:", 1)[1].splitlines()
-                          if line.strip()), f"ctest --print-labels in {folder}"
+            return sorted(
+                line.strip() for line in r.stdout.split("All Labels:", 1)[1].splitlines() if line.strip()
+            ), f"ctest --print-labels in {folder}"
     return declared_labels(v), "native/'s CMake lists (not built yet)"
 
 
@@ -118,8 +132,7 @@ def check_label(vs: list[Variant], label: str) -> None:
     for v in vs:
         have, source = labels(v)
         if label not in have:
-            raise Sam3dError(f"{v.name} has no CTest label {label!r}; its labels: {', '.join(have)} "
-                             f"(from {source})")
+            raise Sam3dError(f"{v.name} has no CTest label {label!r}; its labels: {', '.join(have)} (from {source})")
 
 
 def junit_path(v: Variant, label: str) -> Path:
@@ -127,8 +140,14 @@ def junit_path(v: Variant, label: str) -> Path:
     return paths.reports_dir() / f"ctest-{label}-{v.name}.xml"
 
 
-def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None = None,
-        env: dict[str, str] | None = None, report: str | None = None) -> int:
+def run(
+    v: Variant,
+    label: str,
+    log: Path | None = None,
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    report: str | None = None,
+) -> int:
     """`ctest -L <label>` in the variant's build folder, with a JUnit XML report (junit_path, or
     the name ``report`` for junit_path's label); ``env``: added to test_env(). Fails when no test
     matches."""
@@ -137,8 +156,17 @@ def run(v: Variant, label: str, log: Path | None = None, extra: list[str] | None
         raise NotBuilt(f"{folder} has no CTest suite: build the variant first (python -m sam3d build {v.name})")
     junit = junit_path(v, report or label)
     junit.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [paths.tool("ctest"), "--test-dir", str(folder), "-L", label, *OPTIONS, "--output-junit", str(junit),
-           *(extra or [])]
+    cmd = [
+        paths.tool("ctest"),
+        "--test-dir",
+        str(folder),
+        "-L",
+        label,
+        *OPTIONS,
+        "--output-junit",
+        str(junit),
+        *(extra or []),
+    ]
     env = dict(test_env(v), **(env or {}))
     if log is None:
         return subprocess.run(cmd, env=env, check=False).returncode

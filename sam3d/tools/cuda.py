@@ -37,13 +37,17 @@ LOCK = Path("ci") / "cuda-toolkit.lock"
 # What each wheel must provide under the toolkit root (what GGML's CUDA build uses from it),
 # and why: a lock without the wheel, or an install without the file, fails naming both.
 PIECES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "nvidia-cuda-nvcc": ("nvcc and its tools", ("bin/nvcc", "bin/ptxas", "bin/fatbinary", "bin/nvlink",
-                                                "bin/cudafe++")),
+    "nvidia-cuda-nvcc": (
+        "nvcc and its tools",
+        ("bin/nvcc", "bin/ptxas", "bin/fatbinary", "bin/nvlink", "bin/cudafe++"),
+    ),
     "nvidia-nvvm": ("nvcc's front end cicc and libdevice", ("nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc")),
     "nvidia-cuda-crt": ("nvcc's host headers", ("include/crt/host_config.h",)),
     "nvidia-cuda-cccl": ("CUB, Thrust and libcu++", ("include/cccl/cub/cub.cuh",)),
-    "nvidia-cuda-runtime": ("the CUDA runtime", ("include/cuda_runtime.h", "lib/libcudart.so.{major}",
-                                                 "lib/libcudart_static.a", "lib/libcudadevrt.a")),
+    "nvidia-cuda-runtime": (
+        "the CUDA runtime",
+        ("include/cuda_runtime.h", "lib/libcudart.so.{major}", "lib/libcudart_static.a", "lib/libcudadevrt.a"),
+    ),
     "nvidia-cublas": ("cuBLAS", ("include/cublas_v2.h", "lib/libcublas.so.{major}", "lib/libcublasLt.so.{major}")),
 }
 # The unversioned names FindCUDAToolkit looks for -> the wheel's versioned file.
@@ -71,6 +75,7 @@ class Pin:
 class Toolkit:
     """An installed toolkit: ``root`` is the toolkit root (bin/nvcc), ``ident`` its identity
     (folder name: nvcc's version and the lock's hash) as GGML's package_id records it."""
+
     root: Path
     version: str
     ident: str
@@ -99,11 +104,15 @@ def read_lock(path: Path) -> list[Pin]:
         spec, *opts = entry.split()
         m = _PIN.match(spec)
         if not m:
-            raise CudaToolkitError(f"{path}: {spec!r} is not pinned to one version: write NAME==VERSION --hash=sha256:...")
+            raise CudaToolkitError(
+                f"{path}: {spec!r} is not pinned to one version: write NAME==VERSION --hash=sha256:..."
+            )
         hashes = tuple(o.removeprefix("--hash=sha256:") for o in opts if o.startswith("--hash=sha256:"))
         if not hashes:
-            raise CudaToolkitError(f"{path}: {spec} has no --hash=sha256:...: add the wheel's hash "
-                                   f"(`pip download --no-deps {spec}` then `pip hash` on the file)")
+            raise CudaToolkitError(
+                f"{path}: {spec} has no --hash=sha256:...: add the wheel's hash "
+                f"(`pip download --no-deps {spec}` then `pip hash` on the file)"
+            )
         pins.append(Pin(m.group(1).lower().replace("_", "-"), m.group(2), hashes))
     return pins
 
@@ -111,8 +120,11 @@ def read_lock(path: Path) -> list[Pin]:
 def runtime_wheels(lock: Path | None = None) -> list[str]:
     """The lock's pins of the wheels a CUDA variant needs at run time ("nvidia-cuda-runtime==...",
     "nvidia-cublas==..."): what the GPU bundle names when the GPU machine lacks them."""
-    return [f"{p.name}=={p.version}" for p in read_lock(lock or lock_path())
-            if p.name in ("nvidia-cuda-runtime", "nvidia-cublas")]
+    return [
+        f"{p.name}=={p.version}"
+        for p in read_lock(lock or lock_path())
+        if p.name in ("nvidia-cuda-runtime", "nvidia-cublas")
+    ]
 
 
 def _major_minor(version: str) -> str:
@@ -126,18 +138,24 @@ def check_lock(pins: list[Pin], path: Path) -> Pin:
     by_name = {p.name: p for p in pins}
     for name, (what, _) in PIECES.items():
         if name not in by_name:
-            raise CudaToolkitError(f"{path} pins no {name} ({what}), which GGML's CUDA build needs: add "
-                                   f"`{name}==VERSION --hash=sha256:...` matching nvidia-cuda-nvcc's version")
+            raise CudaToolkitError(
+                f"{path} pins no {name} ({what}), which GGML's CUDA build needs: add "
+                f"`{name}==VERSION --hash=sha256:...` matching nvidia-cuda-nvcc's version"
+            )
     nvcc = by_name["nvidia-cuda-nvcc"]
     for name in SAME_MINOR:
         if _major_minor(by_name[name].version) != _major_minor(nvcc.version):
-            raise CudaToolkitError(f"{path}: {name}=={by_name[name].version} does not match nvidia-cuda-nvcc=="
-                                   f"{nvcc.version} (CUDA {_major_minor(nvcc.version)}): pin the {name} release of "
-                                   f"CUDA {_major_minor(nvcc.version)}")
+            raise CudaToolkitError(
+                f"{path}: {name}=={by_name[name].version} does not match nvidia-cuda-nvcc=="
+                f"{nvcc.version} (CUDA {_major_minor(nvcc.version)}): pin the {name} release of "
+                f"CUDA {_major_minor(nvcc.version)}"
+            )
     cublas = by_name["nvidia-cublas"]
     if cublas.version.split(".")[0] != nvcc.version.split(".")[0]:
-        raise CudaToolkitError(f"{path}: nvidia-cublas=={cublas.version} is not for CUDA {nvcc.version.split('.')[0]} "
-                               f"(nvidia-cuda-nvcc=={nvcc.version}): pin an nvidia-cublas {nvcc.version.split('.')[0]}.x")
+        raise CudaToolkitError(
+            f"{path}: nvidia-cublas=={cublas.version} is not for CUDA {nvcc.version.split('.')[0]} "
+            f"(nvidia-cuda-nvcc=={nvcc.version}): pin an nvidia-cublas {nvcc.version.split('.')[0]}.x"
+        )
     return nvcc
 
 
@@ -168,15 +186,17 @@ def verify(folder: Path, pins: list[Pin], version: str) -> Path:
         if p.name not in installed:
             raise CudaToolkitError(f"the CUDA toolkit in {folder} lacks {p.name} {p.version}: {fix}")
         if installed[p.name] != p.version:
-            raise CudaToolkitError(f"the CUDA toolkit in {folder} has {p.name} {installed[p.name]}, "
-                                   f"{LOCK} pins {p.version}: {fix}")
+            raise CudaToolkitError(
+                f"the CUDA toolkit in {folder} has {p.name} {installed[p.name]}, {LOCK} pins {p.version}: {fix}"
+            )
     root = _root_of(folder, version)
     major = version.split(".")[0]
     for name, (what, files) in PIECES.items():
         for f in files:
             if not (root / f.format(major=major)).exists():
-                raise CudaToolkitError(f"the CUDA toolkit in {folder} lacks {f.format(major=major)} ({what}, "
-                                       f"from the wheel {name}): {fix}")
+                raise CudaToolkitError(
+                    f"the CUDA toolkit in {folder} lacks {f.format(major=major)} ({what}, from the wheel {name}): {fix}"
+                )
     # The links the install adds (FindCUDAToolkit's unversioned names, nvcc.profile's lib64).
     for rel in ("lib64", *(f"lib/{name}" for name in LINKS)):
         if not (root / rel).exists():
@@ -193,23 +213,41 @@ def nvcc_release(nvcc: Path) -> str:
     m = re.search(r"release (\d+\.\d+)", out.stdout)
     if out.returncode != 0 or not m:
         detail = (out.stderr or out.stdout).strip() or "no output"
-        raise CudaToolkitError(f"{nvcc} --version failed (exit {out.returncode}: {detail}): remove "
-                               f"{nvcc.parents[3]} and build again")
+        raise CudaToolkitError(
+            f"{nvcc} --version failed (exit {out.returncode}: {detail}): remove {nvcc.parents[3]} and build again"
+        )
     return m.group(1)
 
 
 def pip_install(lock: Path, target: Path) -> None:
     """The wheels of ``lock`` (pip's --require-hashes format) installed into ``target``, nowhere else."""
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
-           "--require-hashes", "--only-binary=:all:", "--no-compile", "--target", str(target), "-r", str(lock)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "-q",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+        "--no-compile",
+        "--target",
+        str(target),
+        "-r",
+        str(lock),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        lines = [ln for ln in (r.stderr + r.stdout).splitlines()
-                 if ln.strip() and not ln.startswith("WARNING: Location")]
+        lines = [
+            ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip() and not ln.startswith("WARNING: Location")
+        ]
         detail = "\n".join("    " + ln for ln in lines[-20:])
-        raise CudaToolkitError(f"pip could not install the wheels of {lock} (exit {r.returncode}); "
-                               f"a hash mismatch means the wheel is not the one the lock pins "
-                               f"(fix the lock only after checking the new wheel):\n{detail}")
+        raise CudaToolkitError(
+            f"pip could not install the wheels of {lock} (exit {r.returncode}); "
+            f"a hash mismatch means the wheel is not the one the lock pins "
+            f"(fix the lock only after checking the new wheel):\n{detail}"
+        )
 
 
 def _add_links(root: Path, major: str) -> None:
@@ -237,8 +275,10 @@ def ensure_toolkit(lock: Path | None = None, cache: Path | None = None) -> Toolk
     root = verify(folder, pins, version)
     release = nvcc_release(root / "bin" / "nvcc")
     if release != _major_minor(version):
-        raise CudaToolkitError(f"{root / 'bin' / 'nvcc'} reports release {release}, {LOCK} pins nvidia-cuda-nvcc "
-                               f"{version}: remove {folder} and build again")
+        raise CudaToolkitError(
+            f"{root / 'bin' / 'nvcc'} reports release {release}, {LOCK} pins nvidia-cuda-nvcc "
+            f"{version}: remove {folder} and build again"
+        )
     return Toolkit(root=root, version=version, ident=folder.name)
 
 
@@ -257,5 +297,7 @@ def _install(lock: Path, folder: Path, pins: list[Pin], version: str) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
-    print(f"sam3d: installed the CUDA toolkit {version} ({size / 2**20:.0f} MiB) in {time.monotonic() - t0:.0f} s",
-          flush=True)
+    print(
+        f"sam3d: installed the CUDA toolkit {version} ({size / 2**20:.0f} MiB) in {time.monotonic() - t0:.0f} s",
+        flush=True,
+    )

@@ -60,31 +60,60 @@ _TEXT = {"type": "string", "minLength": 1}
 _VALUES = {"type": "object", "additionalProperties": {"type": "string"}}
 SCHEMA = {
     "type": "object",
-    "required": ["schema", "ref", "recipe_revision", "package_id", "package_revision", "package_folder", "libs",
-                 "recipe_sha256", "settings", "options", "conf"],
+    "required": [
+        "schema",
+        "ref",
+        "recipe_revision",
+        "package_id",
+        "package_revision",
+        "package_folder",
+        "libs",
+        "recipe_sha256",
+        "settings",
+        "options",
+        "conf",
+    ],
     "properties": {
         "schema": {"const": SCHEMA_ID},
-        "ref": _TEXT, "recipe_revision": _TEXT, "package_id": _TEXT, "package_revision": _TEXT,
+        "ref": _TEXT,
+        "recipe_revision": _TEXT,
+        "package_id": _TEXT,
+        "package_revision": _TEXT,
         "package_folder": _TEXT,
         "libs": {"type": "array", "items": _TEXT},
         "recipe_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "settings": _VALUES, "options": _VALUES, "conf": _VALUES,
+        "settings": _VALUES,
+        "options": _VALUES,
+        "conf": _VALUES,
     },
 }
 # What write() takes of a `conan build --format=json` graph (Conan 2): its nodes, and of GGML's
 # node the package's identity, folder and info.
 GRAPH_SCHEMA = {
-    "type": "object", "required": ["graph"],
-    "properties": {"graph": {"type": "object", "required": ["nodes"], "properties": {
-        "nodes": {"type": "object", "additionalProperties": {"type": "object"}}}}},
+    "type": "object",
+    "required": ["graph"],
+    "properties": {
+        "graph": {
+            "type": "object",
+            "required": ["nodes"],
+            "properties": {"nodes": {"type": "object", "additionalProperties": {"type": "object"}}},
+        }
+    },
 }
 NODE_SCHEMA = {
     "type": "object",
     "required": ["ref", "rrev", "package_id", "prev", "immutable_package_folder", "info"],
     "properties": {
-        "ref": _TEXT, "rrev": _TEXT, "package_id": _TEXT, "prev": _TEXT, "immutable_package_folder": _TEXT,
-        "info": {"type": "object", "required": ["settings", "options"],
-                 "properties": {"settings": _VALUES, "options": _VALUES, "conf": _VALUES}},
+        "ref": _TEXT,
+        "rrev": _TEXT,
+        "package_id": _TEXT,
+        "prev": _TEXT,
+        "immutable_package_folder": _TEXT,
+        "info": {
+            "type": "object",
+            "required": ["settings", "options"],
+            "properties": {"settings": _VALUES, "options": _VALUES, "conf": _VALUES},
+        },
     },
 }
 
@@ -149,8 +178,10 @@ def expected(v: Variant) -> dict[str, str | None]:
 
 
 # The fix for a graph without what write() takes: it was not written by the Conan this checkout pins.
-_NOT_CONANS = ("; not the graph of `conan build --format=json` of the Conan that requirements.lock pins: "
-               "build through ci/bootstrap.sh (ci/bootstrap.sh python -m sam3d build)")
+_NOT_CONANS = (
+    "; not the graph of `conan build --format=json` of the Conan that requirements.lock pins: "
+    "build through ci/bootstrap.sh (ci/bootstrap.sh python -m sam3d build)"
+)
 
 
 def _ggml_node(graph: Path, error: type[Sam3dError]) -> dict:
@@ -158,8 +189,10 @@ def _ggml_node(graph: Path, error: type[Sam3dError]) -> dict:
     doc = check_schema(read_json(graph, error), GRAPH_SCHEMA, str(graph), error, _NOT_CONANS)
     found = [n for n in doc["graph"]["nodes"].values() if n.get("name") == NAME and n.get("context") == "host"]
     if len(found) != 1:
-        raise error(f"{graph}: {len(found)} {NAME} packages in the build's graph (want 1): the core's "
-                    "conanfile.py must require GGML once")
+        raise error(
+            f"{graph}: {len(found)} {NAME} packages in the build's graph (want 1): the core's "
+            "conanfile.py must require GGML once"
+        )
     return found[0]
 
 
@@ -177,14 +210,23 @@ def write(v: Variant, graph: Path, recipe: str, error: type[Sam3dError] = Sam3dE
     node = check_schema(_ggml_node(graph, error), NODE_SCHEMA, f"{graph}: {NAME}'s node", error, _NOT_CONANS)
     folder = Path(node["immutable_package_folder"])
     if not (folder / "lib").is_dir():
-        raise error(f"{graph}: {NAME}'s package {folder} has no lib/ folder: the GGML recipe's package() must "
-                    f"copy its libraries there ({RECIPE}/conanfile.py), then rebuild ({rebuild})")
+        raise error(
+            f"{graph}: {NAME}'s package {folder} has no lib/ folder: the GGML recipe's package() must "
+            f"copy its libraries there ({RECIPE}/conanfile.py), then rebuild ({rebuild})"
+        )
     info = node["info"]
-    rec = Record(ref=node["ref"].split("#", 1)[0], recipe_revision=node["rrev"], package_id=node["package_id"],
-                 package_revision=node["prev"], package_folder=folder,
-                 libs=tuple(sorted(p.name for p in (folder / "lib").iterdir() if not p.is_dir())),
-                 recipe_sha256=recipe, settings=dict(info["settings"]), options=dict(info["options"]),
-                 conf=dict(info.get("conf", {})))
+    rec = Record(
+        ref=node["ref"].split("#", 1)[0],
+        recipe_revision=node["rrev"],
+        package_id=node["package_id"],
+        package_revision=node["prev"],
+        package_folder=folder,
+        libs=tuple(sorted(p.name for p in (folder / "lib").iterdir() if not p.is_dir())),
+        recipe_sha256=recipe,
+        settings=dict(info["settings"]),
+        options=dict(info["options"]),
+        conf=dict(info.get("conf", {})),
+    )
     doc = {"schema": SCHEMA_ID, **asdict(rec), "package_folder": str(folder), "libs": list(rec.libs)}
     write_atomic(path(v), json.dumps(doc, indent=1) + "\n")
     return rec
@@ -208,12 +250,16 @@ def read(v: Variant) -> Record:
         raise NotBuilt(f"{p}: the GGML recipe ({RECIPE}/) changed since the variant was built: rebuild it ({rebuild})")
     for key, want in expected(v).items():
         if rec.value(key) != want:
-            raise NotBuilt(f"{p}: its GGML package ({rec.ref}:{rec.package_id}) has {key}={_shown(rec.value(key))}, "
-                           f"the variant asks for {_shown(want)} now: rebuild it ({rebuild})")
+            raise NotBuilt(
+                f"{p}: its GGML package ({rec.ref}:{rec.package_id}) has {key}={_shown(rec.value(key))}, "
+                f"the variant asks for {_shown(want)} now: rebuild it ({rebuild})"
+            )
     gone = [f for f in (rec.package_folder, *(rec.lib_dir / name for name in rec.libs)) if not f.exists()]
     if gone:
-        raise NotBuilt(f"{p}: {gone[0]} of its GGML package ({rec.ref}:{rec.package_id}) is gone from the Conan "
-                       f"cache: rebuild the variant ({rebuild})")
+        raise NotBuilt(
+            f"{p}: {gone[0]} of its GGML package ({rec.ref}:{rec.package_id}) is gone from the Conan "
+            f"cache: rebuild the variant ({rebuild})"
+        )
     return rec
 
 

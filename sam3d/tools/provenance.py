@@ -28,10 +28,18 @@ def git_commit(root: Path | None = None) -> tuple[str, bool]:
     """(HEAD commit, whether tracked files differ from it); ("unknown", False) outside git."""
     root = root or paths.root()
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True).stdout.strip() != ""
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            != ""
+        )
         return head, dirty
     except (OSError, subprocess.CalledProcessError):
         return "unknown", False
@@ -83,12 +91,22 @@ def build_info(v: Variant, glslc: str | None) -> tuple[dict, dict, list[str]]:
     for src, fl in per_file.items():
         missing = [f for f in v.compile_flags if f not in fl]
         if missing:
-            problems.append(f"native/{src} was compiled without the variant's {' '.join(missing)} "
-                            f"(compile_commands.json); rebuild: python -m sam3d build {v.name}")
-    build = {"compile_flags": core, "build_type": v.build_type, "sanitizer": v.sanitizer,
-             "ggml_version": conan.ggml_version(), "glslc": glslc}
-    extra = {"variant_compile_flags": list(v.compile_flags), "compile_commands_flags": per_file,
-             "compile_commands": str(paths.build_dir(v.name, v.build_type) / "compile_commands.json")}
+            problems.append(
+                f"native/{src} was compiled without the variant's {' '.join(missing)} "
+                f"(compile_commands.json); rebuild: python -m sam3d build {v.name}"
+            )
+    build = {
+        "compile_flags": core,
+        "build_type": v.build_type,
+        "sanitizer": v.sanitizer,
+        "ggml_version": conan.ggml_version(),
+        "glslc": glslc,
+    }
+    extra = {
+        "variant_compile_flags": list(v.compile_flags),
+        "compile_commands_flags": per_file,
+        "compile_commands": str(paths.build_dir(v.name, v.build_type) / "compile_commands.json"),
+    }
     if v.cuda:
         extra["cuda_toolkit"] = cuda.install_dir()[0].name
         extra["cuda_architectures"] = v.cuda_architectures

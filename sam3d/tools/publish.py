@@ -20,7 +20,10 @@ def publish_variants(vs: list[Variant]) -> None:
         log = paths.logs_dir() / f"publish-{v.name}.log"
         log.unlink(missing_ok=True)
         t0 = time.monotonic()
-        print(f"[{i}/{len(vs)}] {v.name}: creating the core package and uploading it with GGML to "
-              f"{conan_remote.url()} as {user} ... (log: {log})", flush=True)
+        print(
+            f"[{i}/{len(vs)}] {v.name}: creating the core package and uploading it with GGML to "
+            f"{conan_remote.url()} as {user} ... (log: {log})",
+            flush=True,
+        )
         conan.publish(v, log)
         print(f"[{i}/{len(vs)}] {v.name}: published in {time.monotonic() - t0:.1f} s", flush=True)

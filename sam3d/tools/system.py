@@ -85,7 +85,8 @@ def missing_packages(packages: list[str]) -> list[str]:
     if shutil.which("dpkg-query") is None:
         raise SystemPrerequisiteError(
             "dpkg-query not found: this project supports Debian and Ubuntu; install the "
-            f"equivalents of: {' '.join(packages)}")
+            f"equivalents of: {' '.join(packages)}"
+        )
     missing = []
     for p in packages:
         r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)
@@ -110,20 +111,22 @@ def _ensure(packages: list[str], install: bool | None) -> None:
     if not install:
         raise SystemPrerequisiteError(
             f"missing system packages: {' '.join(missing)}; install them with: "
-            f"sudo apt-get install -y {' '.join(missing)}")
+            f"sudo apt-get install -y {' '.join(missing)}"
+        )
     print(f"sam3d: installing system packages with apt-get: {' '.join(missing)} ...", flush=True)
     t0 = time.monotonic()
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     output = []
-    for cmd in (["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         output += (r.stdout + r.stderr).splitlines()
         if r.returncode != 0:
             tail = "\n".join("    " + line for line in [ln for ln in output if ln.strip()][-20:])
             print(f"sam3d: `{' '.join(cmd[:2])}` failed with exit code {r.returncode}:\n{tail}", flush=True)
-            raise SystemPrerequisiteError(f"could not install the system packages {' '.join(missing)} "
-                                          f"(`{' '.join(cmd)}` exit {r.returncode}; its output is above)")
+            raise SystemPrerequisiteError(
+                f"could not install the system packages {' '.join(missing)} "
+                f"(`{' '.join(cmd)}` exit {r.returncode}; its output is above)"
+            )
     print(f"sam3d: installed {len(missing)} system packages in {time.monotonic() - t0:.0f} s", flush=True)
 
 
@@ -156,8 +159,11 @@ def check_sha256(path: Path, expected: str) -> None:
 
 def debian_archive_uri() -> str:
     """The Debian archive address this machine's own apt sources use (read, never hard-coded)."""
-    candidates = [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"),
-                  *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    candidates = [
+        Path("/etc/apt/sources.list.d/debian.sources"),
+        Path("/etc/apt/sources.list"),
+        *sorted(Path("/etc/apt/sources.list.d").glob("*")),
+    ]
     for f in candidates:
         if not f.is_file():
             continue
@@ -171,7 +177,8 @@ def debian_archive_uri() -> str:
     raise SystemPrerequisiteError(
         "no Debian archive found in /etc/apt/sources.list*: cannot fetch libvulkan-dev "
         f"{VULKAN_DEV_VERSION}; install Vulkan headers >= {'.'.join(map(str, VULKAN_HEADERS_MIN))} "
-        "and set SAM3D_VULKAN_INCLUDE_DIR to their include folder")
+        "and set SAM3D_VULKAN_INCLUDE_DIR to their include folder"
+    )
 
 
 @dataclass(frozen=True)
@@ -203,21 +210,36 @@ def debian_package(pkg: DebianPackage, dest: Path | None = None) -> Path:
         (t / "lists" / "partial").mkdir(parents=True)
         (t / "cache" / "archives" / "partial").mkdir(parents=True)
         (t / "sources.list").write_text(
-            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {pkg.suite} main\n")
-        opts = [f"-oDir::Etc::SourceList={t}/sources.list", "-oDir::Etc::SourceParts=/dev/null",
-                f"-oDir::State::Lists={t}/lists", f"-oDir::Cache={t}/cache",
-                "-oAPT::Architecture=amd64", "-oAPT::Sandbox::User=root", "-q"]
+            f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {uri} {pkg.suite} main\n"
+        )
+        opts = [
+            f"-oDir::Etc::SourceList={t}/sources.list",
+            "-oDir::Etc::SourceParts=/dev/null",
+            f"-oDir::State::Lists={t}/lists",
+            f"-oDir::Cache={t}/cache",
+            "-oAPT::Architecture=amd64",
+            "-oAPT::Sandbox::User=root",
+            "-q",
+        ]
         r = subprocess.run(["apt-get", *opts, "update"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
-            raise SystemPrerequisiteError(f"apt-get update of Debian {pkg.suite} from {uri} failed (fetching "
-                                          f"{pkg.name}): {r.stderr.strip()[-300:]}")
-        r = subprocess.run(["apt-get", *opts, "download", f"{pkg.name}={pkg.version}"],
-                           cwd=t, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            raise SystemPrerequisiteError(
+                f"apt-get update of Debian {pkg.suite} from {uri} failed (fetching "
+                f"{pkg.name}): {r.stderr.strip()[-300:]}"
+            )
+        r = subprocess.run(
+            ["apt-get", *opts, "download", f"{pkg.name}={pkg.version}"],
+            cwd=t,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         if r.returncode != 0:
             raise SystemPrerequisiteError(
                 f"apt-get download {pkg.name}={pkg.version} from Debian {pkg.suite} failed: {r.stderr.strip()[-300:]}. "
                 f"When {pkg.suite} has moved on to a newer {pkg.name}, pin that one (its version and the SHA-256 "
-                "of its .deb) in sam3d/tools/system.py")
+                "of its .deb) in sam3d/tools/system.py"
+            )
         deb = next(t.glob(f"{pkg.name}_*.deb"))
         check_sha256(deb, pkg.sha256)
         # Unpacked beside dest under a name of its own, then renamed: a process fetching the same
@@ -258,5 +280,8 @@ def vulkan_include_dir() -> Path | None:
 
 
 def has_nvidia_gpu() -> bool:
-    return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None and \
-        subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    return (
+        Path("/dev/nvidia0").exists()
+        or shutil.which("nvidia-smi") is not None
+        and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    )

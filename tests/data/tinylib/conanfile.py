@@ -1,8 +1,9 @@
 import os
 import time
 
-from conan import ConanFile
 from conan.tools.files import save
+
+from conan import ConanFile
 
 
 class TinylibConan(ConanFile):
@@ -25,5 +26,8 @@ class TinylibConan(ConanFile):
             save(self, os.path.join(self.build_folder, "libtiny.txt"), f.read())
 
     def package(self):
-        save(self, os.path.join(self.package_folder, "lib", "libtiny.txt"),
-             open(os.path.join(self.build_folder, "libtiny.txt")).read())
+        save(
+            self,
+            os.path.join(self.package_folder, "lib", "libtiny.txt"),
+            open(os.path.join(self.build_folder, "libtiny.txt")).read(),
+        )

@@ -1,8 +1,9 @@
 import os
 
-from conan import ConanFile
 from conan.tools.build import can_run
 from conan.tools.cmake import CMake, cmake_layout
+
+from conan import ConanFile
 
 
 class GgmlTestConan(ConanFile):
