@@ -3,11 +3,10 @@ import os
 import subprocess
 import sys
 
+from conan import ConanFile
 from conan.errors import ConanException, ConanInvalidConfiguration
 from conan.tools.cmake import CMake, CMakeToolchain, cmake_layout
 from conan.tools.files import check_sha256, copy, rm, rmdir, unzip
-
-from conan import ConanFile
 
 required_conan_version = ">=2.5"
 
@@ -38,8 +37,7 @@ class GgmlConan(ConanFile):
         if not root:
             raise ConanInvalidConfiguration(
                 "ggml/*:cuda=True needs the conf user.sam3d:cuda_toolkit (the CUDA toolkit root): "
-                "build through `python -m sam3d build`, which installs ci/cuda-toolkit.lock and sets it"
-            )
+                "build through `python -m sam3d build`, which installs ci/cuda-toolkit.lock and sets it")
         return root
 
     def validate(self):
@@ -61,20 +59,8 @@ class GgmlConan(ConanFile):
         # pip resolves the name through the machine's configured index; no address is written here.
         # --no-binary names this package only, so the build requirements pip installs for its
         # metadata step stay wheels (":all:" would compile CMake from source).
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            data["pypi_name"],
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-            dl,
-            spec,
-        ]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", data["pypi_name"],
+               "--disable-pip-version-check", "-q", "-d", dl, spec]
         self.output.info(f"fetching {spec} (sdist) with pip")
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
@@ -90,48 +76,44 @@ class GgmlConan(ConanFile):
     def generate(self):
         sanitizer = str(self.settings.get_safe("compiler.sanitizer") or "")
         tc = CMakeToolchain(self)
-        tc.cache_variables.update(
-            {
-                "BUILD_SHARED_LIBS": True,
-                "GGML_NATIVE": False,  # binaries travel to other machines (the GPU host)
-                "GGML_BACKEND_DL": False,
-                "GGML_CPU": True,
-                "GGML_VULKAN": bool(self.options.vulkan),
-                "GGML_OPENMP": False,  # GGML's own thread pool: no libgomp to ship
-                "GGML_CCACHE": False,
-                "GGML_BUILD_TESTS": False,
-                "GGML_BUILD_EXAMPLES": False,
-                # GGML's own switches add -fsanitize= to every language of its folders, and nvcc
-                # refuses it: with CUDA the profile's flags carry the sanitizers instead (C and C++
-                # through tools.build:cflags/cxxflags, the host code of the .cu files through
-                # -Xcompiler in CMAKE_CUDA_FLAGS_<BUILD_TYPE>, every link through the link flags).
-                "GGML_SANITIZE_ADDRESS": "Address" in sanitizer and not self.options.cuda,
-                "GGML_SANITIZE_UNDEFINED": "UndefinedBehavior" in sanitizer and not self.options.cuda,
-                "GGML_SANITIZE_THREAD": sanitizer == "Thread" and not self.options.cuda,
-                "GGML_CUDA": bool(self.options.cuda),
-                "CMAKE_EXPORT_COMPILE_COMMANDS": True,
-            }
-        )
+        tc.cache_variables.update({
+            "BUILD_SHARED_LIBS": True,
+            "GGML_NATIVE": False,           # binaries travel to other machines (the GPU host)
+            "GGML_BACKEND_DL": False,
+            "GGML_CPU": True,
+            "GGML_VULKAN": bool(self.options.vulkan),
+            "GGML_OPENMP": False,           # GGML's own thread pool: no libgomp to ship
+            "GGML_CCACHE": False,
+            "GGML_BUILD_TESTS": False,
+            "GGML_BUILD_EXAMPLES": False,
+            # GGML's own switches add -fsanitize= to every language of its folders, and nvcc
+            # refuses it: with CUDA the profile's flags carry the sanitizers instead (C and C++
+            # through tools.build:cflags/cxxflags, the host code of the .cu files through
+            # -Xcompiler in CMAKE_CUDA_FLAGS_<BUILD_TYPE>, every link through the link flags).
+            "GGML_SANITIZE_ADDRESS": "Address" in sanitizer and not self.options.cuda,
+            "GGML_SANITIZE_UNDEFINED": "UndefinedBehavior" in sanitizer and not self.options.cuda,
+            "GGML_SANITIZE_THREAD": sanitizer == "Thread" and not self.options.cuda,
+            "GGML_CUDA": bool(self.options.cuda),
+            "CMAKE_EXPORT_COMPILE_COMMANDS": True,
+        })
         inc = self.conf.get("user.sam3d:vulkan_include_dir")
         if self.options.vulkan and inc:
             tc.cache_variables["Vulkan_INCLUDE_DIR"] = inc
         if self.options.cuda:
             root = self._cuda_toolkit()
-            tc.cache_variables.update(
-                {
-                    "CUDAToolkit_ROOT": root,
-                    "CMAKE_CUDA_COMPILER": os.path.join(root, "bin", "nvcc"),
-                    "CMAKE_CUDA_ARCHITECTURES": str(self.options.cuda_architectures),
-                    "GGML_CUDA_FA": False,  # no flash attention: the replay needs none
-                    # The toolkit's wheels have no libcuda.so to link against (it comes with the
-                    # driver): GGML's pool without virtual memory management needs no driver API.
-                    "GGML_CUDA_NO_VMM": True,
-                    "GGML_CUDA_NCCL": False,  # one process, at most two GPUs: no NCCL to find or ship
-                    # One CUDA runtime in the process, the shared one libggml-cuda.so links (CMake's
-                    # default would also link libcudart_static.a into it).
-                    "CMAKE_CUDA_RUNTIME_LIBRARY": "Shared",
-                }
-            )
+            tc.cache_variables.update({
+                "CUDAToolkit_ROOT": root,
+                "CMAKE_CUDA_COMPILER": os.path.join(root, "bin", "nvcc"),
+                "CMAKE_CUDA_ARCHITECTURES": str(self.options.cuda_architectures),
+                "GGML_CUDA_FA": False,      # no flash attention: the replay needs none
+                # The toolkit's wheels have no libcuda.so to link against (it comes with the
+                # driver): GGML's pool without virtual memory management needs no driver API.
+                "GGML_CUDA_NO_VMM": True,
+                "GGML_CUDA_NCCL": False,    # one process, at most two GPUs: no NCCL to find or ship
+                # One CUDA runtime in the process, the shared one libggml-cuda.so links (CMake's
+                # default would also link libcudart_static.a into it).
+                "CMAKE_CUDA_RUNTIME_LIBRARY": "Shared",
+            })
             cxx = (self.conf.get("tools.build:compiler_executables", check_type=dict) or {}).get("cpp")
             if cxx:
                 tc.cache_variables["CMAKE_CUDA_HOST_COMPILER"] = cxx
