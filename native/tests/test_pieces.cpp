@@ -323,6 +323,51 @@ TEST_F(PiecesOrder, AZeroCopyCallMakesNoPieceEvent) {
     EXPECT_EQ(r.counters(s).event_records, 1u);
 }
 
+// Zero-copy calls go in one piece (rule 2) also on a session that holds piece events: after a
+// run in pieces recorded them, a zero-copy call whose four slots each way span four pieces
+// records none (rule 8's event_records; a queued one records its completion event only).
+TEST_F(PiecesOrder, AZeroCopyCallAfterACallInPiecesRecordsNoPieceEvent) {
+    EventPieces e;
+    Rig & r = e.r;
+    Roundtrip & w = e.w;
+    sam3d_session * s = e.s;
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(w.run(s, 2.0f), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(w.out, w.in);
+    ASSERT_GT(r.counters(s).event_records, 0u) << "the run in pieces recorded its piece events";
+    for (unsigned flags : {0u, unsigned{SAM3D_SUBMIT_QUEUED}}) {
+        SCOPED_TRACE(flags ? "queued" : "not queued");
+        sam3d_slot_request req[2 * kTensors];
+        void * p[2 * kTensors] = {};
+        for (auto & q : req) {
+            q.size = kBytes;
+        }
+        ASSERT_EQ(sam3d_session_reserve(s, req, 2 * kTensors, p), SAM3D_OK) << sam3d_last_error();
+        sam3d_upload u[kTensors];
+        sam3d_download d[kTensors];
+        for (int i = 0; i < kTensors; ++i) {
+            w.in[i] = rig::ramp(kFloats, 5.0f * static_cast<float>(i + 1) + static_cast<float>(flags));
+            std::memcpy(p[i], w.in[i].data(), kBytes);
+            u[i] = rig::up(w.t[i], p[i], kBytes);
+            d[i] = rig::down(w.t[i], p[kTensors + i], kBytes);
+        }
+        const uint64_t records = r.counters(s).event_records;
+        const sam3d_call c{u, kTensors, nullptr, d, kTensors, false};
+        sam3d_ticket t = 0;
+        ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY | flags, &t), SAM3D_OK) << sam3d_last_error();
+        if (flags != 0) {
+            ASSERT_EQ(sam3d_session_wait(s, t), SAM3D_OK) << sam3d_last_error();
+        }
+        for (int i = 0; i < kTensors; ++i) {
+            const float * o = static_cast<const float *>(p[kTensors + i]);
+            EXPECT_EQ(std::vector<float>(o, o + kFloats), w.in[i]) << "tensor " << i;
+        }
+        EXPECT_EQ(r.counters(s).event_records - records, flags != 0 ? 1u : 0u)
+            << "a zero-copy call recorded piece events";
+    }
+    EXPECT_EQ(r.counters(s).pinned_batches, 3u);
+}
+
 // A queued copying call in pieces (rule 2) makes its input pieces' events before submission,
 // on a fresh session as after runs: one after each input piece but the last, and its completion
 // event (a queued call's downloads complete at its wait, in no piece).
