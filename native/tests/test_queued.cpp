@@ -189,6 +189,39 @@ TEST_P(Queued, OutputSlotsStayValidUntilTheNextReservation) {
     }
 }
 
+// A reservation no submit consumed is dropped by the next reserve (A2): the next one is placed
+// at the front of the ring (A5, none held), so two of 20 MiB in a row both fit the 32 MiB bound,
+// the second on pinned slots whose zero-copy call is a pinned batch.
+TEST_P(Queued, AReservationNoSubmitConsumedIsDroppedByTheNextReserve) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    const size_t half = 10u << 20;
+    ggml_tensor * x = r.bytes(static_cast<int64_t>(half), "x");
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    const std::vector<uint8_t> px = rig::pattern(half, 3);
+    sam3d_slot_request req[2] = {{half}, {half}};
+    void * p1[2] = {nullptr, nullptr};
+    void * p2[2] = {nullptr, nullptr};
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p1), SAM3D_OK) << sam3d_last_error();
+    ASSERT_EQ(sam3d_session_reservation_pinned(s), staged(s));
+    ASSERT_EQ(sam3d_session_reserve(s, req, 2, p2), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_reservation_pinned(s), staged(s)) << "the unconsumed reservation still held its region";
+    if (staged(s)) {
+        EXPECT_EQ(p2[0], p1[0]) << "not placed at the front";
+        EXPECT_EQ(sam3d_session_staging_in_flight(s), 2 * half);
+    }
+    std::memcpy(p2[0], px.data(), half);
+    sam3d_upload u[] = {rig::up(x, p2[0], half)};
+    sam3d_download d[] = {rig::down(x, p2[1], half)};
+    sam3d_call c{u, 1, nullptr, d, 1, false};
+    ASSERT_EQ(sam3d_session_submit(s, &c, SAM3D_SUBMIT_ZERO_COPY, nullptr), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(0, std::memcmp(p2[1], px.data(), half));
+    const sam3d_counters k = r.counters(s);
+    EXPECT_EQ(k.pinned_batches, staged(s) ? 1u : 0u);
+    EXPECT_EQ(k.fallbacks[SAM3D_FALLBACK_OVERSIZED], 0u);
+}
+
 // Queued calls (copying and zero-copy) give the bytes of synchronous calls; submitted back to
 // back they share one synchronization on devices without events.
 TEST_P(Queued, QueuedCallsAreByteIdenticalToSynchronousOnes) {
