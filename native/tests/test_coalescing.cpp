@@ -285,6 +285,27 @@ TEST_P(Coalescing, AreaDeclarationsAreChecked) {
     EXPECT_EQ(k.rejected_calls, 0u) << "declarations are not calls";
 }
 
+// sam3d_session_remove_area withdraws only an area declared with the same bytes: a view over
+// the first or the last part of a declared area is refused and leaves the area declared.
+TEST_P(Coalescing, RemovingPartOfADeclaredAreaIsRefusedAndKeepsIt) {
+    Rig r(GetParam());
+    RIG_REQUIRE(r);
+    ggml_tensor * whole = r.bytes(8192, "whole");
+    ggml_tensor * first = ggml_view_1d(r.ctx(), whole, 4096, 0);
+    ggml_tensor * last = ggml_view_1d(r.ctx(), whole, 4096, 4096);
+    r.alloc();
+    sam3d_session * s = r.session(SAM3D_BATCHING_ON);
+    ASSERT_EQ(sam3d_session_add_area(s, whole), SAM3D_OK) << sam3d_last_error();
+    for (ggml_tensor * part : {first, last}) {
+        SCOPED_TRACE(part == first ? "first part" : "last part");
+        EXPECT_EQ(sam3d_session_remove_area(s, part), SAM3D_ERR_INVALID_ARGUMENT) << "not the declared bytes";
+        EXPECT_CONTAINS(sam3d_last_error(), "not a declared area");
+        EXPECT_EQ(sam3d_session_areas(s), 1u) << "the declared area was withdrawn";
+    }
+    EXPECT_EQ(sam3d_session_remove_area(s, whole), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(sam3d_session_areas(s), 0u);
+}
+
 // Areas that meet are not overlapping, to the byte: a one-byte area, then one starting at the
 // next byte, then one ending right before it, all declared (the generated campaign's area
 // order and overlap boundaries); one sharing one byte with the area before or after it is
