@@ -114,17 +114,17 @@ void seam_synchronize_deferred(ggml_backend_t b) {
     record(Record::Synchronize, nullptr, nullptr, 0, 0);
     deferred::queue_synchronize(b);
 }
-void seam_event_record(ggml_backend_event_t e, ggml_backend_t) {
+void seam_event_record(ggml_backend_event_t e, ggml_backend_t b) {
     caller();
-    deferred::queue_event_record(e);
+    deferred::queue_event_record(e, b);
 }
 void seam_event_synchronize(ggml_backend_event_t e) {
     caller();
     deferred::queue_event_synchronize(e);
 }
-void seam_event_wait(ggml_backend_t, ggml_backend_event_t e) {
+void seam_event_wait(ggml_backend_t b, ggml_backend_event_t e) {
     caller();
-    deferred::queue_event_wait(e);
+    deferred::queue_event_wait(b, e);
 }
 ggml_backend_buffer_t seam_alloc_deferred(ggml_backend_buffer_type_t, size_t size) {
     record(Record::Alloc, nullptr, nullptr, 0, size);

@@ -51,9 +51,15 @@ void count_transfers(Session & s, bool batched, const sam3d_call & c) {
 
 // ---------------------------------------------------------------- GGML's waits and events, counted (rule 8)
 
+// The session's backend, then the second one where work went to it since its last (rule 11).
 void backend_synchronize(Session & s) {
     s.counters.synchronizes += 1;
     s.ggml.synchronize(s.backend);
+    if (s.second_busy) {
+        s.counters.synchronizes += 1;
+        s.ggml.synchronize(s.second);
+        s.second_busy = false;
+    }
 }
 
 void event_synchronize(Session & s, ggml_backend_event_t e) {
@@ -61,15 +67,19 @@ void event_synchronize(Session & s, ggml_backend_event_t e) {
     s.ggml.event_synchronize(e);
 }
 
-void event_record(Session & s, ggml_backend_event_t e) {
+void event_record(Session & s, ggml_backend_event_t e, ggml_backend_t b) {
     s.counters.event_records += 1;
-    s.ggml.event_record(e, s.backend);
+    s.counters.duplex_event_records += b == s.second;
+    s.ggml.event_record(e, b);
 }
+void event_record(Session & s, ggml_backend_event_t e) { event_record(s, e, s.backend); }
 
-void event_wait(Session & s, ggml_backend_event_t e) {
+void event_wait(Session & s, ggml_backend_t b, ggml_backend_event_t e) {
     s.counters.event_waits += 1;
-    s.ggml.event_wait(s.backend, e);
+    s.counters.duplex_event_waits += b == s.second;
+    s.ggml.event_wait(b, e);
 }
+void event_wait(Session & s, ggml_backend_event_t e) { event_wait(s, s.backend, e); }
 
 // ---------------------------------------------------------------- completion policy
 
@@ -106,73 +116,138 @@ bool call_done(const Session & s, uint64_t id) {
     return true;
 }
 
-// Frees a call's region and gives its (complete) event back to the pool.
+// Frees a call's region and gives its (complete) events back to the pool.
 void free_call(Session & s, std::list<Call>::iterator it) {
-    if (it->event != nullptr) {
-        // The call is complete: this returns at once, and lets GGML recycle the event's
-        // objects before it is recorded again. The pool's capacity was reserved when the
-        // event was created, so this push does not allocate.
-        event_synchronize(s, it->event);
-        s.event_pool.push_back(it->event);
+    for (ggml_backend_event_t e : {it->event, it->handoff}) {
+        if (e != nullptr) {
+            // The call is complete: this returns at once, and lets GGML recycle the event's
+            // objects before it is recorded again. The pool's capacity was reserved when the
+            // event was created, so this push does not allocate.
+            event_synchronize(s, e);
+            s.event_pool.push_back(e);
+        }
     }
     s.calls.erase(it);
 }
 
-// A completion event for a queued call (A5): a pooled one, else a new one (NULL: its wait
-// synchronizes). The pool's capacity covers every event created, so giving one back never
-// allocates.
-void acquire_event(Session & s, Call & call) {
+// An event from the pool, else a new one (NULL when GGML makes none). The pool's capacity
+// covers every event created (reserved by acquire_events), so giving one back never allocates.
+ggml_backend_event_t pooled_event(Session & s) {
     if (!s.event_pool.empty()) {
-        call.event = s.event_pool.back();
+        ggml_backend_event_t e = s.event_pool.back();
         s.event_pool.pop_back();
-        return;
+        return e;
     }
-    s.alloc.reserve(s.event_pool, s.events_created + 1);
-    call.event = s.ggml.event_new(s.dev);
-    s.events_created += call.event != nullptr;
+    ggml_backend_event_t e = s.ggml.event_new(s.dev);
+    s.events_created += e != nullptr;
+    return e;
 }
 
-void give_back_event(Session & s, Call & call) {
-    if (call.event != nullptr) {
-        s.event_pool.push_back(call.event);
-        call.event = nullptr;
+void give_back_event(Session & s, ggml_backend_event_t * e) {
+    if (*e != nullptr) {
+        s.event_pool.push_back(*e);
+        *e = nullptr;
     }
+}
+
+void give_back_events(Session & s, Call & call) {
+    give_back_event(s, &call.event);
+    give_back_event(s, &call.handoff);
+}
+
+// A queued call's events: its completion (A5; NULL: its wait synchronizes), and on a duplex
+// session its handoff (rule 11). A duplex call gets both or neither: with one missing, the
+// completion alone, and the call takes the session's backend only.
+void acquire_events(Session & s, Call & call) {
+    const size_t need = s.second != nullptr ? 2 : 1;
+    s.alloc.reserve(s.event_pool, s.events_created + need);
+    call.event = pooled_event(s);
+    if (need == 2 && call.event != nullptr) {
+        call.handoff = pooled_event(s);
+    }
+}
+
+// Enqueues an event wait of the session's backend, counted with the call's enqueue (rule 8);
+// on an exception the outstanding calls complete before it leaves (rule 5).
+void wait_before(Session & s, ggml_backend_event_t e) {
+    const uint64_t t0 = now_ns();
+    try {
+        event_wait(s, e);
+    } catch (...) {
+        drain(s);
+        throw;
+    }
+    s.counters.enqueue_ns += now_ns() - t0;
 }
 
 // A6: a staged call's uploads may not overtake the outstanding queued graphs. GGML's Vulkan
 // backend with a dedicated transfer queue orders a graph after the uploads submitted before it
 // but no upload after an earlier graph; its event_wait makes the transfer queue wait for the
 // event. On a backend of one in-order queue (Backend facts) the queue already orders them, and a
-// queued call's uploads enqueue no wait.
-void order_uploads(Session & s, const sam3d_call & c, bool completed_here) {
-    if (completed_here) {
-        complete_all(s);  // a call completed on return first completes outstanding queued work
-        return;
+// queued call's uploads enqueue no wait. `queued`: the call (nullptr: one completed on return).
+// Returns whether all earlier work now precedes this call's on both backends (completed, or
+// waited for with the newest call's event): rule 11's edges are then in place.
+bool order_uploads(Session & s, const sam3d_call & c, const Call * queued) {
+    if (queued == nullptr || (queued->handoff == nullptr && s.second_busy)) {
+        // A call completed on return first completes outstanding queued work; so does a queued
+        // call on the session's backend alone after calls that downloaded on the second (rule 11).
+        complete_all(s);
+        return true;
     }
     if (s.in_order || c.n_uploads == 0) {
-        return;
+        return false;
     }
     const Call * newest = nullptr;  // s.calls is in submission order
     for (const Call & o : s.calls) {
         newest = o.done() ? newest : &o;
     }
     if (newest == nullptr) {
-        return;
+        return true;
     }
     if (newest->event != nullptr) {
-        // The calls before it complete before it: their graphs and downloads share one queue.
-        // Enqueuing the wait is host time enqueuing (rule 8), counted with the call's enqueue.
-        const uint64_t t0 = now_ns();
-        try {
-            event_wait(s, newest->event);
-        } catch (...) {
-            drain(s);  // rule 5: the outstanding calls complete before the exception leaves
-            throw;
-        }
-        s.counters.enqueue_ns += now_ns() - t0;
-    } else if (s.events) {
-        complete_all(s);  // its event could not be created: nothing to wait on
+        // The calls before it complete before it (rule 11 too: a duplex call's event follows its
+        // downloads, which follow its graph).
+        wait_before(s, newest->event);
+        return true;
     }
+    if (s.events) {
+        complete_all(s);  // its event could not be created: nothing to wait on
+        return true;
+    }
+    return false;
+}
+
+// Rule 11: the newest call not known complete whose downloads went to the second backend, or
+// nullptr. Its event, recorded there after them, follows every earlier call's work.
+const Call * newest_duplex(const Session & s) {
+    const Call * newest = nullptr;
+    for (const Call & o : s.calls) {
+        newest = !o.done() && o.handoff != nullptr ? &o : newest;
+    }
+    return newest;
+}
+
+// The device bytes `bytes` from byte `offset` of `t` (a run's, gaps included).
+Area device_bytes(const ggml_tensor * t, size_t offset, size_t bytes) {
+    const uintptr_t begin = device_address(t, offset);
+    return {t->buffer, begin, begin + bytes};
+}
+
+// Rule 11: whether an upload run of the call writes device bytes that a duplex call not known
+// complete reads with its downloads.
+bool uploads_overwrite_reads(const Session & s) {
+    for (const Run & r : s.up_runs) {
+        const Area w = device_bytes(r.tensor, r.offset, r.bytes);
+        for (const Call & o : s.calls) {
+            for (size_t i = 0; !o.done() && i < o.reads.size(); ++i) {
+                const Area & a = o.reads[i];
+                if (a.buffer == w.buffer && w.begin < a.end && a.begin < w.end) {
+                    return true;
+                }
+            }
+        }
+    }
+    return false;
 }
 
 // ---------------------------------------------------------------- execution
@@ -241,7 +316,7 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
     const size_t n = s.down_runs.size();
     for (size_t i = 0; i < n;) {
         const size_t j = piece_end(s, s.down_runs, i);
-        enqueue_downloads(s, i, j);
+        enqueue_downloads(s, s.backend, i, j);
         if (j < n && record_piece(s, k)) {
             k += 1;
         }
@@ -275,9 +350,16 @@ void download_and_copy_out(Session & s, const sam3d_call & c, size_t k, uint64_t
 // failure returns SAM3D_ERR_COMPUTE (queued: also stored in the call, reported at its wait).
 sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region, Call * queued, ggml_status * compute) {
     const bool copying = region != nullptr;
-    order_uploads(s, c, queued == nullptr);
+    const bool duplex = queued != nullptr && queued->handoff != nullptr;
+    const bool ordered = order_uploads(s, c, queued);
     lay_out(s, c, region, queued != nullptr ? queued->spans : s.span_tensors);
     try {
+        // Rule 11: the earlier duplex calls whose downloads may still run on the second backend.
+        const Call * newest = duplex && !ordered ? newest_duplex(s) : nullptr;
+        if (newest != nullptr && uploads_overwrite_reads(s)) {
+            wait_before(s, newest->event);  // write after read: the uploads wait for those downloads
+            newest = nullptr;
+        }
         const size_t recorded = stage_and_upload(s, c, copying);
         uint64_t t = now_ns();
         if (c.graph != nullptr && s.perf_logger && s.drain_before_compute) {
@@ -285,7 +367,11 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
             // is open (GGML_ASSERT(ctx->compute_ctx.expired())); diagnostic runs only.
             s.counters.enqueue_ns += now_ns() - t;
             drain(s);
+            newest = nullptr;
             t = now_ns();
+        }
+        if (c.graph != nullptr && newest != nullptr) {
+            event_wait(s, newest->event);  // rule 11: a graph may write what those downloads read
         }
         const ggml_status st = enqueue_graph(s, c);
         if (st != GGML_STATUS_SUCCESS) {
@@ -298,10 +384,22 @@ sam3d_status execute_staged(Session & s, const sam3d_call & c, uint8_t * region,
             download_and_copy_out(s, c, recorded, t);
             return SAM3D_OK;
         }
-        enqueue_downloads(s, 0, s.down_runs.size());
+        if (duplex) {
+            // Rule 11: the downloads on the second backend, after this call's uploads and graph.
+            event_record(s, queued->handoff);
+            event_wait(s, s.second, queued->handoff);
+            s.second_busy = true;
+            enqueue_downloads(s, s.second, 0, s.down_runs.size());
+            for (const Run & r : s.down_runs) {  // capacity reserved before submission
+                queued->reads.push_back(device_bytes(r.tensor, r.offset, r.bytes));
+            }
+            s.counters.duplex_calls += 1;
+        } else {
+            enqueue_downloads(s, s.backend, 0, s.down_runs.size());
+        }
         if (queued != nullptr) {
             if (queued->event != nullptr) {
-                event_record(s, queued->event);
+                event_record(s, queued->event, duplex ? s.second : s.backend);
             }
             s.counters.enqueue_ns += now_ns() - t;
             queued->state = Call::State::InFlight;
@@ -455,8 +553,11 @@ sam3d_status submit_locked(Session & s, const sam3d_call * call, unsigned flags,
         s.alloc.reserve(k.copies, c.n_downloads);
     }
     reserve_scratch(s, p, c, !zero_copy, r.queued ? k.spans : s.span_tensors);
+    if (p.path == Path::Queued && s.second != nullptr) {
+        s.alloc.reserve(k.reads, s.down_runs.size());
+    }
     if (p.path == Path::Queued && s.events) {
-        acquire_event(s, k);
+        acquire_events(s, k);
     }
     commit(s, p);
     if (p.held) {
@@ -477,7 +578,7 @@ sam3d_status submit_locked(Session & s, const sam3d_call * call, unsigned flags,
         st = execute(s, p, c, copy_through ? staging_base(s) + p.begin : nullptr, r.queued ? &k : nullptr,
                      &k.compute_status);
     } catch (...) {
-        give_back_event(s, k);
+        give_back_events(s, k);
         throw;
     }
     k.status = st;

@@ -217,6 +217,8 @@ unsigned sam3d_session_copy_threads(const sam3d_session * session) {
     return session ? session->copier->threads() : 1;
 }
 
+bool sam3d_session_duplex(const sam3d_session * session) { return session != nullptr && session->second != nullptr; }
+
 size_t sam3d_session_staging_alignment(const sam3d_session * session) { return session ? session->alignment : 0; }
 
 sam3d_status sam3d_session_counters(sam3d_session * session, sam3d_counters * out) {

@@ -105,10 +105,10 @@ ggml_status enqueue_graph(Session & s, const sam3d_call & c) {
     return c.graph != nullptr ? s.ggml.graph_compute_async(s.backend, c.graph) : GGML_STATUS_SUCCESS;
 }
 
-void enqueue_downloads(Session & s, size_t begin, size_t end) {
+void enqueue_downloads(Session & s, ggml_backend_t backend, size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
         const Run & r = s.down_runs[k];
-        s.ggml.tensor_get_async(s.backend, r.tensor, r.host, r.offset, r.bytes);
+        s.ggml.tensor_get_async(backend, r.tensor, r.host, r.offset, r.bytes);
     }
 }
 

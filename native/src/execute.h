@@ -30,8 +30,9 @@ void stage_inputs(Session & s, const sam3d_call & c, size_t begin, size_t end);
 void enqueue_uploads(Session & s, size_t begin, size_t end);
 // ggml_backend_graph_compute_async of the call's graph (GGML_STATUS_SUCCESS without one).
 ggml_status enqueue_graph(Session & s, const sam3d_call & c);
-// ggml_backend_tensor_get_async of output runs [begin, end) into their staging, one each.
-void enqueue_downloads(Session & s, size_t begin, size_t end);
+// ggml_backend_tensor_get_async on `backend` (the session's, or duplex's second, rule 11) of
+// output runs [begin, end) into their staging, one each.
+void enqueue_downloads(Session & s, ggml_backend_t backend, size_t begin, size_t end);
 // Copies the downloads of output runs [begin, end), complete, from their staging into the
 // callers' dst (the descriptors' bytes only), on the session's copy threads.
 void copy_outputs(Session & s, const sam3d_call & c, size_t begin, size_t end);

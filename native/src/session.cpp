@@ -85,7 +85,9 @@ Ggml::Ggml(const sam3d_ggml_seam & s)
       event_free(s.event_free ? s.event_free : ggml_backend_event_free),
       event_record(s.event_record ? s.event_record : ggml_backend_event_record),
       event_synchronize(s.event_synchronize ? s.event_synchronize : ggml_backend_event_synchronize),
-      event_wait(s.event_wait ? s.event_wait : ggml_backend_event_wait) {}
+      event_wait(s.event_wait ? s.event_wait : ggml_backend_event_wait),
+      dev_init(s.dev_init ? s.dev_init : ggml_backend_dev_init),
+      backend_free(s.backend_free ? s.backend_free : ggml_backend_free) {}
 
 namespace {
 
@@ -95,17 +97,23 @@ struct BackendFact {
     const char * backend;  // ggml_backend_reg_name
     bool every_device;     // its host buffer type's pinned memory is usable by every device
     bool in_order;         // one ggml_backend_t's async copies, graphs and events on one in-order queue (A6)
+    bool duplex;           // two ggml_backend_t of one device move the two directions at once (rule 11)
 };
 constexpr BackendFact kBackendFacts[] = {
     // ggml_cuda_host_malloc: cudaMallocHost, page-locked for every device of the process under
     // unified addressing (every 64-bit CUDA platform); the type reports device 0.
     // In order: the backend's stream (cuda_ctx->stream()); its blocking copies run on
     // cudaStreamPerThread instead, so A6's synchronous path still completes queued work first.
-    {"CUDA", true, true},
+    // Duplex: each ggml_backend_cuda_init has its own stream, and the copy engines move one
+    // stream's host-to-device copy while another's device-to-host copy runs (docs/benchmark.md,
+    // the transfer floor's duplex series: 0.66 ms for both directions against 1.20 ms one after the other on an H200).
+    {"CUDA", true, true, true},
     // ggml_vk_host_malloc(vk_instance.devices[0], ...): memory imported into device 0 only.
     // Not in order: with a dedicated transfer queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs
     // by default) its uploads go to a queue of their own.
-    {"Vulkan", false, false},
+    // No duplex: every ggml_backend_t of a device submits to the device's one compute queue (the
+    // duplex series is no faster than the two copies one after the other).
+    {"Vulkan", false, false, false},
 };
 
 const BackendFact * backend_fact(const char * reg_name) {
@@ -122,6 +130,11 @@ const BackendFact * backend_fact(const char * reg_name) {
 bool in_order_backend(const char * reg_name) {
     const BackendFact * f = backend_fact(reg_name);
     return f != nullptr && f->in_order;
+}
+
+bool duplex_backend(const char * reg_name) {
+    const BackendFact * f = backend_fact(reg_name);
+    return f != nullptr && f->duplex;
 }
 
 bool host_buffer_every_device(const char * reg_name) {
@@ -204,6 +217,10 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.batching is " + std::to_string(opts.batching) +
                                                     ": use SAM3D_BATCHING_FROM_ENV, _OFF or _ON");
     }
+    if (opts.duplex != SAM3D_DUPLEX_AUTO && opts.duplex != SAM3D_DUPLEX_OFF && opts.duplex != SAM3D_DUPLEX_ON) {
+        return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.duplex is " + std::to_string(opts.duplex) +
+                                                    ": use SAM3D_DUPLEX_AUTO, _OFF or _ON");
+    }
     if (opts.staging_copy_threads > SAM3D_STAGING_COPY_THREADS_MAX) {
         return fail(SAM3D_ERR_INVALID_ARGUMENT, "options.staging_copy_threads is " +
                                                     std::to_string(opts.staging_copy_threads) + ": use 0 (default) to " +
@@ -225,10 +242,16 @@ sam3d_status create(ggml_backend_t backend, const sam3d_session_options * option
         s->alignment = s->ggml.buft_get_alignment(s->host_buft);
     }
     s->events = props.caps.events;
-    s->in_order = in_order_backend(s->ggml.reg_name(ggml_backend_dev_backend_reg(s->dev)));
+    const char * reg = s->ggml.reg_name(ggml_backend_dev_backend_reg(s->dev));
+    s->in_order = in_order_backend(reg);
     s->static_fallback = static_fallback(*s, props);
     // The staged copies' workers (rule 2, "Copy threads"), only where a call can stage.
     const bool stages = s->batching && s->static_fallback == SAM3D_FALLBACK_COUNT;
+    // Rule 11: the second backend, where a queued call can use it; none made is one queue.
+    if (stages && s->events &&
+        (opts.duplex == SAM3D_DUPLEX_ON || (opts.duplex == SAM3D_DUPLEX_AUTO && duplex_backend(reg)))) {
+        s->second = s->ggml.dev_init(s->dev, nullptr);
+    }
     s->alloc();
     s->copier.reset(new Copier(stages ? copy_threads(opts.staging_copy_threads) : 1));
     s->alloc.reserve(s->ranges, 64);
@@ -250,8 +273,10 @@ sam3d_session::sam3d_session(ggml_backend_t b, const sam3d_ggml_seam & seam)
 // Frees what the session holds; its outstanding work was completed first (sam3d::close, A7).
 sam3d_session::~sam3d_session() {
     for (sam3d::Call & c : calls) {
-        if (c.event != nullptr) {
-            ggml.event_free(c.event);
+        for (ggml_backend_event_t e : {c.event, c.handoff}) {
+            if (e != nullptr) {
+                ggml.event_free(e);
+            }
         }
     }
     for (ggml_backend_event_t e : event_pool) {
@@ -262,5 +287,8 @@ sam3d_session::~sam3d_session() {
     }
     if (staging != nullptr) {
         ggml_backend_buffer_free(staging);
+    }
+    if (second != nullptr) {
+        ggml.backend_free(second);
     }
 }

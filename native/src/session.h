@@ -77,6 +77,8 @@ struct Ggml {
     decltype(sam3d_ggml_seam::event_record) event_record;
     decltype(sam3d_ggml_seam::event_synchronize) event_synchronize;
     decltype(sam3d_ggml_seam::event_wait) event_wait;
+    decltype(sam3d_ggml_seam::dev_init) dev_init;
+    decltype(sam3d_ggml_seam::backend_free) backend_free;
 
     explicit Ggml(const sam3d_ggml_seam & s);
 };
@@ -168,7 +170,9 @@ struct Call {
     bool keep = false;                  // submitted with SAM3D_SUBMIT_KEEP_SLOTS
     Region region;
     std::vector<Slot> slots;            // zero-copy: the reservation's slots
-    ggml_backend_event_t event = nullptr;
+    ggml_backend_event_t event = nullptr;  // its completion (duplex: on the second backend)
+    ggml_backend_event_t handoff = nullptr;  // duplex: its uploads and graph, recorded on the session's backend (rule 11)
+    std::vector<Area> reads;            // duplex: the device bytes its downloads read, until it completes (rule 11)
     uint64_t last_reader = 0;           // the newest call whose uploads read these (kept) slots
     sam3d_status status = SAM3D_OK;
     ggml_status compute_status = GGML_STATUS_SUCCESS;
@@ -200,6 +204,8 @@ struct sam3d_session {
     bool drain_before_compute = true;
     bool events = false;  // props.caps.events
     bool in_order = false;  // one in-order queue per backend (in_order_backend): A6 needs no event wait
+    ggml_backend_t second = nullptr;  // duplex (rule 11): the queued calls' downloads, owned; NULL: one queue
+    bool second_busy = false;         // work went to `second` since its last synchronize
     size_t piece_bytes = SAM3D_STAGING_PIECE_BYTES;  // options.staging_piece_bytes (rule 2)
     std::unique_ptr<sam3d::Copier> copier;           // the staged copies' threads (rule 2)
     sam3d_fallback static_fallback = SAM3D_FALLBACK_COUNT;
@@ -256,6 +262,9 @@ bool host_buffer_every_device(const char * reg_name);
 // ggml_backend_t on one in-order queue, so a later queued call's uploads cannot overtake an
 // earlier call's work (A6; GGML's blocking copies may use another). A backend not listed: not known to.
 bool in_order_backend(const char * reg_name);
+// Whether two ggml_backend_t of one device of the backend move host-to-device and
+// device-to-host copies at once (rule 11, SAM3D_DUPLEX_AUTO). A backend not listed: not known to.
+bool duplex_backend(const char * reg_name);
 
 // The fallback every batching call of the session takes, decided once at creation (rules 3, 6;
 // first match wins): no_async_caps (props lack caps.async or caps.host_buffer, or no host

@@ -35,15 +35,15 @@ inline void synchronize(ggml_backend_t b) {
     probe::Enter e("synchronize");
     queue_synchronize(b);
 }
-inline void event_record(ggml_backend_event_t e, ggml_backend_t) {
+inline void event_record(ggml_backend_event_t e, ggml_backend_t b) {
     probe::Enter en("event_record");
-    queue_event_record(e);
+    queue_event_record(e, b);
 }
 inline void event_synchronize(ggml_backend_event_t e) {
     probe::Enter en("event_synchronize");
     queue_event_synchronize(e);
 }
-inline void event_wait(ggml_backend_t, ggml_backend_event_t e) { queue_event_wait(e); }
+inline void event_wait(ggml_backend_t b, ggml_backend_event_t e) { queue_event_wait(b, e); }
 
 // GGML's blocking set (the synchronous path's), after the transfer queue's ready uploads
 // (sam3d_deferred.h, queue_set_blocking, says why).
@@ -72,6 +72,8 @@ inline void install_with_events(sam3d_ggml_seam & s) {
     s.event_record = event_record;
     s.event_synchronize = event_synchronize;
     s.event_wait = event_wait;
+    s.dev_init = dev_init;
+    s.backend_free = backend_free;
 }
 
 }  // namespace deferred

@@ -133,9 +133,7 @@ class Rig {
         seam_ = kind == Kind::CpuStaged ? fake_async::seam() : real_seam();
     }
     ~Rig() {
-        for (sam3d_session * s : sessions_) {
-            sam3d_session_free(s);
-        }
+        free_sessions();
         if (buffer_) {
             ggml_backend_buffer_free(buffer_);
         }
@@ -185,6 +183,14 @@ class Rig {
             sessions_.push_back(s);
         }
         return s;
+    }
+
+    // Frees the sessions made so far.
+    void free_sessions() {
+        for (sam3d_session * s : sessions_) {
+            sam3d_session_free(s);
+        }
+        sessions_.clear();
     }
 
     sam3d_counters counters(sam3d_session * s) {

@@ -1051,7 +1051,10 @@ struct TransferQueueCase : TransferQueueReset {
         }
         w = cases::scale_add(r, n);
         r.alloc();
-        s = r.session(SAM3D_BATCHING_ON);
+        sam3d_session_options o = sam3d_session_default_options();
+        o.batching = SAM3D_BATCHING_ON;
+        o.duplex = SAM3D_DUPLEX_OFF;  // one queue: A6 as such (test_duplex.cpp has two)
+        s = r.session(o);
     }
 };
 

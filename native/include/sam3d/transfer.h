@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 // The core's version, the Conan package's and CMake's (docs/contract.md, "API versions").
-#define SAM3D_CORE_VERSION "0.7.0"
+#define SAM3D_CORE_VERSION "0.8.0"
 
 // The staging bound (rule 3): a call batches only if its descriptors' aligned sizes
 // (align_up(size, host buffer type alignment)) sum to at most this many bytes (32 MiB).
@@ -136,9 +136,20 @@ typedef struct sam3d_counters {
     uint64_t download_copies;    // GGML copies made for downloads (get / get_async), both paths; <= downloads
     uint64_t synchronizes;       // ggml_backend_synchronize calls of the core (not GGML's own inside a blocking copy)
     uint64_t event_records;      // ggml_backend_event_record calls (queued calls' completion, staged pieces)
-    uint64_t event_waits;        // ggml_backend_event_wait calls (a queued call's uploads after another's, A6; none on CUDA)
+    uint64_t event_waits;        // ggml_backend_event_wait calls (A6; duplex: both backends', rule 11)
     uint64_t event_synchronizes; // ggml_backend_event_synchronize calls (waits on an older call or a piece; recycling)
+    uint64_t duplex_calls;       // queued calls whose downloads ran on the session's second backend (duplex)
+    uint64_t duplex_event_records; // of event_records, those on the second backend (a duplex call's completion)
+    uint64_t duplex_event_waits;   // of event_waits, those the second backend made (a duplex call's downloads after its graph)
 } sam3d_counters;
+
+// Whether a session's queued calls download on a second GGML backend of its device, so that
+// one call's uploads and an earlier call's downloads move at once (docs/contract.md, rule 11).
+typedef enum sam3d_duplex {
+    SAM3D_DUPLEX_AUTO = 0,  // on where the backend moves both directions at once (Backend facts: CUDA)
+    SAM3D_DUPLEX_OFF = 1,   // one backend, one queue
+    SAM3D_DUPLEX_ON = 2,    // on wherever a second backend can be made and the device has events
+} sam3d_duplex;
 
 // Extensible like sam3d_counters: start from sam3d_session_default_options(), which sets
 // struct_size; fields past the caller's struct_size take their defaults.
@@ -147,6 +158,7 @@ typedef struct sam3d_session_options {
     sam3d_batching batching;    // SAM3D_BATCHING_FROM_ENV by default
     size_t         staging_piece_bytes; // bytes per piece of the staged path (0: SAM3D_STAGING_PIECE_BYTES; SIZE_MAX: one piece)
     unsigned       staging_copy_threads; // threads copying each piece, the caller's included (0: SAM3D_STAGING_COPY_THREADS; 1: the caller's only)
+    sam3d_duplex   duplex;      // SAM3D_DUPLEX_AUTO by default
 } sam3d_session_options;
 
 typedef struct sam3d_session sam3d_session;
@@ -155,9 +167,10 @@ typedef struct sam3d_session sam3d_session;
 sam3d_session_options sam3d_session_default_options(void);
 
 // Creates a session on `backend` (not owned; must outlive the session); reads props, host
-// buffer type, alignment, SAM3D_BATCHED_TRANSFERS and GGML_VK_PERF_LOGGER once (rule 6).
+// buffer type, alignment, SAM3D_BATCHED_TRANSFERS and GGML_VK_PERF_LOGGER once (rule 6), and
+// makes the second backend of duplex (rule 11; one that cannot be made is no error: one queue).
 // options NULL: defaults. *out is NULL on error.
-// Errors: SAM3D_ERR_INVALID_ARGUMENT (null backend/out, unknown batching, a struct_size below
+// Errors: SAM3D_ERR_INVALID_ARGUMENT (null backend/out, unknown batching or duplex, a struct_size below
 // sizeof(size_t), bytes past this library's options that are not 0, or staging_copy_threads
 // over SAM3D_STAGING_COPY_THREADS_MAX), SAM3D_ERR_BAD_ENV,
 // SAM3D_ERR_OUT_OF_MEMORY.
@@ -184,6 +197,11 @@ sam3d_fallback sam3d_session_static_fallback(const sam3d_session * session);
 // staging_copy_threads, or the default; fewer if a thread could not be started; 1 when the
 // session never stages (batching off, or a fallback decided at creation).
 unsigned sam3d_session_copy_threads(const sam3d_session * session);
+
+// Whether the session has its second backend (rule 11): options.duplex asked for it, the session
+// batches without a fallback decided at creation, the device has events (and, for AUTO, the
+// backend moves both directions at once), and ggml_backend_dev_init made it.
+bool sam3d_session_duplex(const sam3d_session * session);
 
 // Alignment in bytes of the host buffer type (ggml_backend_buft_get_alignment); 0 without one.
 size_t sam3d_session_staging_alignment(const sam3d_session * session);

@@ -210,6 +210,67 @@ TEST(DeviceTwoGpus, DeviceOneUsesTheHostBufferTypeAsItsBackendDecides) {
     }
 }
 
+// Duplex on the GPU (docs/contract.md, rule 11): each queued call's graph runs for milliseconds
+// on the session's backend (a chain of products with the identity, exact on small integers) while
+// its download waits on the second backend. With the handoff dropped the download reads the output
+// before the chain wrote it (the previous call's values, or the buffer's fill); with the graph's
+// wait dropped the next call's chain overwrites it first. Skips where the session gets no second
+// backend (the backend has no events).
+class DeviceDuplex : public testing::TestWithParam<Kind> {};
+
+TEST_P(DeviceDuplex, AStalledGraphStillPrecedesItsDownloads) {
+    const Kind kind = GetParam();
+    REQUIRE_GPU(kind);
+    constexpr int64_t d = 512;
+    constexpr int kProducts = 128;
+    constexpr int kCalls = 6;
+    rig::Rig r(kind, kProducts + 8);
+    ggml_tensor * eye = ggml_new_tensor_2d(r.ctx(), GGML_TYPE_F32, d, d);
+    ggml_tensor * x = ggml_new_tensor_2d(r.ctx(), GGML_TYPE_F32, d, d);
+    ggml_tensor * y = x;
+    for (int i = 0; i < kProducts; ++i) {
+        y = ggml_mul_mat(r.ctx(), eye, y);
+    }
+    ggml_cgraph * graph = ggml_new_graph(r.ctx());
+    ggml_build_forward_expand(graph, y);
+    r.alloc();
+    std::vector<float> identity(static_cast<size_t>(d * d), 0.0f);
+    for (int64_t i = 0; i < d; ++i) {
+        identity[static_cast<size_t>(i * d + i)] = 1.0f;
+    }
+    ggml_backend_tensor_set(eye, identity.data(), 0, ggml_nbytes(eye));
+    sam3d_session_options o = sam3d_session_default_options();
+    o.batching = SAM3D_BATCHING_ON;
+    o.duplex = SAM3D_DUPLEX_ON;
+    sam3d_session * s = r.session(o);
+    ASSERT_NE(s, nullptr);
+    if (!sam3d_session_duplex(s)) {
+        GTEST_SKIP() << "skipped: the session got no second backend";
+    }
+    const size_t bytes = ggml_nbytes(x);
+    std::vector<std::vector<float>> in(kCalls), out(kCalls, std::vector<float>(static_cast<size_t>(d * d), -1.0f));
+    std::vector<sam3d_ticket> t(kCalls, 0);
+    for (int c = 0; c < kCalls; ++c) {
+        in[c].resize(static_cast<size_t>(d * d));
+        for (size_t k = 0; k < in[c].size(); ++k) {
+            in[c][k] = static_cast<float>((k * 7 + static_cast<size_t>(c) * 131) % 1000);  // exact in TF32 too
+        }
+        const sam3d_upload up = rig::up(x, in[c].data(), bytes);
+        const sam3d_download down = rig::down(y, out[c].data(), bytes);
+        const sam3d_call call{&up, 1, graph, &down, 1, false};
+        ASSERT_EQ(sam3d_session_submit(s, &call, SAM3D_SUBMIT_QUEUED, &t[c]), SAM3D_OK) << sam3d_last_error();
+    }
+    for (int c = kCalls - 1; c >= 0; --c) {
+        ASSERT_EQ(sam3d_session_wait(s, t[c]), SAM3D_OK) << sam3d_last_error();
+    }
+    for (int c = 0; c < kCalls; ++c) {
+        EXPECT_EQ(out[c], in[c]) << "call " << c;
+    }
+    EXPECT_EQ(r.counters(s).duplex_calls, static_cast<uint64_t>(kCalls));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceDuplex, testing::ValuesIn(rig::gpu_kinds()), rig::param_name);
+
 INSTANTIATE_TEST_SUITE_P(Cases, DeviceAlternating, testing::Combine(testing::ValuesIn(rig::gpu_kinds()),
                                                                     testing::Range(0, kCases)), case_name);
 INSTANTIATE_TEST_SUITE_P(Cases, DevicePinnedBatch, testing::Combine(testing::ValuesIn(rig::gpu_kinds()),

@@ -42,6 +42,10 @@ typedef struct sam3d_ggml_seam {
     void (*event_synchronize)(ggml_backend_event_t event);
     // Orders the backend's later work, uploads included, after `event` (ggml_backend_event_wait).
     void (*event_wait)(ggml_backend_t backend, ggml_backend_event_t event);
+    // Duplex's second backend of the session's device (ggml_backend_dev_init; NULL: one queue)
+    // and its free (ggml_backend_free); called once each, at creation and at the session's free.
+    ggml_backend_t (*dev_init)(ggml_backend_dev_t dev, const char * params);
+    void (*backend_free)(ggml_backend_t backend);
     // -1: read GGML_VK_PERF_LOGGER at session creation; 0/1: treat it as unset/set.
     int perf_logger;
     // -1/1: drain uploads before compute when the perf logger is on (rule 7); 0: do not
