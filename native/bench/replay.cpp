@@ -3,10 +3,12 @@
 // all inputs' fits; fit = the first |out[j]| elements, tiled with ggml_repeat_4d when the
 // input is shorter), so every output depends on the inputs and results are bit-exact on one
 // backend. Inputs alternate between two data sets ("images"); dependent uploads read the
-// earlier download's host buffer (on, off) or its kept output slot (zerocopy, queued). The
+// earlier download's host buffer (on, off) or its kept output slot (zerocopy, queued; the
+// slots and the areas layout's input offsets: plan_slots, input_offsets). The
 // graphs are issued in profile.order (the profile's, or by dependency level: --order).
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -92,14 +94,21 @@ struct Replay::State {
     std::vector<std::vector<sam3d_download>> downs[kModeCount][2];
     std::vector<sam3d_call> calls[kModeCount][2];
     bool transfer_only = false;
-    // zerocopy and queued scratch
+    // zerocopy and queued: the slot plan (plan_slots) and scratch
+    struct SlotRef {
+        size_t graph;  // whose reservation
+        size_t slot;   // which of its slots
+    };
+    std::vector<std::vector<size_t>> requests;     // each graph's reservation: its slots' sizes
+    std::vector<std::vector<SlotRef>> in_slot;     // each graph's uploads: the slot each reads
+    std::vector<std::vector<size_t>> out_slot;     // each graph's downloads: their slots in its reservation
+    std::vector<std::vector<size_t>> in_order;     // each graph's uploads in its calls' order (ascending on the device)
+    std::vector<std::vector<void *>> res_slots;    // each graph's reservation of this image
     sam3d_session * session_ = nullptr;
     std::vector<sam3d_slot_request> req;
-    std::vector<void *> slots;
     std::vector<sam3d_upload> zc_ups;
     std::vector<sam3d_download> zc_downs;
     std::vector<sam3d_ticket> tickets;
-    std::vector<std::vector<void *>> out_slots;  // each graph's output slots
     std::vector<size_t> pos;                     // graph -> position in profile.order
     std::vector<size_t> last_reader;             // the position of the last graph that uploads a graph's download (0: none)
     std::vector<sam3d_ticket> kept;              // tickets of kept calls not released yet (0: none)
@@ -124,21 +133,161 @@ struct Replay::State {
 
     static size_t aligned(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+    // The zero-copy modes' slots (reserve, fill_slots). A graph's reservation holds its
+    // independent inputs and its outputs, at aligned sizes in that order; an upload fed by a
+    // download reads that download's slot (kept). `fold` (the areas layout): the independent
+    // inputs of a graph with feeders go into one feeder's reservation instead, as one block
+    // just before or just after that feeder's outputs, where the fewest bytes lie between the
+    // block and the outputs this graph reads there (the feeder and the side with the smallest
+    // gap); that reservation stays kept until this graph's submit (A4). A reservation then
+    // holds: its own independent inputs, the blocks folded before its outputs (the one issued
+    // last first), its outputs, the blocks folded after them (the one issued last last). So a
+    // reader's upload run spans the blocks of readers issued before it, never one of a reader
+    // issued after it (which writes its block while the earlier reader may be in flight).
+    void plan_slots(bool fold) {
+        const size_t ng = graphs.size();
+        std::vector<std::deque<size_t>> before(ng);  // per graph, the graphs whose blocks lie before its outputs
+        std::vector<std::vector<size_t>> after(ng);  // ... and after them
+        std::vector<size_t> home(ng);                // whose reservation holds a graph's independent inputs
+        const auto block = [&](size_t r) {
+            size_t n = 0;
+            for (size_t i = 0; i < profile.graphs[r].uploads.size(); ++i) {
+                if (!profile.graphs[r].feeder(i)) n += aligned(profile.graphs[r].uploads[i], area_alignment);
+            }
+            return n;
+        };
+        const auto blocks = [&](const auto & rs) {
+            size_t n = 0;
+            for (size_t r : rs) n += block(r);
+            return n;
+        };
+        const auto out_at = [&](size_t f, size_t j) {  // download j's offset among f's outputs
+            size_t n = 0;
+            for (size_t k = 0; k < j; ++k) n += aligned(profile.graphs[f].downloads[k], area_alignment);
+            return n;
+        };
+        for (size_t g : profile.order) {
+            const GraphSpec & sp = profile.graphs[g];
+            home[g] = g;
+            size_t last = sp.uploads.size();  // the last independent input
+            for (size_t i = 0; i < sp.uploads.size(); ++i) last = sp.feeder(i) ? last : i;
+            if (!fold || sp.deps.empty() || last == sp.uploads.size()) continue;
+            size_t best = SIZE_MAX;
+            bool first = true;
+            for (const Dep & x : sp.deps) {
+                const size_t f = x.graph;
+                const std::vector<size_t> & d = profile.graphs[f].downloads;
+                size_t lo = x.download, hi = x.download;  // the outputs of f this graph reads
+                for (const Dep & y : sp.deps) {
+                    if (y.graph == f) {
+                        lo = std::min(lo, y.download);
+                        hi = std::max(hi, y.download);
+                    }
+                }
+                const size_t pre = aligned(sp.uploads[last], area_alignment) - sp.uploads[last] + blocks(before[f]) + out_at(f, lo);
+                const size_t post = out_at(f, d.size()) - out_at(f, hi) - d[hi] + blocks(after[f]);
+                if (std::min(pre, post) < best) {
+                    best = std::min(pre, post);
+                    home[g] = f;
+                    first = pre <= post;
+                }
+            }
+            if (first) {
+                before[home[g]].push_front(g);
+            } else {
+                after[home[g]].push_back(g);
+            }
+        }
+        requests.assign(ng, {});
+        in_slot.assign(ng, {});
+        out_slot.assign(ng, {});
+        in_order.assign(ng, {});
+        for (size_t g = 0; g < ng; ++g) in_slot[g].resize(profile.graphs[g].uploads.size());
+        const auto add_inputs = [&](size_t r, size_t owner) {
+            const GraphSpec & sp = profile.graphs[r];
+            for (size_t i = 0; i < sp.uploads.size(); ++i) {
+                if (sp.feeder(i)) continue;
+                in_slot[r][i] = {owner, requests[owner].size()};
+                requests[owner].push_back(aligned(sp.uploads[i], area_alignment));
+            }
+        };
+        for (size_t g = 0; g < ng; ++g) {
+            if (home[g] == g) add_inputs(g, g);
+            for (size_t r : before[g]) add_inputs(r, g);
+            for (size_t b : profile.graphs[g].downloads) {
+                out_slot[g].push_back(requests[g].size());
+                requests[g].push_back(aligned(b, area_alignment));
+            }
+            for (size_t r : after[g]) add_inputs(r, g);
+        }
+        for (size_t g = 0; g < ng; ++g) {
+            for (const Dep & x : profile.graphs[g].deps) in_slot[g][x.upload] = {x.graph, out_slot[x.graph][x.download]};
+            for (size_t i = 0; i < in_slot[g].size(); ++i) in_order[g].push_back(i);
+        }
+    }
+
+    // The areas layout's input offsets of graph g (off[i]; returns the area's bytes). Uploads
+    // that read one reservation lie as far apart in the input area as their slots there, so they
+    // join in a zero-copy call (rule 10), as long as the bytes between two of them are at most
+    // the coalescing gap; each such group starts at the next aligned offset, the smallest first
+    // (a copying call's run ends once it reaches a piece, rule 2: a large group last joins the
+    // others before it). in_order[g] becomes the uploads by offset, the order of g's calls.
+    size_t input_offsets(size_t g, std::vector<size_t> & off) {
+        const GraphSpec & sp = profile.graphs[g];
+        std::vector<size_t> at(sp.uploads.size());  // each upload's slot's offset in its reservation
+        for (size_t i = 0; i < at.size(); ++i) {
+            const SlotRef & r = in_slot[g][i];
+            at[i] = 0;
+            for (size_t k = 0; k < r.slot; ++k) at[i] += requests[r.graph][k];
+        }
+        std::vector<size_t> & order = in_order[g];
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+            return std::make_pair(in_slot[g][a].graph, at[a]) < std::make_pair(in_slot[g][b].graph, at[b]);
+        });
+        std::vector<std::vector<size_t>> groups;
+        for (size_t k = 0; k < order.size(); ++k) {
+            const size_t i = order[k], p = k ? order[k - 1] : i;
+            const bool joins = k && in_slot[g][p].graph == in_slot[g][i].graph && at[i] >= at[p] + sp.uploads[p] &&
+                               at[i] - at[p] - sp.uploads[p] <= SAM3D_COALESCE_GAP_BYTES;
+            if (!joins) groups.emplace_back();
+            groups.back().push_back(i);
+        }
+        const auto span = [&](const std::vector<size_t> & r) { return at[r.back()] + sp.uploads[r.back()] - at[r.front()]; };
+        std::stable_sort(groups.begin(), groups.end(), [&](const auto & a, const auto & b) { return span(a) < span(b); });
+        off.assign(sp.uploads.size(), 0);
+        order.clear();
+        size_t end = 0;
+        for (const std::vector<size_t> & r : groups) {
+            const size_t base = aligned(end, area_alignment);
+            for (size_t i : r) {
+                off[i] = base + (at[i] - at[r.front()]);
+                order.push_back(i);
+            }
+            end = base + span(r);
+        }
+        return aligned(end, area_alignment);
+    }
+
     void place_areas(size_t staging_alignment, bool clear) {
         area_alignment = std::max(ggml_backend_get_alignment(backend), std::max<size_t>(staging_alignment, 1));
+        plan_slots(true);
         const size_t ng = graphs.size();
         ggml_init_params ip = {ggml_tensor_overhead() * 2 * ng, nullptr, true};
         area_ctx = ggml_init(ip);
         if (!area_ctx) die(1, "ggml_init failed (areas)");
-        const auto bytes = [&](const std::vector<size_t> & sizes) {
-            size_t n = 0;
-            for (size_t b : sizes) n += aligned(b, area_alignment);
-            return n;
-        };
+        std::vector<std::vector<size_t>> offsets[2];  // [output][graph][tensor]
         for (size_t g = 0; g < ng; ++g) {
             const GraphSpec & sp = profile.graphs[g];
+            offsets[0].emplace_back();
+            const size_t in_bytes = input_offsets(g, offsets[0][g]);
+            offsets[1].emplace_back();
+            size_t out_bytes = 0;
+            for (size_t b : sp.downloads) {
+                offsets[1][g].push_back(out_bytes);
+                out_bytes += aligned(b, area_alignment);
+            }
             for (int out = 0; out < 2; ++out) {
-                const size_t n = bytes(out ? sp.downloads : sp.uploads);
+                const size_t n = out ? out_bytes : in_bytes;
                 ggml_tensor * a = ggml_new_tensor_1d(area_ctx, GGML_TYPE_I8, static_cast<int64_t>(std::max<size_t>(n, 1)));
                 ggml_set_name(a, (sp.name + (out ? ".outputs" : ".inputs")).c_str());
                 areas.push_back(a);
@@ -152,12 +301,22 @@ struct Replay::State {
         for (size_t g = 0; g < ng; ++g) {
             for (int out = 0; out < 2; ++out) {
                 const std::vector<ggml_tensor *> & ts = out ? graphs[g].outputs : graphs[g].inputs;
-                uint8_t * at = static_cast<uint8_t *>(areas[2 * g + out]->data);
-                for (ggml_tensor * t : ts) {
-                    if (ggml_backend_tensor_alloc(area_buffer, t, at) != GGML_STATUS_SUCCESS) {
-                        die(1, std::string("placing ") + t->name + " in its area failed");
+                uint8_t * base = static_cast<uint8_t *>(areas[2 * g + out]->data);
+                for (size_t k = 0; k < ts.size(); ++k) {
+                    if (ggml_backend_tensor_alloc(area_buffer, ts[k], base + offsets[out][g][k]) != GGML_STATUS_SUCCESS) {
+                        die(1, std::string("placing ") + ts[k]->name + " in its area failed");
                     }
-                    at += aligned(ggml_nbytes(t), area_alignment);
+                }
+            }
+        }
+        // The copying modes' uploads in the same order, ascending on the device (rule 10).
+        for (int m : {kOn, kOff}) {
+            for (int d = 0; d < 2; ++d) {
+                for (size_t g = 0; g < ng; ++g) {
+                    std::vector<sam3d_upload> & u = ups[m][d][g];
+                    std::vector<sam3d_upload> sorted;
+                    for (size_t i : in_order[g]) sorted.push_back(u[i]);
+                    std::copy(sorted.begin(), sorted.end(), u.begin());  // calls[m][d][g] points at u's data
                 }
             }
         }
@@ -256,21 +415,16 @@ struct Replay::State {
     // download's buffer. Outputs are copied out of their slots once their completion is
     // reported, to verify them; that read stands for the consumer (excluded, as in the other
     // modes). `excluded_write_ms` and `excluded_read_ms` hold the last image's excluded time.
-    const void * fed_by(size_t g, size_t i) const {
-        const Dep * x = profile.graphs[g].feeder(i);
-        return x ? out_slots[x->graph][x->download] : nullptr;
-    }
+    // In the areas layout a graph's independent inputs are written into one feeder's kept
+    // reservation (plan_slots), so that they and the inputs fed from there go up as one run.
+    void * slot(const SlotRef & r) const { return res_slots[r.graph][r.slot]; }
 
     // Reserves graph g's slots; returns whether they are pinned staging.
     bool reserve(size_t g) {
-        const GraphSpec & sp = profile.graphs[g];
         req.clear();
-        for (size_t i = 0; i < sp.uploads.size(); ++i) {
-            if (fed_by(g, i) == nullptr) req.push_back({aligned(sp.uploads[i], area_alignment)});
-        }
-        for (size_t b : sp.downloads) req.push_back({aligned(b, area_alignment)});
-        slots.assign(req.size(), nullptr);
-        if (sam3d_session_reserve(session_, req.data(), req.size(), slots.data()) != SAM3D_OK) failed(g, "reserve");
+        for (size_t b : requests[g]) req.push_back({b});
+        res_slots[g].assign(req.size(), nullptr);
+        if (sam3d_session_reserve(session_, req.data(), req.size(), res_slots[g].data()) != SAM3D_OK) failed(g, "reserve");
         return sam3d_session_reservation_pinned(session_);
     }
 
@@ -279,20 +433,17 @@ struct Replay::State {
         const GraphSpec & sp = profile.graphs[g];
         zc_ups.clear();
         zc_downs.clear();
-        size_t k = 0;
-        for (size_t i = 0; i < sp.uploads.size(); ++i) {
-            const void * src = fed_by(g, i);
-            if (src == nullptr) {
+        for (size_t i : in_order[g]) {
+            void * src = slot(in_slot[g][i]);
+            if (sp.feeder(i) == nullptr) {
                 const double t = now_ms();
-                std::memcpy(slots[k], inputs[data][g][i].data(), sp.uploads[i]);
+                std::memcpy(src, inputs[data][g][i].data(), sp.uploads[i]);
                 excluded_write_ms += now_ms() - t;
-                src = slots[k++];
             }
             zc_ups.push_back(sam3d_upload{graphs[g].inputs[i], src, 0, sp.uploads[i]});
         }
-        out_slots[g].assign(slots.begin() + static_cast<std::ptrdiff_t>(k), slots.end());
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
-            zc_downs.push_back(sam3d_download{graphs[g].outputs[j], out_slots[g][j], 0, sp.downloads[j]});
+            zc_downs.push_back(sam3d_download{graphs[g].outputs[j], slot({g, out_slot[g][j]}), 0, sp.downloads[j]});
         }
         return sam3d_call{zc_ups.data(), zc_ups.size(), transfer_only ? nullptr : graphs[g].graph, zc_downs.data(),
                           zc_downs.size(), sp.synchronous};
@@ -303,7 +454,7 @@ struct Replay::State {
         const double t = now_ms();
         const GraphSpec & sp = profile.graphs[g];
         for (size_t j = 0; j < sp.downloads.size(); ++j) {
-            std::memcpy(outputs[mode][g][j].data(), out_slots[g][j], sp.downloads[j]);
+            std::memcpy(outputs[mode][g][j].data(), slot({g, out_slot[g][j]}), sp.downloads[j]);
         }
         excluded_read_ms += now_ms() - t;
     }
@@ -332,7 +483,8 @@ struct Replay::State {
         const size_t ng = graphs.size();
         tickets.assign(ng, 0);
         kept.assign(ng, 0);
-        out_slots.assign(ng, {});
+        res_slots.assign(ng, {});
+        if (requests.empty()) plan_slots(false);  // the scattered layout (place_areas plans the areas layout's)
         if (last_reader.empty()) {
             pos = positions(profile.order);
             last_reader.assign(ng, 0);

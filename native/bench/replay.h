@@ -24,8 +24,11 @@ class Replay {
     // The areas layout (--layout areas): places each graph's inputs in one input area and its
     // outputs in one output area (ggml_backend_tensor_alloc, at offsets aligned to the larger of
     // the device's and the staging alignment), in a buffer of their own, before the rest of the
-    // context is allocated; zero-copy slots are then requested at the same aligned sizes, so
-    // a call's slots lie as far apart as its tensors. `clear`: the area buffer is cleared once
+    // context is allocated; zero-copy slots are then requested at the same aligned sizes, and
+    // each input area mirrors the slots its uploads read (a fed input reads its feeder's kept
+    // output slot, and the other inputs lie beside it in that feeder's reservation), so a
+    // call's uploads are one run per reservation they read and its downloads one run (rule 10;
+    // docs/benchmark.md, "Coalesced copies and I/O areas"). `clear`: the area buffer is cleared once
     // (ggml_backend_buffer_clear), so the gaps a coalesced download reads hold defined bytes
     // (docs/contract.md, rule 10); false only for compute-sanitizer initcheck's canary
     // (--uninitialized-areas). Declare the areas with declare_areas.
