@@ -814,6 +814,64 @@ def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
     assert not (tmp_path / "o.json").exists()
 
 
+def test_the_areas_layout_makes_one_copy_per_graph_and_direction_but_one_per_feeder_read(tmp_path):
+    """docs/benchmark.md, "Coalesced copies and I/O areas": in the areas layout each graph's
+    downloads are one GGML copy; with one piece per call, so is a staged call's input; a
+    zero-copy call's inputs are one copy per earlier graph whose downloads it reads (one if it
+    reads none): its fed inputs and its own lie as far apart as their slots. The synchronous
+    encoder copies per descriptor. Counted per image by the core (extra.modes), on Vulkan
+    (lavapipe without a GPU); every mode's outputs are the same bytes."""
+    exe = driver.path(RELEASE)
+    if not exe.is_file():
+        pytest.skip("release is not built (python -m sam3d build release)")
+    p = profile.load()
+    r = subprocess.run(
+        [
+            str(exe),
+            "--profile",
+            str(profile.path()),
+            "--backend",
+            "vulkan",
+            "--modes",
+            "off,staged,zerocopy,queued",
+            "--layout",
+            "areas",
+            "--order",
+            "levels",
+            "--staging-piece-bytes",
+            "max",
+            "--transfer-only",
+            "--warmups",
+            "0",
+            "--images",
+            "1",
+            "--out",
+            str(tmp_path / "o.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=driver.driver_env(RELEASE, dict(os.environ)),
+    )
+    if "no Vulkan device" in r.stderr:
+        pytest.skip("no Vulkan device (mesa-vulkan-drivers)")
+    assert r.returncode == 0, r.stderr
+    extra = json.loads((tmp_path / "o.json").read_text())["extra"]
+    batched = [g for g in p["graphs"] if not g["synchronous"]]
+    encoder = sum(len(g["uploads"]) + len(g["downloads"]) for g in p["graphs"] if g["synchronous"])
+    feeders = sum(max(1, len({d["graph"] for d in g["depends_on_downloads"]})) for g in batched)
+    descriptors = sum(len(g["uploads"]) + len(g["downloads"]) for g in p["graphs"])
+    copies = {mode: m["ggml_copies_per_image"] for mode, m in extra["modes"].items()}
+    assert copies == {
+        "off": descriptors,
+        "on": 2 * len(batched) + encoder,
+        "zerocopy": feeders + len(batched) + encoder,
+        "queued": feeders + len(batched) + encoder,
+    }
+    assert extra["problems"] == [] and extra["outputs_identical_on_off"] is True
+
+
 @pytest.mark.parametrize("gpu", [False, True])
 def test_a_named_cuda_variant_runs_its_cuda_backend_only_with_an_nvidia_gpu(monkeypatch, tmp_path, capsys, gpu):
     """The runner asks left_out_here() as bench's default set does: without an NVIDIA GPU the CUDA
