@@ -43,7 +43,7 @@ def _result(
     bytes_down=32_403_596,
     **configuration,
 ):
-    """A synthetic result document of the version written (sam3d-bench-result/4). on_ms/off_ms:
+    """A synthetic result document of the version written (sam3d-bench-result/5). on_ms/off_ms:
     per-image wall ms (None: no such row); outputs: per-image outputs_sha256 of the off row
     (default "out<i>"); on_outputs: the on row's (default: the same as off); ``configuration``:
     the record's configuration fields (layout, order, transfer_only, transfer_queue)."""
@@ -86,7 +86,7 @@ def _result(
             }
         )
     r = {
-        "schema": "sam3d-bench-result/4",
+        "schema": "sam3d-bench-result/5",
         "variant": variant,
         "status": status,
         "reason": reason,

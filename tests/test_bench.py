@@ -287,7 +287,7 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
     doc = _doc()
     r = _wrap("vulkan", doc, extra={"run_name": "x"})
     d = r.document()
-    assert d["schema"] == r.schema_ == "sam3d-bench-result/4"
+    assert d["schema"] == r.schema_ == "sam3d-bench-result/5"
     assert (r.variant, r.backend, r.status, r.reason) == ("release", "Vulkan", "ok", None)
     assert d["device"] == doc["device"] and d["caps"] == doc["caps"] and d["rows"] == doc["rows"]
     assert d["protocol"] == {"warmups": 1, "images": 3, "interleaved": True}
@@ -307,6 +307,7 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
         "order",
         "transfer_only",
         "transfer_queue",
+        "duplex",
         "device",
         "caps",
         "protocol",
@@ -319,6 +320,7 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
+        "duplex": "auto",
     }
     assert record.parse(d) == r
 
@@ -368,6 +370,13 @@ def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
         True,
         True,
     )
+    doc = _doc()
+    doc["extra"].update(duplex="off", layout="areas")
+    r = _wrap("vulkan", doc)
+    assert (r.duplex, r.layout, "duplex" in r.document()["extra"]) == ("off", "areas", False)
+    assert _wrap("vulkan", _doc()).duplex == "auto"  # a driver that names none: the driver's default
+    with pytest.raises(record.ResultError, match="duplex"):
+        config(duplex="both")
     with pytest.raises(record.ResultError, match="order"):
         config(graph_order="random")
     with pytest.raises(record.ResultError, match="layout"):

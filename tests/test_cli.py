@@ -144,7 +144,13 @@ def test_device_import_refuses_a_malformed_summary_in_one_line(tmp_path, change,
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-_DEFAULT = {"layout": "scattered", "order": "profile", "transfer_only": False, "transfer_queue": False}
+_DEFAULT = {
+    "layout": "scattered",
+    "order": "profile",
+    "transfer_only": False,
+    "transfer_queue": False,
+    "duplex": "auto",
+}
 
 
 @pytest.mark.parametrize(

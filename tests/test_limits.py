@@ -73,7 +73,7 @@ def _notes(rs):
 
 
 def _write_json(path, doc):
-    """A result file as an older checkout wrote it (record.write writes the version-4 record)."""
+    """A result file as an older checkout wrote it (record.write writes the version-5 record)."""
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
 
@@ -273,6 +273,119 @@ def test_waits_made_beside_the_mandatory_ones_and_excess_flagged(make_result):
     assert _cells([inflated])[("Vulkan", "queued")]["waits"] == "60/56 **+4**"
     extra_calls = _result(make_result, calls=85)
     assert _cells([extra_calls])[("Vulkan", "zerocopy")]["waits"] == "85/83 **+2**"
+
+
+# --- the duplex limit (docs/benchmark.md, "The modelled limit of each mode") -------------------
+
+
+def _duplex_doc(make_result, duplex_ms, calls=None, transfer_only=False, **extra):
+    """_doc() with the floor's duplex series at ``duplex_ms`` (None: not measured) and, per mode in
+    ``calls``, that many duplex calls per image (the second backend's event records and waits
+    beside them); the serial floor is 1.5 ms, RT graph 0.04, memcpy 4.0 unless ``extra`` says."""
+    d = _doc(make_result, transfer_only, **extra)
+    if duplex_ms is not None:
+        d["extra"]["transfer_floor"]["duplex"] = _blocks(duplex_ms)
+    for mode, n in (calls or {}).items():
+        d["extra"]["modes"][mode].update(
+            duplex_calls_per_image=n,
+            duplex_event_records_per_image=n,
+            duplex_event_waits_per_image=n,
+            session_duplex=n > 0,
+        )
+    return d
+
+
+def test_a_row_whose_session_used_duplex_counts_the_duplex_floor_where_it_is_below_the_serial_one(make_result):
+    """Where the backend overlaps the directions (the same run's duplex floor, 0.66 ms, is below
+    the serial floor, 1.5 ms) and the row's session used duplex (duplex calls > 0), its limit
+    counts the duplex floor instead of the serial one: queued 0.66 + 56 x 0.04 = 2.9 ms instead of
+    3.74; the table says which floor and keeps the serial limit beside it; x floor stays the
+    serial floor's."""
+    r = _rec(_duplex_doc(make_result, 0.66, {"queued": 82, "zerocopy": 0}))
+    q = limits.limit(r, _row(r, "queued"))
+    assert (q.floor, q.floor_ms, q.serial_floor_ms) == ("duplex", 0.66, 1.5)
+    assert (q.ms, q.serial_ms) == pytest.approx((0.66 + 56 * 0.04, 1.5 + 56 * 0.04))
+    zc = limits.limit(r, _row(r, "zerocopy"))  # no duplex call: the serial floor
+    assert (zc.floor, zc.ms) == ("serial", pytest.approx(1.5 + 83 * 0.04))
+    cells = _cells([r])
+    assert cells[("Vulkan", "queued")]["x limit"] == "1.76x (2.900 duplex floor; 1.36x serial 3.740)"
+    assert cells[("Vulkan", "zerocopy")]["x limit"] == "1.26x (4.820)"
+    assert cells[("Vulkan", "queued")]["x floor"] == "3.4x (1.500)"
+    (json_q,) = [x for x in table.document([r]).rows if x.batching == "queued"]
+    assert (json_q.limit_floor, json_q.limit_ms, json_q.serial_limit_ms) == (
+        "duplex",
+        pytest.approx(2.9),
+        pytest.approx(3.74),
+    )
+    side = compare.compare_results([r], [r]).lines
+    assert [x.a.limit_ms for x in side if x.batching == "queued"] == [pytest.approx(2.9)]
+
+
+def test_the_duplex_floor_replaces_the_serial_one_in_every_limited_mode(make_result):
+    """The staged limit keeps the slower of the floor and the copies: with duplex calls the floor
+    term is the duplex floor (a memcpy of 0.5 ms then leaves 0.66); transfer-only rows too."""
+    r = _rec(_duplex_doc(make_result, 0.66, {"on": 3, "zerocopy": 83}, transfer_only=True, memcpy=0.5))
+    on, zc = (limits.limit(r, _row(r, m)) for m in ("on", "zerocopy"))
+    assert on.ms == pytest.approx(83 * 0.03 + 0.66) and on.serial_ms == pytest.approx(83 * 0.03 + 1.5)
+    assert zc.ms == pytest.approx(0.66 + 83 * 0.03)
+
+
+@pytest.mark.parametrize(
+    "duplex_ms, calls",
+    [
+        (1.6, {"queued": 82}),  # the backend does not overlap the directions (Vulkan's one queue)
+        (1.5, {"queued": 82}),  # equal: not below the serial floor
+        (None, {"queued": 82}),  # the duplex floor was not measured
+        (0.66, {"queued": 0}),  # the session made no duplex call (duplex off, or no second backend)
+        (0.66, {}),  # a result before the duplex counters
+    ],
+)
+def test_a_row_keeps_the_serial_floor_unless_both_conditions_hold(make_result, duplex_ms, calls):
+    r = _rec(_duplex_doc(make_result, duplex_ms, calls))
+    q = limits.limit(r, _row(r, "queued"))
+    assert (q.floor, q.floor_ms, q.ms, q.serial_ms) == ("serial", 1.5, pytest.approx(3.74), pytest.approx(3.74))
+    assert _cells([r])[("Vulkan", "queued")]["x limit"] == "1.36x (3.740)"
+
+
+def test_the_limits_note_names_a_duplex_rows_floor_and_the_second_backends_calls(make_result):
+    """The same-run line gives a duplex row's limit on the duplex floor with its serial one beside
+    it, and the second backend's calls per image of the rows that made any."""
+    d = _duplex_doc(make_result, 0.66, {"queued": 82, "zerocopy": 0, "on": 0})
+    for m in ("on", "zerocopy", "queued"):
+        d["extra"]["modes"][m].update(
+            ggml_copies_per_image=248,
+            synchronizes_per_image=42,
+            event_records_per_image=82,
+            event_waits_per_image=0,
+            event_synchronizes_per_image=91,
+        )
+    d["extra"]["modes"]["queued"]["duplex_event_waits_per_image"] = 41
+    line = limits.describe(_rec(d))
+    assert (
+        f"queued {5.095 / 1.5:.2f}x floor, {5.095 / 2.9:.2f}x limit 2.900 ms (duplex floor 0.660 ms; on the "
+        f"serial floor {5.095 / 3.74:.2f}x 3.740 ms)" in line
+    )
+    assert f"zerocopy {6.095 / 1.5:.2f}x floor, {6.095 / 4.82:.2f}x limit 4.820 ms;" in line
+    assert line.count("duplex floor") == 1
+    assert (
+        "the core's GGML calls per image (copies/synchronizes/event records/event waits/event synchronizes): "
+        "on 248/42/82/0/91, zerocopy 248/42/82/0/91, queued 248/42/82/0/91, the second backend's (duplex "
+        "calls/its event records/its event waits): queued 82/82/41;" in line
+    )
+    d["extra"]["modes"]["queued"]["duplex_calls_per_image"] = 0
+    assert "second backend" not in limits.describe(_rec(d))
+
+
+def test_the_table_shows_a_duplex_column_where_rows_differ(make_result):
+    """The duplex mode asked is a configuration field: a column where some row is not at the
+    driver's default (auto), and rows of different modes are different configurations."""
+    auto = _duplex_doc(make_result, 0.66, {"queued": 82})
+    off = _duplex_doc(make_result, 0.66, {"queued": 0}) | {"duplex": "off"}
+    t = table.build(_recs([auto, off]))
+    assert "duplex" in [c.header for c in t.columns]
+    assert [row["duplex"] for row in t.rows if row["batching"] == "queued"] == ["auto", "off"]
+    assert "duplex" not in [c.header for c in table.build(_recs([auto])).columns]
+    assert any(n.startswith("limits, release Vulkan duplex off: ") for n in t.notes)
 
 
 def test_no_limit_without_a_floor_or_another_profile(make_result):
@@ -663,7 +776,7 @@ def test_schema_1_results_render_without_limits(tmp_path, make_result):
     assert any("sam3d-bench-result/1 result: its floor is the earlier measurement" in n for n in _notes([loaded]))
 
 
-@pytest.mark.parametrize("schema", ["sam3d-bench-result/4", "sam3d-bench-result/3"])
+@pytest.mark.parametrize("schema", ["sam3d-bench-result/5", "sam3d-bench-result/4", "sam3d-bench-result/3"])
 def test_a_version_3_self_check_needs_its_tolerances(make_result, schema):
     d = _doc(make_result)
     d["schema"] = schema
@@ -1391,7 +1504,10 @@ def test_the_notes_on_the_floor_limit_and_excluded_columns_say_the_model_in_full
         "G x RT; queued = floor + W x RT; G = the profile's graphs, W = the mandatory waits (dependency "
         "points, the synchronous graph's blocking uploads, compute and downloads, ring waits where the "
         "bytes in flight exceed 32 MiB, the end); RT = the download round trip on transfer-only rows, "
-        "the graph round trip with compute. waits: made/mandatory per image, **+N** marks waits beyond "
+        "the graph round trip with compute; floor = the serial transfer floor, or the same run's duplex "
+        "floor (both directions at once on two backends) where the row's session used duplex (duplex calls "
+        "> 0) and that floor is the smaller: \"duplex floor\", with the limit on the serial floor beside it. "
+        "waits: made/mandatory per image, **+N** marks waits beyond "
         "the model. docs/benchmark.md, \"Transfer floor, round trips and limits\"."
     )
     assert excluded == (
@@ -1457,7 +1573,7 @@ def test_only_a_floor_is_cross_checked_and_only_a_schema_1_floor_is_the_earlier_
     gpu = _doc(make_result)
     gpu["extra"]["floor_probe_error"] = "probe exit 1"
     assert "WARNING: release Vulkan: no floor cross-check: probe exit 1" in _notes([gpu])
-    for schema in ("sam3d-bench-result/4", "sam3d-bench-result/3", "sam3d-bench-result/2"):
+    for schema in ("sam3d-bench-result/5", "sam3d-bench-result/4", "sam3d-bench-result/3", "sam3d-bench-result/2"):
         r = _doc(make_result)
         r["schema"] = schema
         assert not any("earlier measurement" in n or "no limits" in n for n in _notes([r])), schema

@@ -38,6 +38,7 @@ def test_every_version_reads_with_its_configuration_as_fields(name):
         "order": order,
         "transfer_only": transfer_only,
         "transfer_queue": transfer_queue,
+        "duplex": "auto",  # before the field: the driver's default, one queue in those cores
     }
     assert r.ok and r.rows and all(len(row.samples) == r.protocol.images for row in r.rows)
 
@@ -90,9 +91,9 @@ def _drop(doc: dict, path: tuple) -> dict:
 # What a user sees for a file that does not fit: the file, the field, the problem.
 BAD = [
     (
-        "schema 5",
-        lambda d: _set(d, ("schema",), "sam3d-bench-result/5"),
-        "field 'schema': is 'sam3d-bench-result/5': written by schema version 5; this reader reads version 4 or 3",
+        "schema 6",
+        lambda d: _set(d, ("schema",), "sam3d-bench-result/6"),
+        "field 'schema': is 'sam3d-bench-result/6': written by schema version 6; this reader reads version 5 or 4",
     ),
     ("no schema", lambda d: _drop(d, ("schema",)), "field 'schema': missing"),
     (
@@ -151,7 +152,7 @@ def test_a_document_that_does_not_fit_is_one_error_naming_the_field(case, change
     "data, words",
     [
         (b"\xff\xfe{", "not UTF-8 text"),
-        (b'{"schema": "sam3d-bench-result/4",', "not valid JSON (line 1"),
+        (b'{"schema": "sam3d-bench-result/5",', "not valid JSON (line 1"),
         (b"[1, 2]", "expected a JSON object, got list"),
         (b"[" * 100_000, "nested too deeply to be a result file"),
     ],
@@ -240,11 +241,11 @@ def test_records_helper_reads_documents_like_files(make_result):
         records(make_result(off_ms=[1.0], on_ms=[1.0], layout="diagonal"))
 
 
-# --- what a version-4 file may not say, and JSON that readers disagree on ----------------------
+# --- what a version-4 or -5 file may not say, and JSON that readers disagree on ---------------
 
 
 def _v4() -> dict:
-    """A version-4 document as the benchmark writes one (not migrated)."""
+    """A version-5 document as the benchmark writes one (not migrated)."""
     doc = record.read(DATA / "v3-cuda-areas-levels-transfer-only.json").document()
     del doc["migrated_from"]
     return doc
@@ -256,12 +257,12 @@ def _v4() -> dict:
         (
             lambda d: d.update(backend="CUDA areas"),
             "field 'backend': ends in ' areas', a configuration suffix of "
-            "versions 1-3; version 4 names the backend alone",
+            "versions 1-3; from version 4 on the backend is named alone",
         ),
         (lambda d: d.update(backend="Vulkan (transfer-only)"), "field 'backend': ends in ' (transfer-only)'"),
         (
             lambda d: d["extra"].update(graph_order="levels"),
-            "field 'extra.graph_order': a version 1-3 field; version 4 has it as the record's 'order'",
+            "field 'extra.graph_order': a configuration fact; from version 4 on the record has it as its field 'order'",
         ),
         (
             lambda d: d["rows"][0]["samples"][0].update(wall_ms=0.0),
@@ -274,12 +275,28 @@ def _v4() -> dict:
     ],
     ids=["suffix", "transfer-only suffix", "old field", "zero wall", "huge wall"],
 )
-def test_a_version_4_file_says_its_configuration_once_and_its_times_are_plausible(change, message):
-    doc = _v4()
+@pytest.mark.parametrize("schema", ["sam3d-bench-result/5", "sam3d-bench-result/4"])
+def test_a_version_4_file_says_its_configuration_once_and_its_times_are_plausible(change, message, schema):
+    doc = _v4() | {"schema": schema}
     change(doc)
     with pytest.raises(record.ResultError) as e:
         record.parse(doc, "r.json")
     assert str(e.value).startswith(f"r.json: {message}"), str(e.value)
+
+
+def test_a_version_4_file_reads_as_the_drivers_default_duplex_and_a_version_4_reader_would_refuse_a_5():
+    """Version 4 had no duplex field: its rows read as "auto" (their driver's only behaviour) and
+    migrated; a version-5 file names its duplex, which a version-4 reader (a record naming every
+    field) would refuse, hence the version."""
+    doc = _v4()
+    assert doc["schema"] == "sam3d-bench-result/5" and "duplex" not in doc
+    old = record.parse(doc | {"schema": "sam3d-bench-result/4"})
+    assert (old.duplex, old.migrated_from) == ("auto", "sam3d-bench-result/4")
+    assert old.configuration() == record.parse(doc).configuration()
+    on = record.parse(doc | {"duplex": "on"})
+    assert on.configuration()["duplex"] == "on" and on.migrated_from is None
+    with pytest.raises(record.ResultError, match="field 'duplex': Input should be 'auto', 'off' or 'on'"):
+        record.parse(doc | {"duplex": "yes"}, "r.json")
 
 
 def test_a_version_3_flag_that_is_not_a_boolean_is_refused_not_guessed():
@@ -293,13 +310,13 @@ def test_a_version_3_flag_that_is_not_a_boolean_is_refused_not_guessed():
     "text, words",
     [
         (
-            '{"schema": "sam3d-bench-result/4", "status": "failed", "status": "ok"}',
+            '{"schema": "sam3d-bench-result/5", "status": "failed", "status": "ok"}',
             "the key 'status' appears twice in one object",
         ),
-        ('{"schema": "sam3d-bench-result/4", "extra": {"x": Infinity}}', "Infinity is not JSON"),
-        ('{"schema": "sam3d-bench-result/4", "n": 1' + "0" * 5000 + "}", "not a result file: Exceeds the limit"),
+        ('{"schema": "sam3d-bench-result/5", "extra": {"x": Infinity}}', "Infinity is not JSON"),
+        ('{"schema": "sam3d-bench-result/5", "n": 1' + "0" * 5000 + "}", "not a result file: Exceeds the limit"),
         (
-            '{"schema": "sam3d-bench-result/4", "extra": {"x": ' + "[" * 40 + "]" * 40 + "}}",
+            '{"schema": "sam3d-bench-result/5", "extra": {"x": ' + "[" * 40 + "]" * 40 + "}}",
             "nested more than 32 levels deep",
         ),
     ],
@@ -366,13 +383,14 @@ def test_parsing_a_document_leaves_it_as_it_was():
         "order": "levels",
         "transfer_only": True,
         "transfer_queue": False,
+        "duplex": "auto",
     }
     assert doc == before
     assert record.parse(doc).configuration() == record.parse(before).configuration()  # and reads the same again
 
 
 def test_an_older_result_written_again_keeps_its_reason_field():
-    """A version 1-3 result written again (the results/ copy `sam3d report` makes) is version 4
+    """A version 1-3 result written again (the results/ copy `sam3d report` makes) is version 5
     with the reason it was read with: an ok result says null, as the benchmark writes one; the
     other facts those versions wrote as null are left out."""
     for name in sorted(FIXTURES):

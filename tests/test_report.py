@@ -463,10 +463,10 @@ def test_write_refuses_invalid_and_keeps_old_file(tmp_path, make_result):
         (
             lambda r: r.update(schema="sam3d-bench-result/0"),
             "field 'schema': is 'sam3d-bench-result/0': written by schema version 0; this reader reads "
-            "version 4 or 3 or 2 or 1 (sam3d-bench-result/4 is written): re-run the benchmark (or "
+            "version 5 or 4 or 3 or 2 or 1 (sam3d-bench-result/5 is written): re-run the benchmark (or "
             "device-import) with this checkout, or read the file with a checkout of its version (the result record",
         ),
-        (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/4'"),
+        (lambda r: r.update(schema="other"), "field 'schema': is 'other': expected 'sam3d-bench-result/5'"),
         (
             lambda r: r["extra"].update(round_trips={"download": {"best_median_ms": 0.03}}),
             "field 'extra.round_trips.download.block_medians_ms': Field required",
@@ -515,7 +515,7 @@ def test_load_names_file_and_field(tmp_path, make_result, mutate, message):
         record.read(p)
     assert str(e.value).startswith(f"{p}: ")
     assert message in str(e.value)
-    assert str(e.value).endswith("(the result record sam3d-bench-result/4: docs/results.md)")
+    assert str(e.value).endswith("(the result record sam3d-bench-result/5: docs/results.md)")
 
 
 def test_the_schema_file_is_a_valid_json_schema_and_packaged():
@@ -527,8 +527,8 @@ def test_the_schema_file_is_a_valid_json_schema_and_packaged():
     jsonschema.Draft202012Validator.check_schema(written)
     assert written == record.json_schema()
     assert written["properties"]["schema"]["const"] == record.SCHEMA
-    assert written["$id"] == record.SCHEMA == record.READABLE[0] == "sam3d-bench-result/4"
-    assert record.READABLE == tuple(f"sam3d-bench-result/{v}" for v in (4, 3, 2, 1))
+    assert written["$id"] == record.SCHEMA == record.READABLE[0] == "sam3d-bench-result/5"
+    assert record.READABLE == tuple(f"sam3d-bench-result/{v}" for v in (5, 4, 3, 2, 1))
     assert record.BATCHING == ("off", "on", "zerocopy", "queued")
     pyproject = (record.SCHEMA_FILE.parents[2] / "pyproject.toml").read_text()
     assert '"result.schema.json"' in pyproject
@@ -610,7 +610,7 @@ def test_result_files_and_loading_edges(tmp_path, make_result):
     with pytest.raises(
         ResultError,
         match=r"z-old\.json: field 'schema': is 'sam3d-bench-result/9': written by "
-        r"schema version 9; this reader reads version 4 or 3 or 2 or 1",
+        r"schema version 9; this reader reads version 5 or 4 or 3 or 2 or 1",
     ):
         record.read_many([tmp_path / "a"])
     with pytest.raises(ResultError, match=r"missing\.json: no such result file$"):
@@ -666,7 +666,7 @@ def test_a_truncated_result_file_says_what_truncation_means(tmp_path):
     assert str(e.value) == (
         f"{p}: not valid JSON (line 1, column 45: Expecting value); "
         "a truncated file means the run that wrote it did not finish "
-        "(the result record sam3d-bench-result/4: docs/results.md)"
+        "(the result record sam3d-bench-result/5: docs/results.md)"
     )
 
 
@@ -688,7 +688,7 @@ def test_write_keeps_one_field_per_line_indented_one_space_per_level(tmp_path, m
     (results diff line by line), ending in a newline."""
     r = make_result(on_ms=ON, off_ms=OFF)
     lines = save(tmp_path / "r.json", r).read_text().split("\n")
-    assert lines[0] == "{" and lines[1] == ' "schema": "sam3d-bench-result/4",' and lines[-2:] == ["}", ""]
+    assert lines[0] == "{" and lines[1] == ' "schema": "sam3d-bench-result/5",' and lines[-2:] == ["}", ""]
     assert ' "machine": {' in lines and '  "hostname": "host-a",' in lines
     assert json.loads("\n".join(lines)) == r
 
@@ -913,6 +913,7 @@ def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, ma
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
+        "duplex": "auto",
     }
     assert on["a"]["median_ms"] == pytest.approx(95.95) and on["b"]["median_ms"] == pytest.approx(86.355)
     assert on["ratio"] == pytest.approx(0.9) and isinstance(on["p"], float) and on["p"] < 0.01
@@ -1416,7 +1417,7 @@ def test_compare_without_a_common_configuration_is_an_error(tmp_path, make_resul
         compare.compare(tmp_path / "a", tmp_path / "b")
     assert str(e.value) == (
         f"A ({tmp_path / 'a'}) and B ({tmp_path / 'b'}) share no configuration (variant, "
-        "backend, device, layout, order, transfer-only, transfer queue, batching): nothing to "
+        "backend, device, layout, order, transfer-only, transfer queue, duplex, batching): nothing to "
         "compare; compare runs of the same variants and configurations on the same device"
     )
 
@@ -1595,6 +1596,7 @@ def test_report_json(tmp_path, make_result, capsys):
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
+        "duplex": "auto",
     }
     # the table's cells, as numbers: p95 101.8/96.8, min-max, n, speedup 1.05x (IQR 1.05-1.05)
     assert (off["n"], off["p95_ms"], off["min_ms"], off["max_ms"]) == (20, 101.8, 100.0, 101.9)
@@ -1657,6 +1659,7 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
         "order": "profile",
         "transfer_only": True,
         "transfer_queue": False,
+        "duplex": "auto",
     }
     q = rows[("release", "queued")]
     assert q.floor_ms == 1.5 and isinstance(q.limit_ms, float) and q.limit_ms > q.floor_ms

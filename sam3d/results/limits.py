@@ -11,8 +11,9 @@ it too), all in ms per image:
 
 - floor: the driver's transfer floor (extra.transfer_floor.median_ms, native/bench/probes.cpp):
   the profile's bytes as one async upload and one async download from the host buffer type, one
-  synchronize, the smallest of its block medians. None on a device without a host buffer type
-  (CPU): then no mode has a limit.
+  synchronize, the smallest of its block medians (the serial floor: one queue moves one
+  direction at a time). None on a device without a host buffer type (CPU): then no mode has a
+  limit. A row whose session used duplex counts the duplex floor instead (duplex_floor_ms()).
 - RT: a round trip (extra.round_trips): rows with compute use the graph round trip (a one-node
   graph + synchronize), transfer-only rows the download round trip (4 bytes + synchronize).
 - G: the profile's graphs (83): one synchronization per call.
@@ -246,11 +247,23 @@ class Limit:
     memcpy_ms: float  # staged only; 0 otherwise
     waits_made: int | None
     waits: Waits | None  # queued only
+    # Which floor floor_ms is: "serial" (the transfer floor) or "duplex" (duplex_floor_ms()), and
+    # the serial floor, which a duplex row's table cell keeps beside its limit.
+    floor: str = "serial"
+    serial_floor_ms: float | None = None
+
+    def _with(self, floor_ms: float) -> float:
+        # staged: copies overlap the DMA (module docstring), so the slower of the two counts.
+        return self.round_trips * self.round_trip_ms + max(floor_ms, self.memcpy_ms)
 
     @property
     def ms(self) -> float:
-        # staged: copies overlap the DMA (module docstring), so the slower of the two counts.
-        return self.round_trips * self.round_trip_ms + max(self.floor_ms, self.memcpy_ms)
+        return self._with(self.floor_ms)
+
+    @property
+    def serial_ms(self) -> float:
+        """The same limit on the serial floor (ms): ms itself unless the row counts the duplex floor."""
+        return self._with(self.floor_ms if self.serial_floor_ms is None else self.serial_floor_ms)
 
     @property
     def excess(self) -> int:
@@ -261,6 +274,25 @@ def floor_ms(result: Record) -> float | None:
     """The run's transfer floor in ms, or None."""
     floor = result.extra.transfer_floor
     return floor.median_ms if floor is not None and floor.median_ms else None
+
+
+def duplex_floor_ms(result: Record, row: Row) -> float | None:
+    """The floor a row's limit counts instead of the serial one when its session used duplex, or
+    None: the same run's duplex floor (extra.transfer_floor.duplex, the floor's upload and download
+    on two backends of the device at once, smallest block median) where the row's counters show
+    duplex calls (extra.modes[row].duplex_calls_per_image > 0: its queued calls' downloads ran on
+    the session's second backend) and that duplex floor is below the serial floor (the backend
+    overlaps the two directions: the smaller of the two counts). The rule is docs/benchmark.md's
+    "The modelled limit of each mode" (the duplex limit); a backend that does not overlap the
+    directions (Vulkan's one queue) measures a duplex floor at or above the serial one, so its
+    rows keep the serial floor whatever their session did."""
+    x = result.extra
+    facts = x.modes.get(row.batching)
+    floor = x.transfer_floor
+    if facts is None or not facts.duplex_calls_per_image or floor is None or floor.duplex is None:
+        return None
+    both = floor.duplex.best_median_ms
+    return both if both < floor.median_ms else None
 
 
 def _waits_made(result: Record, mode: str, row: Row) -> int | None:
@@ -284,7 +316,7 @@ def _waits_made(result: Record, mode: str, row: Row) -> int | None:
 def limit(result: Record, row: Row | None) -> Limit | None:
     """The modelled limit of one row of ``result``, or None: no row (a failed result), off, no
     floor (CPU), no round trips (a result migrated from version 1) or a profile this checkout
-    does not have."""
+    does not have. Its floor is the serial one, or the duplex floor (duplex_floor_ms())."""
     x = result.extra
     floor, rts, prof = floor_ms(result), x.round_trips, profile_of(result)
     if row is None or row.batching not in LIMITED_MODES or floor is None or rts is None or prof is None:
@@ -310,9 +342,12 @@ def limit(result: Record, row: Row | None) -> Limit | None:
             if x.staging_memcpy is None:
                 return None  # the staged limit's copy term was not measured
             memcpy = x.staging_memcpy.median_ms
+    both = duplex_floor_ms(result, row)
     return Limit(
         mode=mode,
-        floor_ms=floor,
+        floor_ms=floor if both is None else both,
+        floor="serial" if both is None else "duplex",
+        serial_floor_ms=floor,
         round_trip=kind,
         round_trip_ms=rt,
         round_trips=count,
@@ -353,12 +388,12 @@ DUPLEX_TOLERANCE = 0.01
 
 def duplex(floor: TransferFloor) -> str | None:
     """The floor's two directions at once on two backends of the device (transfer_floor.duplex,
-    a diagnostic, docs/benchmark.md "Transfer floor, round trips and limits"), against each
-    direction alone: the share of the faster direction's time that was hidden, (upload +
-    download - duplex) / min(upload, download), all smallest block medians; None without the
-    probe. 1 is full overlap, 0 none, below 0 the two contended. Physics bounds it above: both
-    directions cannot take less than the slower one alone, so a duplex more than 1% below it
-    is flagged as a measurement fault."""
+    the duplex floor of rows whose session used duplex, duplex_floor_ms(); docs/benchmark.md
+    "Transfer floor, round trips and limits"), against each direction alone: the share of the
+    faster direction's time that was hidden, (upload + download - duplex) / min(upload,
+    download), all smallest block medians; None without the probe. 1 is full overlap, 0 none,
+    below 0 the two contended. Physics bounds it above: both directions cannot take less than
+    the slower one alone, so a duplex more than 1% below it is flagged as a measurement fault."""
     if floor.duplex is None or floor.upload is None or floor.download is None:
         return None
     up, down, both = (s.best_median_ms for s in (floor.upload, floor.download, floor.duplex))
@@ -413,7 +448,15 @@ def describe(result: Record) -> str | None:
         if lim is None:
             continue
         med = stats.median(row.wall_ms)
-        ratios.append(f"{row.batching} {med / lim.floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms")
+        ratios.append(
+            f"{row.batching} {med / lim.serial_floor_ms:.2f}x floor, {med / lim.ms:.2f}x limit {lim.ms:.3f} ms"
+            + (
+                f" (duplex floor {lim.floor_ms:.3f} ms; on the serial floor {med / lim.serial_ms:.2f}x "
+                f"{lim.serial_ms:.3f} ms)"
+                if lim.floor == "duplex"
+                else ""
+            )
+        )
         if lim.waits is not None:
             parts.append(f"queued mandatory waits {lim.waits}")
     if ratios:
@@ -518,15 +561,35 @@ _PER_IMAGE = (
 )
 
 
-def calls_per_image(result: Record) -> str | None:
-    """The core's GGML calls per image of each row (extra.modes: copies, synchronizes, event
-    records, event waits, event synchronizes; core 0.6.0 on), or None when no row has them all."""
+# The second backend's per image (core 0.8.0 on), named after them where a row uses it.
+_DUPLEX_PER_IMAGE = (
+    ("duplex_calls_per_image", "duplex calls"),
+    ("duplex_event_records_per_image", "its event records"),
+    ("duplex_event_waits_per_image", "its event waits"),
+)
+
+
+def _counts(result: Record, names: Sequence[tuple[str, str]]) -> list[tuple[list[int], str]]:
+    """Per row that records every count of ``names``: (the counts, "<row> a/b/c")."""
     out = []
     for row in _rows(result):
         m = result.extra.modes.get(row.batching)
-        counts = [getattr(m, k) for k, _ in _PER_IMAGE] if m is not None else [None]
+        counts = [getattr(m, k) for k, _ in names] if m is not None else [None]
         if all(isinstance(n, int) for n in counts):
-            out.append(f"{row.batching} " + "/".join(map(str, counts)))
+            out.append((counts, f"{row.batching} " + "/".join(map(str, counts))))
+    return out
+
+
+def calls_per_image(result: Record) -> str | None:
+    """The core's GGML calls per image of each row (extra.modes: copies, synchronizes, event
+    records, event waits, event synchronizes; core 0.6.0 on), then the second backend's (duplex
+    calls, its event records and waits; core 0.8.0 on) of the rows that made any, or None when no
+    row has the first five."""
+    out = [text for _, text in _counts(result, _PER_IMAGE)]
     if not out:
         return None
-    return f"the core's GGML calls per image ({'/'.join(n for _, n in _PER_IMAGE)}): " + ", ".join(out)
+    text = f"the core's GGML calls per image ({'/'.join(n for _, n in _PER_IMAGE)}): " + ", ".join(out)
+    used = [text for counts, text in _counts(result, _DUPLEX_PER_IMAGE) if counts[0] > 0]
+    if used:
+        text += f", the second backend's ({'/'.join(n for _, n in _DUPLEX_PER_IMAGE)}): " + ", ".join(used)
+    return text

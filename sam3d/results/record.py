@@ -6,13 +6,16 @@ JSON Schema sam3d/results/result.schema.json and docs/results.md are generated f
 milliseconds, sizes in bytes.
 
 Reading: a result file is parsed, migrated and validated once, by read() (or parse() for a
-document already in memory); everything downstream takes Records. Version 4 is written;
-versions 1-3 are read and migrated to the record at load (see _migrate): their configuration
-from the ``extra`` fields they carry, the backend-name suffixes they were written with only as
-a fallback. A file of any other version is refused naming the versions read.
+document already in memory); everything downstream takes Records. Version 5 is written;
+versions 1-4 are read and migrated to the record at load (see _migrate): the configuration of
+versions 1-3 from the ``extra`` fields they carry, the backend-name suffixes they were written
+with only as a fallback; version 4 lacks the duplex field. A file of any other version is
+refused naming the versions read. A version is bumped when a field is added where the record
+names every field (an older reader refuses the file), so that the older reader names the
+version instead of the field.
 
 Writing: cli/bench.py wrap() makes a record from the driver's output document
-(native/bench/output.cpp, schema sam3d-bench-driver/3), write() writes it atomically
+(native/bench/output.cpp, schema sam3d-bench-driver/4), write() writes it atomically
 (core/files.py).
 """
 
@@ -30,9 +33,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..core.errors import Sam3dError
 from ..core.files import decode, write_atomic
 
-SCHEMA = "sam3d-bench-result/4"
+SCHEMA = "sam3d-bench-result/5"
 # The versions read, newest first: the one written, then those migrated at load.
-READABLE = ("sam3d-bench-result/4", "sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1")
+READABLE = (
+    "sam3d-bench-result/5",
+    "sam3d-bench-result/4",
+    "sam3d-bench-result/3",
+    "sam3d-bench-result/2",
+    "sam3d-bench-result/1",
+)
+# The version before the duplex field: its configuration is already in the record's fields.
+BEFORE_DUPLEX = "sam3d-bench-result/4"
 # The version without limits: its floor is the earlier one-block measurement (the table notes it).
 WITHOUT_LIMITS = "sam3d-bench-result/1"
 SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
@@ -277,6 +288,14 @@ class ModeFacts(_Open):
     event_records_per_image: Count | None = None
     event_waits_per_image: Count | None = None
     event_synchronizes_per_image: Count | None = None
+    duplex_calls_per_image: Count | None = Field(
+        None, description="queued calls whose downloads ran on the second backend (core 0.8.0 on)"
+    )
+    duplex_event_records_per_image: Count | None = Field(None, description="event records on the second backend")
+    duplex_event_waits_per_image: Count | None = Field(None, description="event waits the second backend made")
+    session_duplex: bool | None = Field(
+        None, description="whether the row's session had its second backend (sam3d_session_duplex)"
+    )
     dependency_wait_points_per_image: Count | None = None
     ring_wait_points_per_image: Count | None = None
     end_wait_points_per_image: Count | None = None
@@ -306,7 +325,7 @@ class Extra(_Open):
 # The configuration fields beyond variant, backend and device: a row of the table is one value
 # of each (the table shows a column per field that differs between rows, the plot a panel per
 # combination). Defaults are the driver's.
-CONFIGURATION = ("layout", "order", "transfer_only", "transfer_queue")
+CONFIGURATION = ("layout", "order", "transfer_only", "transfer_queue", "duplex")
 
 
 class Record(_Model):
@@ -343,10 +362,10 @@ class Record(_Model):
         },
     )
 
-    schema_: Literal["sam3d-bench-result/4"] = Field(alias="schema")
-    migrated_from: Literal["sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1"] | None = Field(
-        None, description="the version of the file this record was read from, when older"
-    )
+    schema_: Literal["sam3d-bench-result/5"] = Field(alias="schema")
+    migrated_from: (
+        Literal["sam3d-bench-result/4", "sam3d-bench-result/3", "sam3d-bench-result/2", "sam3d-bench-result/1"] | None
+    ) = Field(None, description="the version of the file this record was read from, when older")
     variant: Text = Field(description="a name of sam3d/core/variants.py")
     status: Literal["ok", "failed"]
     reason: str | None = Field(None, description="why a failed result failed")
@@ -363,6 +382,12 @@ class Record(_Model):
     transfer_only: bool = Field(False, description="the replay without compute (sam3d_bench --transfer-only)")
     transfer_queue: bool = Field(
         False, description="GGML's Vulkan transfers on their own queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1)"
+    )
+    duplex: Literal["auto", "off", "on"] = Field(
+        "auto",
+        description="the batched sessions' duplex mode as asked (sam3d_bench --duplex; docs/contract.md, "
+        '"Duplex"); whether a row used the second backend is its mode\'s duplex_calls_per_image. Files '
+        "before the field read as auto, their driver's only behaviour (one queue before core 0.8.0)",
     )
     machine: Machine | None = None
     build: Build | None = None
@@ -388,17 +413,18 @@ class Record(_Model):
                 raise ValueError(f"{missing[0]}: an ok result needs it")
             if not self.rows:
                 raise ValueError("rows: an ok result needs at least one row")
-        if self.migrated_from is None:
+        if self.migrated_from in (None, BEFORE_DUPLEX):
             suffix = next((x for x, _, _ in _SUFFIXES if (self.backend or "").endswith(x)), None)
             if suffix is not None:
                 raise ValueError(
-                    f"backend: ends in {suffix!r}, a configuration suffix of versions 1-3; version 4 "
-                    "names the backend alone and the configuration in its fields (docs/results.md)"
+                    f"backend: ends in {suffix!r}, a configuration suffix of versions 1-3; from version 4 on "
+                    "the backend is named alone and the configuration in its fields (docs/results.md)"
                 )
             old = next((k for k in CONFIGURATION_FACTS if k in (self.extra.model_extra or {})), None)
             if old is not None:
                 raise ValueError(
-                    f"extra.{old}: a version 1-3 field; version 4 has it as the record's {CONFIGURATION_FACTS[old]!r}"
+                    f"extra.{old}: a configuration fact; from version 4 on the record has it as its field "
+                    f"{CONFIGURATION_FACTS[old]!r}"
                 )
         floor = self.extra.transfer_floor
         check = floor.self_check if floor is not None else None
@@ -468,7 +494,7 @@ def json_schema() -> dict:
         "$id": SCHEMA,
         **s,
         "description": Record.__doc__.strip().replace("\n    ", " ")
-        + " Generated from sam3d/results/record.py by `python -m sam3d generate`; versions 1-3 are read and "
+        + " Generated from sam3d/results/record.py by `python -m sam3d generate`; versions 1-4 are read and "
         "migrated to this one (docs/results.md).",
     }
 
@@ -492,6 +518,7 @@ CONFIGURATION_FACTS = {
     "graph_order": "order",
     "layout": "layout",
     "vulkan_transfer_queue": "transfer_queue",
+    "duplex": "duplex",
 }
 
 
@@ -507,10 +534,15 @@ def configuration_of(facts: dict) -> dict:
 
 
 def _migrate(doc: dict) -> dict:
-    """A version 1-3 document as a version-4 one: the configuration fields from extra (the
-    suffixes of the backend name where extra lacks them), migrated_from set, schema 4. Version 2
-    and 1 lack fields version 4 makes optional (the self-check's tolerances, the limit probes)."""
+    """An older document as a version-5 one, migrated_from set. Version 4 has its configuration in
+    the record's fields already and lacks only duplex (the field's default, auto, its driver's
+    only behaviour; a suffix or an old extra field stays refused, as version 4 refused it).
+    Versions 1-3: the configuration fields from extra (the suffixes of the backend name where
+    extra lacks them). Version 2 and 1 lack fields version 4 made optional (the self-check's
+    tolerances, the limit probes)."""
     out = dict(doc)
+    if out["schema"] == BEFORE_DUPLEX:
+        return {**out, "migrated_from": BEFORE_DUPLEX, "schema": SCHEMA}
     extra = out.get("extra")
     extra = dict(extra) if isinstance(extra, dict) else extra  # not an object: the record says so
     backend = out.get("backend")

@@ -22,6 +22,7 @@ CONFIG_WORDS = {
     "order": {"levels": "levels"},
     "transfer_only": {True: "transfer-only"},
     "transfer_queue": {True: "transfer queue"},
+    "duplex": {"off": "duplex off", "on": "duplex on"},
 }
 # The configuration columns' headers.
 CONFIG_HEADERS = {
@@ -29,6 +30,7 @@ CONFIG_HEADERS = {
     "order": "order",
     "transfer_only": "transfer-only",
     "transfer_queue": "transfer queue",
+    "duplex": "duplex",
 }
 
 

@@ -83,8 +83,15 @@ def floor_ratio(result: Record, median_ms: float) -> str:
 
 
 def limit_ratio(lim: limits.Limit | None, median_ms: float) -> str:
-    """The row's median over its modelled limit (limits.limit): "1.75x (2.920)", or ""."""
-    return f"{median_ms / lim.ms:.2f}x ({ms(lim.ms)})" if lim is not None else ""
+    """The row's median over its modelled limit (limits.limit): "1.75x (2.920)", or ""; a limit on
+    the duplex floor says so and keeps the serial one beside it: "2.10x (1.380 duplex floor; 1.53x
+    serial 1.900)"."""
+    if lim is None:
+        return ""
+    text = f"{median_ms / lim.ms:.2f}x ({ms(lim.ms)}"
+    if lim.floor == "duplex":
+        text += f" duplex floor; {median_ms / lim.serial_ms:.2f}x serial {ms(lim.serial_ms)}"
+    return text + ")"
 
 
 def _floor_cell(result: Record, median_ms: float) -> str:
@@ -133,7 +140,10 @@ def _limit_notes(all_rows: Sequence[Row], table: list[dict[str, str]], multi_hos
             "zerocopy = floor + G x RT; queued = floor + W x RT; G = the profile's graphs, W = the "
             "mandatory waits (dependency points, the synchronous graph's blocking uploads, compute and "
             "downloads, ring waits where the bytes in flight exceed 32 MiB, the end); RT = the download "
-            "round trip on transfer-only rows, the graph round trip with compute. waits: made/mandatory "
+            "round trip on transfer-only rows, the graph round trip with compute; floor = the serial "
+            "transfer floor, or the same run's duplex floor (both directions at once on two backends) where the "
+            "row's session used duplex (duplex calls > 0) and that floor is the smaller: \"duplex floor\", with "
+            "the limit on the serial floor beside it. waits: made/mandatory "
             "per image, **+N** marks waits beyond the model. docs/benchmark.md, "
             "\"Transfer floor, round trips and limits\"."
         )
@@ -408,6 +418,10 @@ class ReportRow(BaseModel):
     saved_vs_on_ms: float | None = None
     floor_ms: float | None = None
     limit_ms: float | None = None
+    limit_floor: Literal["serial", "duplex"] | None = Field(
+        None, description="the floor the limit counts: the serial transfer floor, or the duplex floor"
+    )
+    serial_limit_ms: float | None = Field(None, description="the limit on the serial floor")
     waits_made: int | None = None
     waits_mandatory: int | None = None
     counters: record.Counters | None = None
@@ -459,6 +473,8 @@ def document(results: Iterable[Record]) -> ReportDocument:
                     "saved_vs_on_ms": savings[id(w)][0] if id(w) in savings else None,
                     "floor_ms": limits.floor_ms(r),
                     "limit_ms": lim.ms if lim else None,
+                    "limit_floor": lim.floor if lim else None,
+                    "serial_limit_ms": lim.serial_ms if lim else None,
                     "waits_made": lim.waits_made if lim else None,
                     "waits_mandatory": lim.round_trips if lim else None,
                     "counters": w.data.counters,

@@ -371,6 +371,7 @@ SUMMARY_SCHEMA = {
                                 "graph_order": _NAME,
                                 "transfer_only": {"type": "boolean"},
                                 "vulkan_transfer_queue": {"type": "boolean"},
+                                "duplex": _NAME,
                             },
                         },
                     },
@@ -466,7 +467,7 @@ def _entry_file(raw_dir: Path, entry: dict, key: str) -> tuple[Path, str] | None
 # The facts of a bench run that run.pyz records in its summary entry (device/run.py run_bench()), which
 # device-import gives the result when the driver wrote no output of its own: they decide the
 # configuration fields of the record (cli/bench.py wrap()).
-RUN_FACTS = ("layout", "graph_order", "transfer_only", "vulkan_transfer_queue")
+RUN_FACTS = ("layout", "graph_order", "transfer_only", "vulkan_transfer_queue", "duplex")
 
 
 def driver_output(raw_dir: Path, entry: dict) -> tuple[dict | None, str | None]:
