@@ -629,7 +629,7 @@ def test_driver_output_must_carry_its_schema(tmp_path):
     p.write_text(json.dumps({**_doc(), "schema": driver.OUTPUT_SCHEMA}))
     assert driver.read_output(p)["rows"] == _doc()["rows"]
     p.write_text(json.dumps(_doc()))
-    with pytest.raises(driver.DriverError, match="has schema None, expected 'sam3d-bench-driver/3'"):
+    with pytest.raises(driver.DriverError, match="has schema None, expected 'sam3d-bench-driver/4'"):
         driver.read_output(p)
     p.write_text("{")
     with pytest.raises(driver.DriverError, match="is not JSON"):
@@ -784,6 +784,47 @@ def test_the_driver_records_the_order_it_issued_and_its_levels_are_the_python_tw
     issued = json.loads((tmp_path / "o.json").read_text())["extra"]["issue_order"]
     assert issued == [p["graphs"][g]["name"] for g in profile.level_order(p)]
     assert issued != [g["name"] for g in p["graphs"]]
+
+
+def test_the_driver_records_the_duplex_mode_asked_and_what_each_session_got(tmp_path):
+    """sam3d_bench --duplex passes the mode to the batched sessions and records it (extra.duplex,
+    the record's duplex) with, per mode, whether the session had its second backend
+    (sam3d_session_duplex) and the second backend's calls: a session without one makes none. A
+    mode the driver does not know is refused in one line naming the choices."""
+    exe = driver.path(RELEASE)
+    if not exe.is_file():
+        pytest.skip("release is not built (python -m sam3d build release)")
+    env = driver.driver_env(RELEASE, dict(os.environ))
+    base = [str(exe), "--profile", str(profile.path()), "--warmups", "1", "--images", "2", "--transfer-only"]
+    for backend, duplex in (("cpu", "on"), ("vulkan", "on"), ("vulkan", "off")):
+        out = tmp_path / f"{backend}-{duplex}.json"
+        r = subprocess.run(
+            [*base, "--backend", backend, "--modes", "off,staged,queued", "--duplex", duplex, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+            env=env,
+        )
+        if backend == "vulkan" and "no Vulkan device" in r.stderr:
+            continue
+        assert r.returncode == 0, r.stderr
+        doc = driver.read_output(out)
+        assert doc["extra"]["duplex"] == duplex
+        for mode, facts in doc["extra"]["modes"].items():
+            assert isinstance(facts["session_duplex"], bool), mode
+            if not facts["session_duplex"]:
+                assert (facts["duplex_calls_per_image"], facts["duplex_event_records_per_image"]) == (0, 0), mode
+        if duplex == "off":
+            assert not any(f["session_duplex"] for f in doc["extra"]["modes"].values())
+        rec = _wrap(backend, doc)
+        assert (
+            rec.duplex == duplex
+            and rec.extra.modes["queued"].session_duplex is doc["extra"]["modes"]["queued"]["session_duplex"]
+        )
+    r = subprocess.run([*base, "--duplex", "both"], capture_output=True, text=True, check=False, timeout=60, env=env)
+    assert r.returncode == 1
+    assert r.stderr.strip() == "sam3d_bench: error: --duplex both: expected one of auto, off, on"
 
 
 def test_the_driver_refuses_an_upload_fed_twice(tmp_path):

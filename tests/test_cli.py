@@ -167,11 +167,12 @@ _DEFAULT = {
             {"layout": "areas", "graph_order": "levels", "transfer_only": True},
             {"layout": "areas", "order": "levels", "transfer_only": True},
         ),
+        ({"layout": "areas", "duplex": "on"}, {"layout": "areas", "duplex": "on"}),
     ],
 )
 def test_a_run_without_driver_output_keeps_its_configuration(tmp_path, facts, configuration):
     """A failed bench run (no driver output) is imported under the configuration run.pyz's
-    summary entry records (layout, issue order, transfer-only, Vulkan transfer queue), so it never lands in
+    summary entry records (layout, issue order, transfer-only, Vulkan transfer queue, duplex), so it never lands in
     another configuration's row of the table."""
     raw = _summary(
         tmp_path,
@@ -386,9 +387,9 @@ def test_bench_no_build_of_an_unbuilt_variant_refuses_at_once(monkeypatch, tmp_p
 
 
 def test_checked_replays_are_listed_per_configuration(tmp_path):
-    """run.pyz runs a checked replay per layout, order and compute or transfer-only (device/run.py
-    run_checked): the device-tests table names each apart, and a finding in one names its
-    configuration among the reasons the evidence is not accepted."""
+    """run.pyz runs a checked replay per layout, order and compute or transfer-only, in the duplex
+    mode it was given (device/run.py run_checked): the device-tests table names each apart, and a
+    finding in one names its configuration among the reasons the evidence is not accepted."""
     replays = [
         {"backend": "cuda", "exit_code": 0, "checker": "memcheck", "layout": "scattered", "sanitizer_errors": 0},
         {
@@ -409,6 +410,16 @@ def test_checked_replays_are_listed_per_configuration(tmp_path):
             "transfer_only": True,
             "sanitizer_errors": 2,
         },
+        {
+            "backend": "cuda",
+            "exit_code": 0,
+            "checker": "racecheck",
+            "layout": "areas",
+            "graph_order": "levels",
+            "transfer_only": True,
+            "duplex": "on",
+            "sanitizer_errors": 0,
+        },
     ]
     raw = _summary(
         tmp_path,
@@ -427,6 +438,7 @@ def test_checked_replays_are_listed_per_configuration(tmp_path):
     assert "| cuda replay, 1 image, scattered layout (memcheck) " in tests_md
     assert "| cuda replay, 1 image, areas layout, profile order (memcheck) " in tests_md
     assert "| cuda replay, 1 image, areas layout, levels order, transfer-only (memcheck) " in tests_md
+    assert "| cuda replay, 1 image, areas layout, levels order, transfer-only, duplex on (racecheck) " in tests_md
     assert (
         (folder / "NOT-ACCEPTED").read_text().strip()
         == "release: the checked replay, areas layout, levels order, transfer-only (memcheck): exit 0, "

@@ -232,3 +232,32 @@ def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_pat
     assert summary["error"] == (
         f"`sam3d_bench --list-modes` did not print its {device_run.LIST_SCHEMA} list: sam3d_bench: error: bad"
     )
+
+
+def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeypatch):
+    """--duplex is the batched sessions' duplex mode: passed to each driver run, the checked
+    replays' too, and recorded in each summary entry (the result record's duplex where the driver
+    wrote nothing); without it the driver gets no flag (its default, auto)."""
+    _, log = _bundle(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    assert device_run.main(["--out", str(out), "--skip-tests", "--duplex", "off", "--layout", "all"]) == 0
+    calls = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
+    assert [_flag(c, "--duplex") for c in calls] == ["off"] * len(LISTED["layouts"])
+    entries = json.loads((out / "summary.json").read_text())["variants"]["cu"]["bench"]
+    assert [(e["duplex"], e["driver_output"].endswith("-duplex-off.driver.json")) for e in entries] == [
+        ("off", True)
+    ] * len(LISTED["layouts"])
+    log.unlink()
+    assert (
+        device_run.main(["--out", str(tmp_path / "checked"), "--compute-sanitizer", "initcheck", "--duplex", "on"]) == 0
+    )
+    replays = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c and "--uninitialized-areas" not in c]
+    assert replays and {_flag(c, "--duplex") for c in replays} == {"on"}  # the areas canary keeps its own flags
+    log.unlink()
+    assert device_run.main(["--out", str(tmp_path / "plain"), "--skip-tests"]) == 0
+    (call,) = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
+    assert "--duplex" not in call
+    (entry,) = json.loads((tmp_path / "plain" / "summary.json").read_text())["variants"]["cu"]["bench"]
+    assert entry["duplex"] == "auto"
+    with pytest.raises(SystemExit):
+        device_run.main(["--out", str(out), "--skip-tests", "--duplex", "both"])

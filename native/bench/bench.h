@@ -54,8 +54,8 @@ json mode_table_json(const std::vector<Mode> & modes);
 
 // ---------------------------------------------------------------- options (options.cpp)
 // A value of a flag with a fixed set of choices: its name on the command line and in the
-// output, and what it does. Each table lists them in enum order, the default first, and
-// `--list-modes` prints them beside the modes (the GPU bundle's run.pyz runs and checks them all).
+// output, and what it does. Each table lists them in enum order, the default first; `--list-modes`
+// prints the layouts and orders beside the modes (the GPU bundle's run.pyz runs and checks them all).
 template <class T>
 struct Choice {
     T value;
@@ -72,6 +72,9 @@ const char * layout_name(Layout l);
 enum class Order { Profile, Levels };
 extern const Choice<Order> kOrderTable[2];
 const char * order_name(Order o);
+// The batched sessions' duplex mode (--duplex; docs/contract.md, rule 11): sam3d_duplex's values.
+extern const Choice<sam3d_duplex> kDuplexTable[3];
+const char * duplex_name(sam3d_duplex d);
 
 struct Options {
     std::string profile;
@@ -94,6 +97,9 @@ struct Options {
     // default (SAM3D_STAGING_COPY_THREADS, at most the processors), unless
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
+    // The batched sessions' options.duplex: the core's default (SAM3D_DUPLEX_AUTO) unless --duplex
+    // names one.
+    sam3d_duplex duplex = SAM3D_DUPLEX_AUTO;
     Layout layout = Layout::Scattered;
     Order order = Order::Profile;
     // --uninitialized-areas: the areas are not cleared where they are created (Replay::place_areas),
@@ -206,7 +212,8 @@ sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b);
 // The per-image counts of the result schema (times are per sample).
 json count_json(const sam3d_counters & c);
 // The core's GGML calls of one image, per mode in extra.modes (docs/benchmark.md): copies,
-// synchronizes, event records, event waits, event synchronizes.
+// synchronizes, event records, event waits, event synchronizes, and the second backend's queued
+// calls, event records and event waits (duplex).
 json ggml_calls_json(const sam3d_counters & c);
 // The driver overhead (the limit probes: probes.h).
 json measure_overhead(ggml_backend_t backend, sam3d_session * on, sam3d_session * off, size_t n_graphs, int warmups,

@@ -40,6 +40,7 @@ sam3d_session * make_session(ggml_backend_t backend, sam3d_batching batching, co
     o.batching = batching;
     o.staging_piece_bytes = opts.staging_piece_bytes;
     o.staging_copy_threads = opts.staging_copy_threads;
+    o.duplex = opts.duplex;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_session_create(backend, &o, &s);
     if (st == SAM3D_ERR_BAD_ENV) {
@@ -185,6 +186,9 @@ int bench(const Options & o) {
                    " in this process; it must be 1. Run through `python -m sam3d bench` (it removes any inherited "
                    "value and sets 1), or export SAM3D_BATCHED_TRANSFERS=1");
     }
+
+    std::fprintf(stderr, "sam3d_bench: duplex %s: the batched sessions %s second backend\n", duplex_name(o.duplex),
+                 sam3d_session_duplex(on) ? "have a" : "have no");
 
     ggml_init_params ip = {Replay::context_bytes(profile), nullptr, true};
     std::unique_ptr<ggml_context, decltype(&ggml_free)> ctx(ggml_init(ip), ggml_free);

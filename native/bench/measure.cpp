@@ -45,6 +45,9 @@ sam3d_counters delta(const sam3d_counters & a, const sam3d_counters & b) {
     d.event_records = b.event_records - a.event_records;
     d.event_waits = b.event_waits - a.event_waits;
     d.event_synchronizes = b.event_synchronizes - a.event_synchronizes;
+    d.duplex_calls = b.duplex_calls - a.duplex_calls;
+    d.duplex_event_records = b.duplex_event_records - a.duplex_event_records;
+    d.duplex_event_waits = b.duplex_event_waits - a.duplex_event_waits;
     return d;
 }
 
@@ -54,7 +57,10 @@ json ggml_calls_json(const sam3d_counters & c) {
                 {"synchronizes_per_image", c.synchronizes},
                 {"event_records_per_image", c.event_records},
                 {"event_waits_per_image", c.event_waits},
-                {"event_synchronizes_per_image", c.event_synchronizes}};
+                {"event_synchronizes_per_image", c.event_synchronizes},
+                {"duplex_calls_per_image", c.duplex_calls},
+                {"duplex_event_records_per_image", c.duplex_event_records},
+                {"duplex_event_waits_per_image", c.duplex_event_waits}};
 }
 
 json count_json(const sam3d_counters & c) {

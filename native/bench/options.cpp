@@ -38,6 +38,13 @@ const Choice<Order> kOrderTable[2] = {
     {Order::Levels, "levels", "by dependency level, each level's graphs together (queued waits on older calls)"},
 };
 
+// The duplex modes (--duplex), in sam3d_duplex's order, the default first.
+const Choice<sam3d_duplex> kDuplexTable[3] = {
+    {SAM3D_DUPLEX_AUTO, "auto", "the core's default: a second backend where the backend overlaps the two directions"},
+    {SAM3D_DUPLEX_OFF, "off", "one queue"},
+    {SAM3D_DUPLEX_ON, "on", "a second backend wherever one and events can be had"},
+};
+
 const char * row_name(Mode m) { return kModeTable[m].row; }
 
 namespace {
@@ -89,6 +96,10 @@ std::string usage() {
     for (const Choice<Layout> & c : kLayoutTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
     u += "  --order O   the order the graphs are issued in (default profile):\n";
     for (const Choice<Order> & c : kOrderTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
+    u += "  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default auto):\n";
+    for (const Choice<sam3d_duplex> & c : kDuplexTable) {
+        u += std::string("              ") + c.name + ": " + c.description + "\n";
+    }
     u += "  --uninitialized-areas  leave the areas layout's areas unwritten where no tensor lies (the replay\n"
          "              clears them once; this is the canary compute-sanitizer initcheck must report)\n"
          "  --list-modes  print the mode table (or the --modes given), the layouts and the orders as JSON\n"
@@ -198,6 +209,8 @@ Options parse_args(int argc, char ** argv) {
             o.layout = parse_choice(a, v, kLayoutTable);
         } else if (a == "--order") {
             o.order = parse_choice(a, v, kOrderTable);
+        } else if (a == "--duplex") {
+            o.duplex = parse_choice(a, v, kDuplexTable);
         } else if (a == "--staging-copy-threads") {
             const int n = parse_int(a, v, 1);
             if (n > static_cast<int>(SAM3D_STAGING_COPY_THREADS_MAX)) {
@@ -224,6 +237,7 @@ Options parse_args(int argc, char ** argv) {
 
 const char * layout_name(Layout l) { return kLayoutTable[static_cast<int>(l)].name; }
 const char * order_name(Order o) { return kOrderTable[static_cast<int>(o)].name; }
+const char * duplex_name(sam3d_duplex d) { return kDuplexTable[static_cast<int>(d)].name; }
 
 const char * backend_name(const std::string & backend) {
     static const std::pair<const char *, const char *> kBackends[] = {

@@ -10,7 +10,7 @@
 
 namespace sam3d_bench {
 
-const char * const kOutputSchema = "sam3d-bench-driver/3";
+const char * const kOutputSchema = "sam3d-bench-driver/4";
 
 namespace {
 
@@ -85,6 +85,7 @@ json mode_extra(const Measured & m) {
                   {"staging_allocations_total", snapshot(r.session).staging_allocations},
                   {"warmup_wall_ms", r.warm_ms},
                   {"session_batching", sam3d_session_batching(r.session)},
+                  {"session_duplex", sam3d_session_duplex(r.session)},
                   {"static_fallback", sam3d_fallback_name(sam3d_session_static_fallback(r.session))},
                   {"staging_alignment", sam3d_session_staging_alignment(r.session)}});
         if (!r.excluded_write_ms.empty()) {
@@ -154,6 +155,7 @@ json document(const Measured & m, const Checks & c) {
     doc["extra"]["staging_piece_bytes"] = o.staging_piece_bytes;
     doc["extra"]["layout"] = layout_name(o.layout);
     doc["extra"]["graph_order"] = order_name(o.order);
+    doc["extra"]["duplex"] = duplex_name(o.duplex);  // as asked; modes.<row>.session_duplex: what each session got
     json issued = json::array();  // the graphs' names in the order they were issued
     for (size_t g : m.profile->order) issued.push_back(m.profile->graphs[g].name);
     doc["extra"]["issue_order"] = issued;

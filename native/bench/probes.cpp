@@ -628,7 +628,8 @@ json Probes::floor() const {
                          "alignment (at least 64): upload alone (tensor_set_async + synchronize), download alone "
                          "(tensor_get_async + synchronize) and both (set_async + get_async + one synchronize), one "
                          "sample of each per round after every image; each the smallest of its block medians; the "
-                         "floor (median_ms) is both's. duplex (a diagnostic, never in a limit): the upload on the "
+                         "floor (median_ms) is both's. duplex (the floor of rows whose session used duplex, where it is "
+                         "the smaller: docs/benchmark.md): the upload on the "
                          "backend while the download runs on a second backend of the device, each submitted by an "
                          "event record before either event is synchronized"}};
 }

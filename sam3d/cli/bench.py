@@ -29,12 +29,12 @@ def wrap(
     extra: dict | None = None,
 ) -> record.Record:
     """The record of one driver run (results/record.py) from the driver's output document
-    (native/bench/output.cpp, schema sam3d-bench-driver/3; None when it wrote none: the record
+    (native/bench/output.cpp, schema sam3d-bench-driver/4; None when it wrote none: the record
     is then "failed" with no rows): its device, caps, protocol and rows are validated here, as
     the record's. "failed" when ``reason`` is given. ``backend`` is GGML's backend name;
     ``prof`` the profile's {"path", "sha256", "version"}; ``extra`` (the runner's facts: the
     floor probe's output, run.pyz's flags) is merged over the driver's own extra, and the
-    configuration (layout, graph_order, transfer_only, vulkan_transfer_queue) taken out of it
+    configuration (layout, graph_order, transfer_only, vulkan_transfer_queue, duplex) taken out of it
     into the record's fields. The floor's self-check (limits.floor_check) is recorded as
     extra.transfer_floor.self_check. Raises ResultError when the document does not fit."""
     x = {**((doc.get("extra") or {}) if doc is not None else {}), **(extra or {})}
@@ -318,9 +318,11 @@ def _import_summary(raw_dir: Path, summary: dict, out: Path, written: list, reas
         for b in vrun.get("checked_replays") or []:
             ok = b["exit_code"] == 0
             # Its configuration, as run.pyz recorded it (older summaries: the layout at most).
-            layout = "".join(
-                f", {b[k]} {word}" for k, word in (("layout", "layout"), ("graph_order", "order")) if k in b
-            ) + (", transfer-only" if b.get("transfer_only") else "")
+            layout = (
+                "".join(f", {b[k]} {word}" for k, word in (("layout", "layout"), ("graph_order", "order")) if k in b)
+                + (", transfer-only" if b.get("transfer_only") else "")
+                + (f", duplex {b['duplex']}" if b.get("duplex", "auto") != "auto" else "")
+            )
             tests.append(
                 (
                     vname,

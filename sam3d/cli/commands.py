@@ -254,7 +254,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     vs = _here("bench", args.variants)
     if args.modes is not None:
         bench_cmd.check_modes(vs, args.modes)
-    driver_args = (("--modes", args.modes) if args.modes else ()) + (("--transfer-only",) if args.transfer_only else ())
+    driver_args = (
+        (("--modes", args.modes) if args.modes else ())
+        + (("--transfer-only",) if args.transfer_only else ())
+        + (("--duplex", args.duplex) if args.duplex else ())
+    )
     return bench_cmd.bench(
         vs,
         name=args.name,

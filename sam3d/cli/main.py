@@ -237,6 +237,12 @@ def parser() -> argparse.ArgumentParser:
         "required), e.g. off,staged,zerocopy,queued (default off,staged)",
     )
     s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
+    s.add_argument(
+        "--duplex",
+        choices=("auto", "off", "on"),
+        help="the batched sessions' duplex mode, downloads on a second backend of the device "
+        "(sam3d_bench --duplex; default: the driver's, auto)",
+    )
     s.add_argument("--force", **force)
     s.set_defaults(func="bench")
 

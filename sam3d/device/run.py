@@ -464,10 +464,24 @@ def chosen(flag, value, listed, default):
 
 
 def run_bench(
-    name, env, out, backend, images, warmups, modes, transfer_only, layout, order, staging=(), checker=None, extra=()
+    name,
+    env,
+    out,
+    backend,
+    images,
+    warmups,
+    modes,
+    transfer_only,
+    layout,
+    order,
+    staging=(),
+    checker=None,
+    extra=(),
+    duplex=None,
 ):
     """One sam3d_bench run in ``layout`` and ``order`` (its --layout and --order); `staging`: its
-    --staging-* flags, as given to run.pyz; ``extra``: more flags. Under a ``checker``
+    --staging-* flags, as given to run.pyz; ``duplex``: its --duplex value (None: the driver's
+    default, auto); ``extra``: more flags. Under a ``checker``
     (run_tests()) it is a checked replay: its findings, no floor probe."""
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
@@ -477,6 +491,7 @@ def run_bench(
         + ("-transfer-only" if transfer_only else "")
         + (f"-{ctag}" if ctag else "")
         + f"-{layout}-{order}"
+        + (f"-duplex-{duplex}" if duplex not in (None, "auto") else "")
     )
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
@@ -497,6 +512,7 @@ def run_bench(
             + (["--modes", modes] if modes else [])
             + (["--transfer-only"] if transfer_only else [])
             + list(staging)
+            + (["--duplex", duplex] if duplex else [])
             + list(extra),
             env=env,
             stdout=f,
@@ -513,6 +529,7 @@ def run_bench(
         "graph_order": order,
         "transfer_only": transfer_only,
         "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env,
+        "duplex": duplex or "auto",
     }
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -652,7 +669,9 @@ def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
             ok &= tests_ok(t)
             v["device_tests"][f"{kind} ({checker[0]})"] = t
         for transfer_only, layout, order in matrix:
-            b = run_bench(name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker)
+            b = run_bench(
+                name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker, duplex=a.duplex
+            )
             found = b.get("validation_messages", b.get("sanitizer_errors"))
             print(
                 f"    one-image replay {'without' if transfer_only else 'with'} compute, {layout} layout, {order} "
@@ -693,6 +712,12 @@ def parser(variant_names):
         metavar="N",
         help="the batched sessions' threads copying each piece (sam3d_bench --staging-copy-threads; "
         "default: the core's)",
+    )
+    p.add_argument(
+        "--duplex",
+        choices=("auto", "off", "on"),
+        help="the batched sessions' duplex mode, downloads on a second backend of the device (sam3d_bench "
+        "--duplex; default: the driver's, auto; recorded in each run's summary entry: the result record's duplex)",
     )
     p.add_argument(
         "--layout",
@@ -840,7 +865,18 @@ def main(argv=None):
                     flush=True,
                 )
                 b = run_bench(
-                    name, env, a.out, backend, a.images, a.warmups, modes, transfer_only, layout, order, staging
+                    name,
+                    env,
+                    a.out,
+                    backend,
+                    a.images,
+                    a.warmups,
+                    modes,
+                    transfer_only,
+                    layout,
+                    order,
+                    staging,
+                    duplex=a.duplex,
                 )
                 print(
                     f"    exit {b['exit_code']} ({b['seconds']} s)"

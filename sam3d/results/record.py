@@ -385,9 +385,9 @@ class Record(_Model):
     )
     duplex: Literal["auto", "off", "on"] = Field(
         "auto",
-        description="the batched sessions' duplex mode as asked (sam3d_bench --duplex; docs/contract.md, "
-        '"Duplex"); whether a row used the second backend is its mode\'s duplex_calls_per_image. Files '
-        "before the field read as auto, their driver's only behaviour (one queue before core 0.8.0)",
+        description="the batched sessions' duplex mode as asked (sam3d_bench --duplex; docs/contract.md, rule "
+        "11); whether a row used the second backend is its mode's duplex_calls_per_image. Files before the "
+        "field read as auto, their driver's only behaviour (one queue before core 0.8.0)",
     )
     machine: Machine | None = None
     build: Build | None = None

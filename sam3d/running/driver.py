@@ -5,7 +5,7 @@ Where they are, the environment they run in, the driver's mode table, one run of
 reading what they wrote. The driver owns its modes: `sam3d_bench --list-modes [--modes M]`
 prints its mode table (schema "sam3d-bench-modes/2") or refuses M with the message it would
 give, so the names and rules of --modes are written once, in the driver. Its output document
-carries the schema id "sam3d-bench-driver/3", the probe's "sam3d-floor-probe/1", checked here.
+carries the schema id "sam3d-bench-driver/4", the probe's "sam3d-floor-probe/1", checked here.
 Times are milliseconds, sizes bytes.
 """
 
@@ -26,7 +26,7 @@ from ..tools import ctest
 NAME = "sam3d_bench"
 PROBE = "sam3d_floor_probe"
 FLAG = "SAM3D_BATCHED_TRANSFERS"
-OUTPUT_SCHEMA = "sam3d-bench-driver/3"
+OUTPUT_SCHEMA = "sam3d-bench-driver/4"
 PROBE_SCHEMA = "sam3d-floor-probe/1"
 PROBE_TIMEOUT_S = 600
 MODES_SCHEMA = "sam3d-bench-modes/2"
@@ -108,7 +108,7 @@ def _document(text: str, where: str, schema: str) -> dict:
 
 
 def read_output(p: Path, text: str | None = None) -> dict:
-    """The driver's output document (schema sam3d-bench-driver/3) in ``p`` (or ``text``, read from
+    """The driver's output document (schema sam3d-bench-driver/4) in ``p`` (or ``text``, read from
     it already); DriverError otherwise."""
     return _document(p.read_text(errors="replace") if text is None else text, f"driver output {p}", OUTPUT_SCHEMA)
 
