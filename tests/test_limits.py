@@ -374,6 +374,11 @@ def test_the_limits_note_names_a_duplex_rows_floor_and_the_second_backends_calls
     )
     d["extra"]["modes"]["queued"]["duplex_calls_per_image"] = 0
     assert "second backend" not in limits.describe(_rec(d))
+    d["extra"]["modes"]["queued"]["duplex_calls_per_image"] = 1  # one call is a row that made any
+    d["extra"]["modes"]["on"].update(duplex_calls_per_image=3, duplex_event_records_per_image=3)
+    assert limits.calls_per_image(_rec(d)).endswith(
+        "the second backend's (duplex calls/its event records/its event waits): on 3/3/0, queued 1/82/41"
+    )
 
 
 def test_the_table_shows_a_duplex_column_where_rows_differ(make_result):
