@@ -282,7 +282,7 @@ TEST_P(DuplexBytes, QueuedCallsGiveTheSameBytesWithAndWithoutDuplex) {
             std::vector<std::vector<float>> outs(kCalls, std::vector<float>(kN, -1.0f));
             std::vector<sam3d_ticket> t(kCalls, 0);
             for (int i = 0; i < kCalls; ++i) {
-                const std::vector<float> a = rig::ramp(kN, 10.0f * i), b = rig::ramp(kN, 3.0f + i);
+                const std::vector<float> a = rig::ramp(kN, 10.0f * static_cast<float>(i)), b = rig::ramp(kN, 3.0f + static_cast<float>(i));
                 if (flags == 0) {
                     ASSERT_EQ(cases::submit(s, w, a.data(), b.data(), outs[i].data(), SAM3D_SUBMIT_QUEUED, &t[i]),
                               SAM3D_OK)
@@ -306,7 +306,7 @@ TEST_P(DuplexBytes, QueuedCallsGiveTheSameBytesWithAndWithoutDuplex) {
                 }
             }
             for (int i = 0; i < kCalls; ++i) {
-                EXPECT_EQ(outs[i], cases::expected(rig::ramp(kN, 10.0f * i), rig::ramp(kN, 3.0f + i))) << "call " << i;
+                EXPECT_EQ(outs[i], cases::expected(rig::ramp(kN, 10.0f * static_cast<float>(i)), rig::ramp(kN, 3.0f + static_cast<float>(i)))) << "call " << i;
                 all.insert(all.end(), outs[i].begin(), outs[i].end());
             }
         }
