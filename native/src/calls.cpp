@@ -630,6 +630,13 @@ sam3d_status wait_locked(Session & s, sam3d_ticket id) {
                     o.state = Call::State::Complete;  // calls execute in submission order (A6)
                 }
             }
+        } else if (c.handoff != nullptr) {
+            // Rule 11: the newest call's completion is the second backend's last work, after its
+            // handoff, the session backend's last: one synchronize completes every call.
+            s.counters.synchronizes += 1;
+            s.ggml.synchronize(s.second);
+            s.second_busy = false;
+            mark_all_done(s);
         } else {
             backend_synchronize(s);  // completes every call submitted so far
             mark_all_done(s);

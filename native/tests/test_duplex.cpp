@@ -170,7 +170,7 @@ TEST(Duplex, AGraphWaitsForTheEarlierCallsDownloads) {
     std::vector<float> a2 = rig::ramp(kN, 50.0f), b2 = rig::ramp(kN, 9.0f), out2(kN, -1.0f);
     const sam3d_ticket t1 = c.queued(a1, b1, out1);
     const sam3d_ticket t2 = c.queued(a2, b2, out2);
-    c.wait(t2);  // the newest: the session's backend first, then the second
+    c.wait(t2);  // the newest: one synchronize, of the second backend
     c.wait(t1);
     EXPECT_EQ(out1, cases::expected(a1, b1));
     EXPECT_EQ(out2, cases::expected(a2, b2));
