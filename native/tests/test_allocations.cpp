@@ -153,8 +153,9 @@ void operator delete[](void * p, const std::nothrow_t &) noexcept { late::releas
 // Every entry point of a call on the staged paths, with events and copying calls in pieces, two
 // rounds (the second on the first round's events and capacities): three queued copying calls
 // in flight at once and waited oldest first, a staged run, and a kept zero-copy queued call with
-// its release. Each of them allocates nothing after its first GGML call.
-TEST(Allocations, NoCallAllocatesAfterItsFirstGgmlCall) {
+// its release. Each of them allocates nothing after its first GGML call, on one queue and on a
+// duplex session (rule 11: the queued calls' downloads on the second backend).
+void no_call_allocates_after_its_first_ggml_call(sam3d_duplex duplex) {
     deferred::reset();
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
@@ -167,8 +168,10 @@ TEST(Allocations, NoCallAllocatesAfterItsFirstGgmlCall) {
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = SAM3D_BATCHING_ON;
     o.staging_piece_bytes = bytes;  // one piece per descriptor: piece events both ways
+    o.duplex = duplex;
     sam3d_session * s = r.session(o);
     ASSERT_NE(s, nullptr);
+    ASSERT_EQ(sam3d_session_duplex(s), duplex == SAM3D_DUPLEX_ON);
     const std::vector<float> a = rig::ramp(n, 1.0f), b = rig::ramp(n, 3.0f);
     for (int round = 0; round < 2; ++round) {
         SCOPED_TRACE("round " + std::to_string(round));
@@ -203,6 +206,12 @@ TEST(Allocations, NoCallAllocatesAfterItsFirstGgmlCall) {
     }
     EXPECT_GT(deferred::g_event_records, 0) << "no event was recorded: the event paths were not checked";
     deferred::reset();
+}
+
+TEST(Allocations, NoCallAllocatesAfterItsFirstGgmlCall) { no_call_allocates_after_its_first_ggml_call(SAM3D_DUPLEX_OFF); }
+
+TEST(Allocations, NoDuplexCallAllocatesAfterItsFirstGgmlCall) {
+    no_call_allocates_after_its_first_ggml_call(SAM3D_DUPLEX_ON);
 }
 
 // A call complete on return that keeps nothing (not queued, not kept, no slot of the current
