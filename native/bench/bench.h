@@ -97,8 +97,8 @@ struct Options {
     // default (SAM3D_STAGING_COPY_THREADS, at most the processors), unless
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
-    // The batched sessions' options.duplex: the core's default (SAM3D_DUPLEX_AUTO) unless --duplex
-    // names one.
+    // The batched sessions' options.duplex: SAM3D_DUPLEX_AUTO (the core's default is OFF: the
+    // benchmark measures duplex wherever the backend gains from it) unless --duplex names one.
     sam3d_duplex duplex = SAM3D_DUPLEX_AUTO;
     Layout layout = Layout::Scattered;
     Order order = Order::Profile;

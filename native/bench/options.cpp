@@ -38,10 +38,10 @@ const Choice<Order> kOrderTable[2] = {
     {Order::Levels, "levels", "by dependency level, each level's graphs together (queued waits on older calls)"},
 };
 
-// The duplex modes (--duplex), in sam3d_duplex's order, the default first.
+// The duplex modes (--duplex), in sam3d_duplex's order (duplex_name indexes it).
 const Choice<sam3d_duplex> kDuplexTable[3] = {
-    {SAM3D_DUPLEX_AUTO, "auto", "the core's default: a second backend where the backend overlaps the two directions"},
-    {SAM3D_DUPLEX_OFF, "off", "one queue"},
+    {SAM3D_DUPLEX_OFF, "off", "one queue (the core's default)"},
+    {SAM3D_DUPLEX_AUTO, "auto", "a second backend where the backend overlaps the two directions (CUDA)"},
     {SAM3D_DUPLEX_ON, "on", "a second backend wherever one and events can be had"},
 };
 

@@ -39,6 +39,7 @@ namespace deferred {
 struct Marker {
     int queue = 0;
     size_t upto = 0;       // ops of its queue before the record
+    size_t other = 0;      // ops of the other queue its queue waited for before the record (events are transitive)
     bool recorded = false;
 };
 
@@ -123,6 +124,9 @@ inline void run_until(int q, size_t upto);
 // Runs queue q's next op, once the other queue has run the ops it waits for. False when q has none.
 inline bool step(int q) {
     for (;;) {
+        if (q == 0) {
+            run_transfers();  // a graph waits for the uploads submitted before it
+        }
         size_t after = 0;
         size_t progress = 0;
         std::function<void()> op;
@@ -214,6 +218,7 @@ inline void queue_event_record(ggml_backend_event_t e, ggml_backend_t b) {
     auto * m = reinterpret_cast<Marker *>(e);
     m->queue = queue_of(b);
     m->upto = g_done[m->queue] + g_ops[m->queue].size();
+    m->other = g_after[m->queue];
     m->recorded = true;
     g_event_records += 1;
 }
@@ -225,6 +230,7 @@ inline void queue_event_synchronize(ggml_backend_event_t e) {
         g_event_syncs += 1;
         n = m->recorded ? m->upto : 0;
     }
+    if (m->recorded) run_until(1 - m->queue, m->other);
     run_until(m->queue, n);
 }
 // The backend's later work waits for the ops before the event's record: on its own queue its
@@ -240,8 +246,10 @@ inline void queue_event_wait(ggml_backend_t b, ggml_backend_event_t e) {
     const int q = queue_of(b);
     if (m->queue != q) {
         g_after[q] = std::max(g_after[q], m->upto);
-    } else if (q == 0) {
-        g_gate = std::max(g_gate, m->upto);
+        if (q == 0) g_gate = std::max(g_gate, m->other);
+    } else {
+        g_after[q] = std::max(g_after[q], m->other);
+        if (q == 0) g_gate = std::max(g_gate, m->upto);
     }
 }
 

@@ -41,6 +41,7 @@ struct DuplexEdges : ::testing::Test {
         r.seam().reg_name = probe::reg_name_override;
         sam3d_session_options o = sam3d_session_default_options();
         o.batching = SAM3D_BATCHING_ON;
+        o.duplex = SAM3D_DUPLEX_AUTO;  // the registry is CUDA's: AUTO makes it
         sam3d_session * s = r.session(o);
         EXPECT_TRUE(s != nullptr && sam3d_session_duplex(s)) << "the case needs a second backend";
         return s;

@@ -135,10 +135,10 @@ typedef struct sam3d_counters {
     uint64_t upload_copies;      // GGML copies made for uploads (set / set_async), both paths; <= uploads (rule 10)
     uint64_t download_copies;    // GGML copies made for downloads (get / get_async), both paths; <= downloads
     uint64_t synchronizes;       // ggml_backend_synchronize calls of the core (not GGML's own inside a blocking copy)
-    uint64_t event_records;      // ggml_backend_event_record calls (queued calls' completion, staged pieces)
+    uint64_t event_records;      // ggml_backend_event_record calls (queued calls' completion, staged pieces, duplex handoffs)
     uint64_t event_waits;        // ggml_backend_event_wait calls (A6; duplex: both backends', rule 11)
     uint64_t event_synchronizes; // ggml_backend_event_synchronize calls (waits on an older call or a piece; recycling)
-    uint64_t duplex_calls;       // queued calls whose downloads ran on the session's second backend (duplex)
+    uint64_t duplex_calls;       // queued calls that ran on both backends: downloads on the second (duplex, rule 11)
     uint64_t duplex_event_records; // of event_records, those on the second backend (a duplex call's completion)
     uint64_t duplex_event_waits;   // of event_waits, those the second backend made (a duplex call's downloads after its graph)
 } sam3d_counters;
@@ -146,8 +146,8 @@ typedef struct sam3d_counters {
 // Whether a session's queued calls download on a second GGML backend of its device, so that
 // one call's uploads and an earlier call's downloads move at once (docs/contract.md, rule 11).
 typedef enum sam3d_duplex {
-    SAM3D_DUPLEX_AUTO = 0,  // on where the backend moves both directions at once (Backend facts: CUDA)
-    SAM3D_DUPLEX_OFF = 1,   // one backend, one queue
+    SAM3D_DUPLEX_OFF = 0,   // one backend, one queue (the default)
+    SAM3D_DUPLEX_AUTO = 1,  // on where the backend moves both directions at once (Backend facts: CUDA)
     SAM3D_DUPLEX_ON = 2,    // on wherever a second backend can be made and the device has events
 } sam3d_duplex;
 
@@ -158,7 +158,7 @@ typedef struct sam3d_session_options {
     sam3d_batching batching;    // SAM3D_BATCHING_FROM_ENV by default
     size_t         staging_piece_bytes; // bytes per piece of the staged path (0: SAM3D_STAGING_PIECE_BYTES; SIZE_MAX: one piece)
     unsigned       staging_copy_threads; // threads copying each piece, the caller's included (0: SAM3D_STAGING_COPY_THREADS; 1: the caller's only)
-    sam3d_duplex   duplex;      // SAM3D_DUPLEX_AUTO by default
+    sam3d_duplex   duplex;      // SAM3D_DUPLEX_OFF by default
 } sam3d_session_options;
 
 typedef struct sam3d_session sam3d_session;

@@ -29,8 +29,7 @@ typedef struct sam3d_ggml_seam {
     ggml_backend_dev_t (*buft_get_device)(ggml_backend_buffer_type_t buft);
     size_t (*buft_get_alignment)(ggml_backend_buffer_type_t buft);
     // The name of the session device's backend registry (GGML's "CUDA", "Vulkan"), the key of
-    // the per-backend facts (docs/contract.md, "Backend facts"); called once, at creation, only
-    // when the host buffer type reports a device other than the session's.
+    // the per-backend facts (docs/contract.md, "Backend facts"); called at creation only.
     const char * (*reg_name)(ggml_backend_reg_t reg);
     // Allocates the staging buffer (ggml_backend_buft_alloc_buffer); NULL result = failure.
     ggml_backend_buffer_t (*buft_alloc_buffer)(ggml_backend_buffer_type_t buft, size_t size);
