@@ -824,7 +824,7 @@ def test_the_driver_records_the_duplex_mode_asked_and_what_each_session_got(tmp_
         )
     r = subprocess.run([*base, "--duplex", "both"], capture_output=True, text=True, check=False, timeout=60, env=env)
     assert r.returncode == 1
-    assert r.stderr.strip() == "sam3d_bench: error: --duplex both: expected one of auto, off, on"
+    assert r.stderr.strip() == "sam3d_bench: error: --duplex both: expected one of off, auto, on"
 
 
 def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
