@@ -105,8 +105,8 @@ constexpr BackendFact kBackendFacts[] = {
     // In order: the backend's stream (cuda_ctx->stream()); its blocking copies run on
     // cudaStreamPerThread instead, so A6's synchronous path still completes queued work first.
     // Duplex: each ggml_backend_cuda_init has its own stream, and the copy engines move one
-    // stream's host-to-device copy while another's device-to-host copy runs (docs/benchmark.md,
-    // the transfer floor's duplex series: 0.66 ms for both directions against 1.20 ms one after the other on an H200).
+    // stream's host-to-device copy while another's device-to-host copy runs (the transfer
+    // floor's duplex series, docs/benchmark.md "Events, waits, duplex and the transfer queue").
     {"CUDA", true, true, true},
     // ggml_vk_host_malloc(vk_instance.devices[0], ...): memory imported into device 0 only.
     // Not in order: with a dedicated transfer queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE, AMD dGPUs
