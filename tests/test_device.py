@@ -261,3 +261,11 @@ def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeyp
     assert entry["duplex"] == "auto"
     with pytest.raises(SystemExit):
         device_run.main(["--out", str(out), "--skip-tests", "--duplex", "both"])
+
+
+def test_the_program_outside_a_bundle_says_in_one_line_where_it_runs():
+    """run.py beside no manifest.json (a checkout, not a bundle): one line naming the bundle
+    command and exit 1, even for --help, whose variant list comes from the manifest."""
+    r = subprocess.run([sys.executable, "-m", "sam3d.device", "--help"], capture_output=True, text=True, check=False)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "no manifest.json" in r.stderr and "python -m sam3d bundle" in r.stderr

@@ -773,7 +773,13 @@ def parser(variant_names):
 
 
 def main(argv=None):
-    manifest = json.loads((HERE / "manifest.json").read_text())
+    try:
+        manifest = json.loads((HERE / "manifest.json").read_text())
+    except FileNotFoundError:
+        sys.exit(
+            f"run.pyz: no manifest.json in {HERE}: this program runs from a GPU bundle; make one with "
+            "`python -m sam3d bundle` and run its sam3d-device/run.pyz"
+        )
     a = parser(manifest["variants"]).parse_args(argv)
     names = a.variants or list(manifest["variants"])
     staging = [
