@@ -331,17 +331,20 @@ def test_the_duplex_floor_replaces_the_serial_one_in_every_limited_mode(make_res
 
 
 @pytest.mark.parametrize(
-    "duplex_ms, calls",
+    "duplex_ms, calls, alone",
     [
-        (1.6, {"queued": 82}),  # the backend does not overlap the directions (Vulkan's one queue)
-        (1.5, {"queued": 82}),  # equal: not below the serial floor
-        (None, {"queued": 82}),  # the duplex floor was not measured
-        (0.66, {"queued": 0}),  # the session made no duplex call (duplex off, or no second backend)
-        (0.66, {}),  # a result before the duplex counters
+        (1.6, {"queued": 82}, {}),  # the backend does not overlap the directions (Vulkan's one queue)
+        (1.5, {"queued": 82}, {}),  # equal: not below the serial floor
+        (None, {"queued": 82}, {}),  # the duplex floor was not measured
+        (0.66, {"queued": 0}, {}),  # the session made no duplex call (duplex off, or no second backend)
+        (0.66, {}, {}),  # a result before the duplex counters
+        # below a serial floor that failed its self-check (1.5 against 0.5 + 0.5 alone), but not
+        # below the two directions alone, added: no overlap (a lavapipe run measured this)
+        (1.2, {"queued": 82}, {"upload": 0.5, "download": 0.5}),
     ],
 )
-def test_a_row_keeps_the_serial_floor_unless_both_conditions_hold(make_result, duplex_ms, calls):
-    r = _rec(_duplex_doc(make_result, duplex_ms, calls))
+def test_a_row_keeps_the_serial_floor_unless_both_conditions_hold(make_result, duplex_ms, calls, alone):
+    r = _rec(_duplex_doc(make_result, duplex_ms, calls, **alone))
     q = limits.limit(r, _row(r, "queued"))
     assert (q.floor, q.floor_ms, q.ms, q.serial_ms) == ("serial", 1.5, pytest.approx(3.74), pytest.approx(3.74))
     assert _cells([r])[("Vulkan", "queued")]["x limit"] == "1.36x (3.740)"

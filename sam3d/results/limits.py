@@ -281,18 +281,23 @@ def duplex_floor_ms(result: Record, row: Row) -> float | None:
     None: the same run's duplex floor (extra.transfer_floor.duplex, the floor's upload and download
     on two backends of the device at once, smallest block median) where the row's counters show
     duplex calls (extra.modes[row].duplex_calls_per_image > 0: its queued calls' downloads ran on
-    the session's second backend) and that duplex floor is below the serial floor (the backend
-    overlaps the two directions: the smaller of the two counts). The rule is docs/benchmark.md's
-    "The modelled limit of each mode" (the duplex limit); a backend that does not overlap the
-    directions (Vulkan's one queue) measures a duplex floor at or above the serial one, so its
-    rows keep the serial floor whatever their session did."""
+    the session's second backend) and that duplex floor is below the serial floor and below the
+    two directions each alone, added (the backend overlaps the two directions: the smaller counts).
+    The rule is docs/benchmark.md's "The modelled limit of each mode" (the duplex limit); a backend
+    that does not overlap the directions (Vulkan's one queue) measures a duplex floor at or above
+    the serial one, so its rows keep the serial floor whatever their session did. The sum of the
+    two alone guards against a serial floor that failed its own self-check (slower than the two
+    directions alone): a duplex floor below that one shows a broken serial probe, not overlap."""
     x = result.extra
     facts = x.modes.get(row.batching)
     floor = x.transfer_floor
     if facts is None or not facts.duplex_calls_per_image or floor is None or floor.duplex is None:
         return None
     both = floor.duplex.best_median_ms
-    return both if both < floor.median_ms else None
+    serial = floor.median_ms
+    if floor.upload is not None and floor.download is not None:
+        serial = min(serial, floor.upload.best_median_ms + floor.download.best_median_ms)
+    return both if both < serial else None
 
 
 def _waits_made(result: Record, mode: str, row: Row) -> int | None:
