@@ -749,39 +749,34 @@ def test_cuda_code_runs_on_a_compute_capability_by_nvidias_rules(archs, cc, runs
     assert device_run.runs_on(archs, cc) is runs
 
 
+def _run_driver(*args, profile_path=None, timeout=300):
+    """The release variant's sam3d_bench on the committed profile (or ``profile_path``) with
+    ``args``, as the runner starts it (driver_env); skips where release is not built."""
+    exe = driver.path(RELEASE)
+    if not exe.is_file():
+        pytest.skip("release is not built (python -m sam3d build release)")
+    return subprocess.run(
+        [str(exe), "--profile", str(profile_path or profile.path()), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        env=driver.driver_env(RELEASE, dict(os.environ)),
+    )
+
+
 def test_the_driver_records_the_order_it_issued_and_its_levels_are_the_python_twin_s(tmp_path):
     """sam3d_bench --order levels writes the graphs' names in the order it issued them
     (extra.issue_order, which the limit model counts); for the results written before it, the
     model recomputes the order with sam3d/core/profile.py's level_order, which must agree."""
-    exe = driver.path(RELEASE)
-    if not exe.is_file():
-        pytest.skip("release is not built (nox -s build -- release)")
     p = profile.load()
-    r = subprocess.run(
-        [
-            str(exe),
-            "--profile",
-            str(profile.path()),
-            "--backend",
-            "cpu",
-            "--warmups",
-            "0",
-            "--images",
-            "1",
-            "--order",
-            "levels",
-            "--transfer-only",
-            "--out",
-            str(tmp_path / "o.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=driver.driver_env(RELEASE, dict(os.environ)),
+    out = tmp_path / "o.json"
+    r = _run_driver(
+        *("--backend", "cpu", "--warmups", "0", "--images", "1", "--order", "levels", "--transfer-only"),
+        *("--out", str(out)),
     )
     assert r.returncode == 0, r.stderr
-    issued = json.loads((tmp_path / "o.json").read_text())["extra"]["issue_order"]
+    issued = json.loads(out.read_text())["extra"]["issue_order"]
     assert issued == [p["graphs"][g]["name"] for g in profile.level_order(p)]
     assert issued != [g["name"] for g in p["graphs"]]
 
@@ -791,20 +786,13 @@ def test_the_driver_records_the_duplex_mode_asked_and_what_each_session_got(tmp_
     the record's duplex) with, per mode, whether the session had its second backend
     (sam3d_session_duplex) and the second backend's calls: a session without one makes none. A
     mode the driver does not know is refused in one line naming the choices."""
-    exe = driver.path(RELEASE)
-    if not exe.is_file():
-        pytest.skip("release is not built (python -m sam3d build release)")
-    env = driver.driver_env(RELEASE, dict(os.environ))
-    base = [str(exe), "--profile", str(profile.path()), "--warmups", "1", "--images", "2", "--transfer-only"]
+    base = ("--warmups", "1", "--images", "2", "--transfer-only")
     for backend, duplex in (("cpu", "on"), ("vulkan", "on"), ("vulkan", "off")):
         out = tmp_path / f"{backend}-{duplex}.json"
-        r = subprocess.run(
-            [*base, "--backend", backend, "--modes", "off,staged,queued", "--duplex", duplex, "--out", str(out)],
-            capture_output=True,
-            text=True,
-            check=False,
+        r = _run_driver(
+            *base,
+            *("--backend", backend, "--modes", "off,staged,queued", "--duplex", duplex, "--out", str(out)),
             timeout=600,
-            env=env,
         )
         if backend == "vulkan" and "no Vulkan device" in r.stderr:
             continue
@@ -822,7 +810,7 @@ def test_the_driver_records_the_duplex_mode_asked_and_what_each_session_got(tmp_
             rec.duplex == duplex
             and rec.extra.modes["queued"].session_duplex is doc["extra"]["modes"]["queued"]["session_duplex"]
         )
-    r = subprocess.run([*base, "--duplex", "both"], capture_output=True, text=True, check=False, timeout=60, env=env)
+    r = _run_driver(*base, "--duplex", "both", timeout=60)
     assert r.returncode == 1
     assert r.stderr.strip() == "sam3d_bench: error: --duplex both: expected one of off, auto, on"
 
@@ -831,37 +819,18 @@ def test_the_driver_refuses_an_upload_fed_twice(tmp_path):
     """The driver's own profile loader (native/bench/profile.cpp) lets each upload take at most
     one earlier download, as sam3d/core/profile.py does: the replay and the probes ask one
     place (GraphSpec::feeder) which download feeds an upload."""
-    exe = driver.path(RELEASE)
-    if not exe.is_file():
-        pytest.skip("release is not built (python -m sam3d build release)")
     p = profile.load()
     g = next(g for g in p["graphs"] if g["depends_on_downloads"])
     g["depends_on_downloads"].append(dict(g["depends_on_downloads"][0]))
     f = tmp_path / "fed-twice.json"
     f.write_text(json.dumps(p))
-    r = subprocess.run(
-        [
-            str(exe),
-            "--profile",
-            str(f),
-            "--backend",
-            "cpu",
-            "--warmups",
-            "0",
-            "--images",
-            "1",
-            "--out",
-            str(tmp_path / "o.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=driver.driver_env(RELEASE, dict(os.environ)),
-        timeout=120,
+    out = tmp_path / "o.json"
+    r = _run_driver(
+        "--backend", "cpu", "--warmups", "0", "--images", "1", "--out", str(out), profile_path=f, timeout=120
     )
     upload = g["depends_on_downloads"][0]["upload"]
     assert r.returncode == 1 and f"upload {upload} is fed twice" in r.stderr, r.stderr
-    assert not (tmp_path / "o.json").exists()
+    assert not out.exists()
 
 
 def test_the_areas_layout_makes_one_copy_per_graph_and_direction_but_one_per_feeder_read(tmp_path):
@@ -871,43 +840,16 @@ def test_the_areas_layout_makes_one_copy_per_graph_and_direction_but_one_per_fee
     reads none): its fed inputs and its own lie as far apart as their slots. The synchronous
     encoder copies per descriptor. Counted per image by the core (extra.modes), on Vulkan
     (lavapipe without a GPU); every mode's outputs are the same bytes."""
-    exe = driver.path(RELEASE)
-    if not exe.is_file():
-        pytest.skip("release is not built (python -m sam3d build release)")
     p = profile.load()
-    r = subprocess.run(
-        [
-            str(exe),
-            "--profile",
-            str(profile.path()),
-            "--backend",
-            "vulkan",
-            "--modes",
-            "off,staged,zerocopy,queued",
-            "--layout",
-            "areas",
-            "--order",
-            "levels",
-            "--staging-piece-bytes",
-            "max",
-            "--transfer-only",
-            "--warmups",
-            "0",
-            "--images",
-            "1",
-            "--out",
-            str(tmp_path / "o.json"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=driver.driver_env(RELEASE, dict(os.environ)),
+    out = tmp_path / "o.json"
+    r = _run_driver(
+        *("--backend", "vulkan", "--modes", "off,staged,zerocopy,queued", "--layout", "areas", "--order", "levels"),
+        *("--staging-piece-bytes", "max", "--transfer-only", "--warmups", "0", "--images", "1", "--out", str(out)),
     )
     if "no Vulkan device" in r.stderr:
         pytest.skip("no Vulkan device (mesa-vulkan-drivers)")
     assert r.returncode == 0, r.stderr
-    extra = json.loads((tmp_path / "o.json").read_text())["extra"]
+    extra = json.loads(out.read_text())["extra"]
     batched = [g for g in p["graphs"] if not g["synchronous"]]
     encoder = sum(len(g["uploads"]) + len(g["downloads"]) for g in p["graphs"] if g["synchronous"])
     feeders = sum(max(1, len({d["graph"] for d in g["depends_on_downloads"]})) for g in batched)
