@@ -17,6 +17,13 @@ namespace {
 constexpr int64_t kN = 513;
 constexpr size_t kBytes = kN * sizeof(float);
 
+// One scale-add call's operands (ramps from `a0` and `b0`) and its output, cleared to -1.
+struct Operands {
+    std::vector<float> a, b, out;
+    Operands(float a0, float b0) : a(rig::ramp(kN, a0)), b(rig::ramp(kN, b0)), out(kN, -1.0f) {}
+    std::vector<float> expected() const { return cases::expected(a, b); }
+};
+
 // A session on the deferred seam (events unless `events` is false), batching on.
 struct DuplexCase {
     Rig r{Kind::CpuStaged};
@@ -56,6 +63,7 @@ struct DuplexCase {
             << sam3d_last_error();
         return t;
     }
+    sam3d_ticket queued(Operands & o) { return queued(o.a, o.b, o.out); }
     // A transfer-only queued call: `src` into bytes of `t`, then those bytes into `dst`.
     sam3d_ticket round_trip(ggml_tensor * t, const std::vector<float> & src, std::vector<float> & dst) {
         const sam3d_upload up = rig::up(t, src.data(), kBytes);
@@ -166,14 +174,14 @@ TEST(Duplex, ACallsDownloadsWaitForItsGraph) {
 TEST(Duplex, AGraphWaitsForTheEarlierCallsDownloads) {
     DuplexCase c;
     c.start();
-    std::vector<float> a1 = rig::ramp(kN, 1.0f), b1 = rig::ramp(kN, 2.0f), out1(kN, -1.0f);
-    std::vector<float> a2 = rig::ramp(kN, 50.0f), b2 = rig::ramp(kN, 9.0f), out2(kN, -1.0f);
-    const sam3d_ticket t1 = c.queued(a1, b1, out1);
-    const sam3d_ticket t2 = c.queued(a2, b2, out2);
+    Operands o1(1.0f, 2.0f);
+    Operands o2(50.0f, 9.0f);
+    const sam3d_ticket t1 = c.queued(o1);
+    const sam3d_ticket t2 = c.queued(o2);
     c.wait(t2);  // the newest: one synchronize, of the second backend
     c.wait(t1);
-    EXPECT_EQ(out1, cases::expected(a1, b1));
-    EXPECT_EQ(out2, cases::expected(a2, b2));
+    EXPECT_EQ(o1.out, o1.expected());
+    EXPECT_EQ(o2.out, o2.expected());
     const sam3d_counters k = c.r.counters(c.s);
     EXPECT_EQ(k.event_waits - k.duplex_event_waits, 1u) << "call 2's graph waited for call 1's completion";
     c.expect_counted();
@@ -207,21 +215,21 @@ TEST(Duplex, UploadsWaitForEarlierDownloadsOnlyOfTheBytesTheyWrite) {
 TEST(Duplex, ACallsEventCoversEveryEarlierCallOnBothBackends) {
     DuplexCase c;
     c.start();
-    std::vector<float> a1 = rig::ramp(kN, 1.0f), b1 = rig::ramp(kN, 2.0f), out1(kN, -1.0f);
+    Operands o1(1.0f, 2.0f);
     std::vector<float> a2 = rig::ramp(kN, 5.0f), out3(kN, -1.0f);
-    const sam3d_ticket t1 = c.queued(a1, b1, out1);
+    const sam3d_ticket t1 = c.queued(o1);
     const sam3d_upload up = rig::up(c.w.b, a2.data(), kBytes);
     const sam3d_call only_upload{&up, 1, nullptr, nullptr, 0, false};
     sam3d_ticket t2 = 0;
     ASSERT_EQ(sam3d_session_submit(c.s, &only_upload, SAM3D_SUBMIT_QUEUED, &t2), SAM3D_OK) << sam3d_last_error();
-    const sam3d_ticket t3 = c.round_trip(c.w.out, a1, out3);  // keeps call 2 from being the newest
+    const sam3d_ticket t3 = c.round_trip(c.w.out, o1.a, out3);  // keeps call 2 from being the newest
     c.wait(t2);
     const int syncs = deferred::g_syncs;
     c.wait(t1);
     EXPECT_EQ(deferred::g_syncs, syncs) << "call 1 was complete: its wait synchronizes nothing";
-    EXPECT_EQ(out1, cases::expected(a1, b1));
+    EXPECT_EQ(o1.out, o1.expected());
     c.wait(t3);
-    EXPECT_EQ(out3, a1);
+    EXPECT_EQ(out3, o1.a);
     c.expect_counted();
 }
 
@@ -230,13 +238,13 @@ TEST(Duplex, ACallsEventCoversEveryEarlierCallOnBothBackends) {
 TEST(Duplex, ACallCompletedOnReturnCompletesBothBackendsFirst) {
     DuplexCase c;
     c.start();
-    std::vector<float> a1 = rig::ramp(kN, 1.0f), b1 = rig::ramp(kN, 2.0f), out1(kN, -1.0f);
-    std::vector<float> a2 = rig::ramp(kN, 30.0f), b2 = rig::ramp(kN, 4.0f), out2(kN, -1.0f);
-    const sam3d_ticket t1 = c.queued(a1, b1, out1);
-    ASSERT_EQ(cases::run(c.s, c.w, a2.data(), b2.data(), out2.data()), SAM3D_OK) << sam3d_last_error();
-    EXPECT_EQ(out2, cases::expected(a2, b2));
+    Operands o1(1.0f, 2.0f);
+    Operands o2(30.0f, 4.0f);
+    const sam3d_ticket t1 = c.queued(o1);
+    ASSERT_EQ(cases::run(c.s, c.w, o2.a.data(), o2.b.data(), o2.out.data()), SAM3D_OK) << sam3d_last_error();
+    EXPECT_EQ(o2.out, o2.expected());
     c.wait(t1);
-    EXPECT_EQ(out1, cases::expected(a1, b1));
+    EXPECT_EQ(o1.out, o1.expected());
     c.expect_counted();
 }
 
@@ -245,15 +253,15 @@ TEST(Duplex, ACallCompletedOnReturnCompletesBothBackendsFirst) {
 TEST(Duplex, ACallWithoutEventsRunsOnOneQueueAfterTheDuplexCallsComplete) {
     DuplexCase c;
     c.start();
-    std::vector<float> a1 = rig::ramp(kN, 1.0f), b1 = rig::ramp(kN, 2.0f), out1(kN, -1.0f);
-    std::vector<float> a2 = rig::ramp(kN, 30.0f), b2 = rig::ramp(kN, 4.0f), out2(kN, -1.0f);
-    const sam3d_ticket t1 = c.queued(a1, b1, out1);
+    Operands o1(1.0f, 2.0f);
+    Operands o2(30.0f, 4.0f);
+    const sam3d_ticket t1 = c.queued(o1);
     deferred::g_fail_event_new = true;  // the pool is empty: call 2 gets none
-    const sam3d_ticket t2 = c.queued(a2, b2, out2);
+    const sam3d_ticket t2 = c.queued(o2);
     c.wait(t2);  // the session's backend first: call 2's graph, had it not waited, before call 1's download
     c.wait(t1);
-    EXPECT_EQ(out1, cases::expected(a1, b1));
-    EXPECT_EQ(out2, cases::expected(a2, b2));
+    EXPECT_EQ(o1.out, o1.expected());
+    EXPECT_EQ(o2.out, o2.expected());
     EXPECT_EQ(c.r.counters(c.s).duplex_calls, 1u);
     c.expect_counted();
 }

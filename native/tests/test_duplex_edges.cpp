@@ -47,6 +47,18 @@ struct DuplexEdges : ::testing::Test {
         return s;
     }
 
+    // x = 2a, 64 floats each, allocated on r: a graph that writes x.
+    struct ScaleInto {
+        ggml_tensor * a, * x;
+        ggml_cgraph * g;
+    };
+    static ScaleInto scale_into(Rig & r) {
+        ScaleInto k{r.f32(64, "a"), r.f32(64, "x"), ggml_new_graph(r.ctx())};
+        ggml_build_forward_expand(k.g, ggml_cpy(r.ctx(), ggml_scale(r.ctx(), k.a, 2.0f), k.x));
+        r.alloc();
+        return k;
+    }
+
     static sam3d_ticket queued(sam3d_session * s, const std::vector<sam3d_upload> & ups, ggml_cgraph * graph,
                                const std::vector<sam3d_download> & downs) {
         sam3d_call c{ups.data(), ups.size(), graph, downs.data(), downs.size(), false};
@@ -128,11 +140,7 @@ TEST_F(DuplexEdges, AnUploadOverlappingADownloadInOneByteWaitsForIt) {
 TEST_F(DuplexEdges, AGraphWithoutUploadsWaitsForEarlierDownloadsOfWhatItWrites) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    ggml_tensor * a = r.f32(64, "a");
-    ggml_tensor * x = r.f32(64, "x");
-    ggml_cgraph * g = ggml_new_graph(r.ctx());
-    ggml_build_forward_expand(g, ggml_cpy(r.ctx(), ggml_scale(r.ctx(), a, 2.0f), x));
-    r.alloc();
+    const auto [a, x, g] = scale_into(r);
     const std::vector<float> av = rig::ramp(64, 1.0f), xv = rig::ramp(64, 500.0f);
     ggml_backend_tensor_set(a, av.data(), 0, 256);
     ggml_backend_tensor_set(x, xv.data(), 0, 256);
@@ -232,11 +240,7 @@ TEST_F(DuplexEdges, EveryEventOfADuplexSessionIsFreedWithIt) {
 TEST_F(DuplexEdges, AQueuedCallWhoseComputeFailedCountsNoDuplexCall) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    ggml_tensor * a = r.f32(64, "a");
-    ggml_tensor * x = r.f32(64, "x");
-    ggml_cgraph * g = ggml_new_graph(r.ctx());
-    ggml_build_forward_expand(g, ggml_cpy(r.ctx(), ggml_scale(r.ctx(), a, 2.0f), x));
-    r.alloc();
+    const auto [a, x, g] = scale_into(r);
     sam3d_session * s = duplex_session(r);
     ASSERT_NE(s, nullptr);
     const std::vector<float> av = rig::ramp(64, 1.0f);
