@@ -213,6 +213,13 @@ unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, u
     return threads;
 }
 
+void sam3d_testing_hold_copy_threads(sam3d_session * session, sam3d_testing_hold held) {
+    if (session != nullptr) {
+        std::lock_guard<std::mutex> lock(session->mutex);
+        session->copier->hold(held == SAM3D_TESTING_HOLD_WORKERS, held == SAM3D_TESTING_HOLD_CALLER);
+    }
+}
+
 unsigned sam3d_session_copy_threads(const sam3d_session * session) {
     return session ? session->copier->threads() : 1;
 }

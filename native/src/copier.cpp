@@ -54,7 +54,8 @@ Copier::~Copier() {
 }
 
 unsigned Copier::parts(size_t bytes) const {
-    return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(threads(), bytes / kMinPartBytes)));
+    const size_t most = threads() == 1 ? 1 : size_t(kPartsPerThread) * threads();
+    return static_cast<unsigned>(std::max<size_t>(1, std::min(most, bytes / kMinPartBytes)));
 }
 
 void Copier::copy_part(const Span * spans, size_t n, size_t begin, size_t end) {
@@ -69,6 +70,28 @@ void Copier::copy_part(const Span * spans, size_t n, size_t begin, size_t end) {
     }
 }
 
+size_t Copier::claim_parts(uint64_t generation) {
+    size_t bytes = 0;
+    uint64_t c = next_.load(std::memory_order_acquire);
+    for (;;) {
+        const unsigned parts = static_cast<unsigned>((c >> 16) & 0xffffu), k = static_cast<unsigned>(c & 0xffffu);
+        if ((c >> 32) != (generation & 0xffffffffu) || k >= parts) {
+            return bytes;  // another copy's, or every part claimed
+        }
+        if (!next_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+            continue;  // c holds what another participant left
+        }
+        // Part k of a copy not yet complete (its caller waits for this part): its spans and
+        // bytes stay as the caller wrote them before posting. Part j starts at bytes / parts * j
+        // rounded down to 64 bytes of the run; the last part takes the remainder.
+        const auto edge = [&](unsigned j) { return j == parts ? bytes_ : (bytes_ / parts * j) & ~size_t(63); };
+        copy_part(spans_, n_, edge(k), edge(k + 1));
+        bytes += edge(k + 1) - edge(k);
+        done_.fetch_add(1, std::memory_order_release);
+        c += 1;
+    }
+}
+
 void Copier::copy(const Span * spans, size_t n) {
     size_t bytes = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -80,34 +103,28 @@ void Copier::copy(const Span * spans, size_t n) {
         caller_copied_.fetch_add(bytes, std::memory_order_relaxed);
         return;
     }
-    // Part k starts at bytes / p * k rounded down to 64 bytes of the run (the last part takes the
-    // remainder); part 0 is the caller's.
-    const auto edge = [&](unsigned k) { return k == p ? bytes : (bytes / p * k) & ~size_t(63); };
     spans_ = spans;
     n_ = n;
-    generation_ += 1;
-    for (unsigned k = 1; k < p; ++k) {
-        Worker & w = workers_[k - 1];
-        w.begin = edge(k);
-        w.end = edge(k + 1);
-        w.posted.store(generation_, std::memory_order_release);
-    }
+    bytes_ = bytes;
+    done_.store(0, std::memory_order_relaxed);
+    const uint64_t generation = posted_.load(std::memory_order_relaxed) + 1;
+    next_.store((generation & 0xffffffffu) << 32 | uint64_t(p) << 16, std::memory_order_release);  // part 0 of p
+    posted_.store(generation, std::memory_order_release);
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (sleepers_ > 0) {
             wake_.notify_all();
         }
     }
-    copy_part(spans, n, 0, edge(1));
-    caller_copied_.fetch_add(edge(1), std::memory_order_relaxed);
-    for (unsigned k = 1; k < p; ++k) {
-        const Worker & w = workers_[k - 1];
-        for (unsigned spins = 0; w.done.load(std::memory_order_acquire) != generation_; ++spins) {
-            if (spins < 4096) {
-                pause();
-            } else {
-                std::this_thread::yield();  // the worker was preempted: let it run
-            }
+    if (!caller_held_) {
+        caller_copied_.fetch_add(claim_parts(generation), std::memory_order_relaxed);
+    }
+    // Every part is claimed: wait for the workers' claimed ones.
+    for (unsigned spins = 0; done_.load(std::memory_order_acquire) != p; ++spins) {
+        if (spins < 4096) {
+            pause();
+        } else {
+            std::this_thread::yield();  // a worker was preempted inside its part: let it run
         }
     }
 }
@@ -122,7 +139,7 @@ uint64_t Copier::copied(unsigned k) const {
 void Copier::run(Worker & w) {
     uint64_t seen = 0;
     for (;;) {
-        uint64_t g = w.posted.load(std::memory_order_acquire);
+        uint64_t g = posted_.load(std::memory_order_acquire);
         const auto until = std::chrono::steady_clock::now() + kSpin;
         for (unsigned spins = 0; g == seen; ++spins) {
             pause();
@@ -132,24 +149,24 @@ void Copier::run(Worker & w) {
                 }
                 std::this_thread::yield();  // a machine with fewer cores than threads runs the caller
             }
-            g = w.posted.load(std::memory_order_acquire);
+            g = posted_.load(std::memory_order_acquire);
         }
         if (g == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
             sleepers_ += 1;
             wake_.wait(lock, [&] {
-                return stop_.load(std::memory_order_relaxed) || w.posted.load(std::memory_order_acquire) != seen;
+                return stop_.load(std::memory_order_relaxed) || posted_.load(std::memory_order_acquire) != seen;
             });
             sleepers_ -= 1;
-            g = w.posted.load(std::memory_order_acquire);
+            g = posted_.load(std::memory_order_acquire);
             if (g == seen) {
                 return;  // stopped
             }
         }
-        copy_part(spans_, n_, w.begin, w.end);
-        w.copied.fetch_add(w.end - w.begin, std::memory_order_relaxed);
         seen = g;
-        w.done.store(g, std::memory_order_release);
+        if (!workers_held_.load(std::memory_order_relaxed)) {
+            w.copied.fetch_add(claim_parts(g), std::memory_order_relaxed);
+        }
     }
 }
 

@@ -492,14 +492,15 @@ TEST_P(Pieces, EveryCopyThreadCountGivesTheSameBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Pieces, testing::ValuesIn(rig::kinds()), rig::param_name);
 
-// Rule 2, "Copy threads": a piece's bytes, taken as one run, are cut into one part per 64 KiB and
-// at most one per thread, inner edges at bytes / parts * k rounded down to 64 bytes of the run,
-// the last part taking the remainder, the first copied by the caller's thread; a piece below
-// twice 64 KiB stays on the caller's thread. What each participant copied, through the seam.
-TEST_F(PiecesOrder, EachCopyThreadCopiesItsPartOfAPiece) {
+// Rule 2, "Copy threads": the participants claim a piece's parts, so one the machine does not run
+// leaves its parts to the others. With the workers held (the seam: as if none ran) the caller's
+// thread copies every part; with the caller held, the workers do; either way the call completes
+// with the same bytes and the participants' bytes add up to the piece's, each byte once. A piece
+// below twice 64 KiB is one part, the caller's. What each participant copied, through the seam.
+TEST_F(PiecesOrder, TheCopyThreadsClaimAPiecesPartsAndTheOthersCopyWhatOneLeaves) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
-    const int64_t floats = 100001;  // 400,004 bytes: 6 parts of 64 KiB, so 4 threads take 4
+    const int64_t floats = 100001;  // 400,004 bytes: 6 parts of 64 KiB
     const size_t bytes = floats * sizeof(float);
     ggml_tensor * big = r.f32(floats, "big");
     r.bytes(64, "apart");
@@ -517,24 +518,34 @@ TEST_F(PiecesOrder, EachCopyThreadCopiesItsPartOfAPiece) {
         ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
         EXPECT_EQ(out, in);
     };
+    const auto copied = [&] {
+        std::vector<uint64_t> k(5, 7);
+        EXPECT_EQ(sam3d_testing_copied_bytes(s, k.data(), 5), 4u);
+        EXPECT_EQ(k[4], 7u) << "written beyond the session's participants";
+        k.pop_back();
+        return k;
+    };
+    sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_WORKERS);
     roundtrip(big, bytes);
-    uint64_t copied[5] = {0, 0, 0, 0, 7};
-    ASSERT_EQ(sam3d_testing_copied_bytes(s, copied, 5), 4u);
-    // The edges: 0, 99,968, 200,000, 299,968 (100,001 rounded down to 64 bytes is 99,968), the
-    // end; each part copied twice, in and out.
-    const uint64_t edges[] = {0, 99968, 200000, 299968, bytes};
-    for (unsigned k = 0; k < 4; ++k) {
-        EXPECT_EQ(copied[k], 2 * (edges[k + 1] - edges[k])) << "participant " << k;
+    EXPECT_EQ(copied(), (std::vector<uint64_t>{2 * bytes, 0, 0, 0})) << "in and out, all on the caller's thread";
+    sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_CALLER);
+    roundtrip(big, bytes);
+    const std::vector<uint64_t> held = copied();
+    EXPECT_EQ(held[0], 2 * bytes) << "the caller claimed a part while held";
+    EXPECT_EQ(held[1] + held[2] + held[3], 2 * bytes) << "the workers copied each byte once, in and out";
+    sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_NONE);
+    for (int i = 0; i < 20; ++i) {
+        roundtrip(big, bytes);
     }
-    EXPECT_EQ(copied[4], 7u) << "written beyond the session's participants";
+    const std::vector<uint64_t> shared = copied();
+    EXPECT_EQ(shared[0] + shared[1] + shared[2] + shared[3], 44 * bytes) << "each byte copied once, in and out";
     roundtrip(small, 4000);  // one part: the caller's
-    uint64_t after[4] = {};
-    ASSERT_EQ(sam3d_testing_copied_bytes(s, after, 4), 4u);
-    EXPECT_EQ(after[0], copied[0] + 8000);
-    for (unsigned k = 1; k < 4; ++k) {
-        EXPECT_EQ(after[k], copied[k]) << "participant " << k;
-    }
-    EXPECT_EQ(sam3d_testing_copied_bytes(nullptr, after, 4), 0u);
+    std::vector<uint64_t> after = copied();
+    EXPECT_EQ(after[0], shared[0] + 8000);
+    after[0] = shared[0];
+    EXPECT_EQ(after, shared) << "the workers copied part of a piece of one part";
+    sam3d_testing_hold_copy_threads(nullptr, SAM3D_TESTING_HOLD_WORKERS);  // no-op
+    EXPECT_EQ(sam3d_testing_copied_bytes(nullptr, after.data(), 4), 0u);
 }
 
 // The copy threads a session reports: as asked (up to 64), the default at most the processors

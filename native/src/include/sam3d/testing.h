@@ -76,6 +76,18 @@ uint64_t sam3d_testing_allocations(sam3d_session * session);
 // 0 for a NULL session).
 unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, unsigned n);
 
+// Which of a session's copy threads claim no part of a copy (docs/contract.md, rule 2, "Copy
+// threads"), as where the machine does not run them: SAM3D_TESTING_HOLD_NONE (the default),
+// _WORKERS (the caller's thread copies every part) or _CALLER (the workers copy every part; only
+// for a session with at least one copy worker, sam3d_session_copy_threads() > 1, or a copy
+// never ends). No-op for a NULL session.
+typedef enum {
+    SAM3D_TESTING_HOLD_NONE = 0,
+    SAM3D_TESTING_HOLD_WORKERS = 1,
+    SAM3D_TESTING_HOLD_CALLER = 2,
+} sam3d_testing_hold;
+void sam3d_testing_hold_copy_threads(sam3d_session * session, sam3d_testing_hold held);
+
 #ifdef __cplusplus
 }
 #endif
