@@ -320,7 +320,7 @@ def test_wrap_fills_the_schema_and_keeps_driver_rows():
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
-        "duplex": "auto",
+        "duplex": "off",
     }
     assert record.parse(d) == r
 
@@ -374,7 +374,7 @@ def test_wrap_records_a_transfer_only_or_areas_replay_as_its_configuration():
     doc["extra"].update(duplex="off", layout="areas")
     r = _wrap("vulkan", doc)
     assert (r.duplex, r.layout, "duplex" in r.document()["extra"]) == ("off", "areas", False)
-    assert _wrap("vulkan", _doc()).duplex == "auto"  # a driver that names none: the driver's default
+    assert _wrap("vulkan", _doc()).duplex == "off"  # a driver that names none: the driver's default
     with pytest.raises(record.ResultError, match="duplex"):
         config(duplex="both")
     with pytest.raises(record.ResultError, match="order"):

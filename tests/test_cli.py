@@ -149,7 +149,7 @@ _DEFAULT = {
     "order": "profile",
     "transfer_only": False,
     "transfer_queue": False,
-    "duplex": "auto",
+    "duplex": "off",
 }
 
 

@@ -237,15 +237,16 @@ def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_pat
 def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeypatch):
     """--duplex is the batched sessions' duplex mode: passed to each driver run, the checked
     replays' too, and recorded in each summary entry (the result record's duplex where the driver
-    wrote nothing); without it the driver gets no flag (its default, auto)."""
+    wrote nothing); without it the driver gets no flag (its default, off), and a run's file names
+    name only a mode other than that default."""
     _, log = _bundle(tmp_path, monkeypatch)
     out = tmp_path / "out"
-    assert device_run.main(["--out", str(out), "--skip-tests", "--duplex", "off", "--layout", "all"]) == 0
+    assert device_run.main(["--out", str(out), "--skip-tests", "--duplex", "auto", "--layout", "all"]) == 0
     calls = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
-    assert [_flag(c, "--duplex") for c in calls] == ["off"] * len(LISTED["layouts"])
+    assert [_flag(c, "--duplex") for c in calls] == ["auto"] * len(LISTED["layouts"])
     entries = json.loads((out / "summary.json").read_text())["variants"]["cu"]["bench"]
-    assert [(e["duplex"], e["driver_output"].endswith("-duplex-off.driver.json")) for e in entries] == [
-        ("off", True)
+    assert [(e["duplex"], e["driver_output"].endswith("-duplex-auto.driver.json")) for e in entries] == [
+        ("auto", True)
     ] * len(LISTED["layouts"])
     log.unlink()
     assert (
@@ -258,7 +259,7 @@ def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeyp
     (call,) = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
     assert "--duplex" not in call
     (entry,) = json.loads((tmp_path / "plain" / "summary.json").read_text())["variants"]["cu"]["bench"]
-    assert entry["duplex"] == "auto"
+    assert entry["duplex"] == "off" and "-duplex-" not in entry["driver_output"]
     with pytest.raises(SystemExit):
         device_run.main(["--out", str(out), "--skip-tests", "--duplex", "both"])
 

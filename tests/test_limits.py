@@ -386,14 +386,14 @@ def test_the_limits_note_names_a_duplex_rows_floor_and_the_second_backends_calls
 
 def test_the_table_shows_a_duplex_column_where_rows_differ(make_result):
     """The duplex mode asked is a configuration field: a column where some row is not at the
-    driver's default (auto), and rows of different modes are different configurations."""
-    auto = _duplex_doc(make_result, 0.66, {"queued": 82})
-    off = _duplex_doc(make_result, 0.66, {"queued": 0}) | {"duplex": "off"}
+    driver's default (off), and rows of different modes are different configurations."""
+    auto = _duplex_doc(make_result, 0.66, {"queued": 82}) | {"duplex": "auto"}
+    off = _duplex_doc(make_result, 0.66, {"queued": 0})
     t = table.build(_recs([auto, off]))
     assert "duplex" in [c.header for c in t.columns]
     assert [row["duplex"] for row in t.rows if row["batching"] == "queued"] == ["auto", "off"]
-    assert "duplex" not in [c.header for c in table.build(_recs([auto])).columns]
-    assert any(n.startswith("limits, release Vulkan duplex off: ") for n in t.notes)
+    assert "duplex" not in [c.header for c in table.build(_recs([off])).columns]
+    assert any(n.startswith("limits, release Vulkan duplex auto: ") for n in t.notes)
 
 
 def test_no_limit_without_a_floor_or_another_profile(make_result):

@@ -38,7 +38,7 @@ def test_every_version_reads_with_its_configuration_as_fields(name):
         "order": order,
         "transfer_only": transfer_only,
         "transfer_queue": transfer_queue,
-        "duplex": "auto",  # before the field: the driver's default, one queue in those cores
+        "duplex": "off",  # before the field: one queue in those cores
     }
     assert r.ok and r.rows and all(len(row.samples) == r.protocol.images for row in r.rows)
 
@@ -285,13 +285,13 @@ def test_a_version_4_file_says_its_configuration_once_and_its_times_are_plausibl
 
 
 def test_a_version_4_file_reads_as_the_drivers_default_duplex_and_a_version_4_reader_would_refuse_a_5():
-    """Version 4 had no duplex field: its rows read as "auto" (their driver's only behaviour) and
+    """Version 4 had no duplex field: its rows read as "off" (their driver's only behaviour) and
     migrated; a version-5 file names its duplex, which a version-4 reader (a record naming every
     field) would refuse, hence the version."""
     doc = _v4()
     assert doc["schema"] == "sam3d-bench-result/5" and "duplex" not in doc
     old = record.parse(doc | {"schema": "sam3d-bench-result/4"})
-    assert (old.duplex, old.migrated_from) == ("auto", "sam3d-bench-result/4")
+    assert (old.duplex, old.migrated_from) == ("off", "sam3d-bench-result/4")
     assert old.configuration() == record.parse(doc).configuration()
     on = record.parse(doc | {"duplex": "on"})
     assert on.configuration()["duplex"] == "on" and on.migrated_from is None
@@ -383,7 +383,7 @@ def test_parsing_a_document_leaves_it_as_it_was():
         "order": "levels",
         "transfer_only": True,
         "transfer_queue": False,
-        "duplex": "auto",
+        "duplex": "off",
     }
     assert doc == before
     assert record.parse(doc).configuration() == record.parse(before).configuration()  # and reads the same again

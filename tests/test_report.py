@@ -913,7 +913,7 @@ def test_compare_markdown_and_json_name_both_sides_and_the_settings(tmp_path, ma
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
-        "duplex": "auto",
+        "duplex": "off",
     }
     assert on["a"]["median_ms"] == pytest.approx(95.95) and on["b"]["median_ms"] == pytest.approx(86.355)
     assert on["ratio"] == pytest.approx(0.9) and isinstance(on["p"], float) and on["p"] < 0.01
@@ -1596,7 +1596,7 @@ def test_report_json(tmp_path, make_result, capsys):
         "order": "profile",
         "transfer_only": False,
         "transfer_queue": False,
-        "duplex": "auto",
+        "duplex": "off",
     }
     # the table's cells, as numbers: p95 101.8/96.8, min-max, n, speedup 1.05x (IQR 1.05-1.05)
     assert (off["n"], off["p95_ms"], off["min_ms"], off["max_ms"]) == (20, 101.8, 100.0, 101.9)
@@ -1659,7 +1659,7 @@ def test_report_document_holds_the_findings_as_values_without_markdown(make_resu
         "order": "profile",
         "transfer_only": True,
         "transfer_queue": False,
-        "duplex": "auto",
+        "duplex": "off",
     }
     q = rows[("release", "queued")]
     assert q.floor_ms == 1.5 and isinstance(q.limit_ms, float) and q.limit_ms > q.floor_ms

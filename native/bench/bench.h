@@ -97,9 +97,10 @@ struct Options {
     // default (SAM3D_STAGING_COPY_THREADS, at most the processors), unless
     // --staging-copy-threads names a count.
     unsigned staging_copy_threads = 0;
-    // The batched sessions' options.duplex: SAM3D_DUPLEX_AUTO (the core's default is OFF: the
-    // benchmark measures duplex wherever the backend gains from it) unless --duplex names one.
-    sam3d_duplex duplex = SAM3D_DUPLEX_AUTO;
+    // The batched sessions' options.duplex: SAM3D_DUPLEX_OFF, the core's default (on the profile's
+    // replay duplex made the CUDA queued rows slower, docs/benchmark.md "Events, waits, duplex and
+    // the transfer queue"), unless --duplex names one.
+    sam3d_duplex duplex = SAM3D_DUPLEX_OFF;
     Layout layout = Layout::Scattered;
     Order order = Order::Profile;
     // --uninitialized-areas: the areas are not cleared where they are created (Replay::place_areas),

@@ -96,7 +96,7 @@ std::string usage() {
     for (const Choice<Layout> & c : kLayoutTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
     u += "  --order O   the order the graphs are issued in (default profile):\n";
     for (const Choice<Order> & c : kOrderTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
-    u += "  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default auto):\n";
+    u += "  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default off):\n";
     for (const Choice<sam3d_duplex> & c : kDuplexTable) {
         u += std::string("              ") + c.name + ": " + c.description + "\n";
     }

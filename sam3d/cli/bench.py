@@ -321,7 +321,7 @@ def _import_summary(raw_dir: Path, summary: dict, out: Path, written: list, reas
             layout = (
                 "".join(f", {b[k]} {word}" for k, word in (("layout", "layout"), ("graph_order", "order")) if k in b)
                 + (", transfer-only" if b.get("transfer_only") else "")
-                + (f", duplex {b['duplex']}" if b.get("duplex", "auto") != "auto" else "")
+                + (f", duplex {b['duplex']}" if b.get("duplex", "off") != "off" else "")
             )
             tests.append(
                 (

@@ -241,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
         "--duplex",
         choices=("auto", "off", "on"),
         help="the batched sessions' duplex mode, downloads on a second backend of the device "
-        "(sam3d_bench --duplex; default: the driver's, auto)",
+        "(sam3d_bench --duplex; default: the driver's, off)",
     )
     s.add_argument("--force", **force)
     s.set_defaults(func="bench")

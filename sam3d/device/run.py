@@ -491,7 +491,7 @@ def run_bench(
         + ("-transfer-only" if transfer_only else "")
         + (f"-{ctag}" if ctag else "")
         + f"-{layout}-{order}"
-        + (f"-duplex-{duplex}" if duplex not in (None, "auto") else "")
+        + (f"-duplex-{duplex}" if duplex not in (None, "off") else "")
     )
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
@@ -529,7 +529,7 @@ def run_bench(
         "graph_order": order,
         "transfer_only": transfer_only,
         "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env,
-        "duplex": duplex or "auto",
+        "duplex": duplex or "off",
     }
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -717,7 +717,7 @@ def parser(variant_names):
         "--duplex",
         choices=("auto", "off", "on"),
         help="the batched sessions' duplex mode, downloads on a second backend of the device (sam3d_bench "
-        "--duplex; default: the driver's, auto; recorded in each run's summary entry: the result record's duplex)",
+        "--duplex; default: the driver's, off; recorded in each run's summary entry: the result record's duplex)",
     )
     p.add_argument(
         "--layout",

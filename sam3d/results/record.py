@@ -384,10 +384,10 @@ class Record(_Model):
         False, description="GGML's Vulkan transfers on their own queue (GGML_VK_ASYNC_USE_TRANSFER_QUEUE=1)"
     )
     duplex: Literal["auto", "off", "on"] = Field(
-        "auto",
+        "off",
         description="the batched sessions' duplex mode as asked (sam3d_bench --duplex; docs/contract.md, rule "
         "11); whether a row used the second backend is its mode's duplex_calls_per_image. Files before the "
-        "field read as auto, their driver's only behaviour (one queue before core 0.8.0)",
+        "field read as off, their driver's only behaviour (one queue before core 0.8.0)",
     )
     machine: Machine | None = None
     build: Build | None = None
@@ -535,7 +535,7 @@ def configuration_of(facts: dict) -> dict:
 
 def _migrate(doc: dict) -> dict:
     """An older document as a version-5 one, migrated_from set. Version 4 has its configuration in
-    the record's fields already and lacks only duplex (the field's default, auto, its driver's
+    the record's fields already and lacks only duplex (the field's default, off, its driver's
     only behaviour; a suffix or an old extra field stays refused, as version 4 refused it).
     Versions 1-3: the configuration fields from extra (the suffixes of the backend name where
     extra lacks them). Version 2 and 1 lack fields version 4 made optional (the self-check's

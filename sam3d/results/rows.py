@@ -22,7 +22,7 @@ CONFIG_WORDS = {
     "order": {"levels": "levels"},
     "transfer_only": {True: "transfer-only"},
     "transfer_queue": {True: "transfer queue"},
-    "duplex": {"off": "duplex off", "on": "duplex on"},
+    "duplex": {"auto": "duplex auto", "on": "duplex on"},
 }
 # The configuration columns' headers.
 CONFIG_HEADERS = {
