@@ -213,6 +213,10 @@ unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, u
     return threads;
 }
 
+unsigned sam3d_testing_copy_parts(sam3d_session * session, size_t bytes) {
+    return session ? session->copier->parts(bytes) : 0;
+}
+
 void sam3d_testing_hold_copy_threads(sam3d_session * session, sam3d_testing_hold held) {
     if (session != nullptr) {
         std::lock_guard<std::mutex> lock(session->mutex);

@@ -4,9 +4,11 @@
 // piece events are synchronized before they are recorded again; results are the same for every
 // piece size, on every backend.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <sched.h>
 
 #include "cases.h"
@@ -546,6 +548,107 @@ TEST_F(PiecesOrder, TheCopyThreadsClaimAPiecesPartsAndTheOthersCopyWhatOneLeaves
     EXPECT_EQ(after, shared) << "the workers copied part of a piece of one part";
     sam3d_testing_hold_copy_threads(nullptr, SAM3D_TESTING_HOLD_WORKERS);  // no-op
     EXPECT_EQ(sam3d_testing_copied_bytes(nullptr, after.data(), 4), 0u);
+}
+
+// Rule 2, "Copy threads": a piece's bytes are cut into one part per 64 KiB, at most four per
+// thread, one on a single thread (what the session would cut a piece of so many bytes into,
+// through the seam). More parts than that hand more pieces between threads for the same bytes;
+// fewer leave a preempted worker's share on it.
+TEST_F(PiecesOrder, APieceIsCutIntoOnePartPer64KiBAndAtMostFourPerThread) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    constexpr size_t kib = 1024, mib = kib * kib;
+    sam3d_session * one = r.session(pieces_of(0, 1));
+    sam3d_session * four = r.session(pieces_of(0, 4));
+    sam3d_session * most = r.session(pieces_of(0, SAM3D_STAGING_COPY_THREADS_MAX));
+    ASSERT_NE(one, nullptr);
+    ASSERT_NE(four, nullptr);
+    ASSERT_NE(most, nullptr);
+    ASSERT_EQ(sam3d_session_copy_threads(four), 4u);
+    ASSERT_EQ(sam3d_session_copy_threads(most), SAM3D_STAGING_COPY_THREADS_MAX);
+    EXPECT_EQ(sam3d_testing_copy_parts(one, 32 * mib), 1u) << "one part on a single thread";
+    EXPECT_EQ(sam3d_testing_copy_parts(four, 1), 1u);
+    EXPECT_EQ(sam3d_testing_copy_parts(four, 128 * kib - 1), 1u) << "one per 64 KiB: below two";
+    EXPECT_EQ(sam3d_testing_copy_parts(four, 128 * kib), 2u);
+    EXPECT_EQ(sam3d_testing_copy_parts(four, 400004), 6u);
+    EXPECT_EQ(sam3d_testing_copy_parts(four, mib), 16u);
+    EXPECT_EQ(sam3d_testing_copy_parts(four, 32 * mib), 16u) << "at most four per thread";
+    EXPECT_EQ(sam3d_testing_copy_parts(most, 16 * mib - 1), 255u);
+    EXPECT_EQ(sam3d_testing_copy_parts(most, 32 * mib), 256u) << "64 threads, four parts each";
+    EXPECT_EQ(sam3d_testing_copy_parts(nullptr, mib), 0u);
+}
+
+// Rule 2, "Copy threads", at its largest: 64 threads cut a piece of 20,000,000 bytes into 256
+// parts, the most a piece has. Every byte arrives, in and out, with the caller's thread copying
+// its share or held (the workers copy all 256); each byte is copied once (the participants'
+// bytes add up to the pieces'). Inner edges lie on multiples of 64 bytes of the piece and the
+// last part takes the remainder, so with pieces of a multiple of 64 bytes (but parts that are
+// not) every participant's bytes are a multiple of 64.
+TEST_F(PiecesOrder, SixtyFourThreadsCopyTheMostPartsOnceEachOn64ByteEdges) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    constexpr int64_t floats = 5000000;
+    constexpr size_t bytes = floats * sizeof(float);  // 20,000,000: 64 x 312,500; a part 78,125
+    ggml_tensor * t = r.f32(floats, "t");
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(SIZE_MAX, SAM3D_STAGING_COPY_THREADS_MAX));
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(sam3d_session_copy_threads(s), SAM3D_STAGING_COPY_THREADS_MAX);
+    ASSERT_EQ(sam3d_testing_copy_parts(s, bytes), 256u);
+    float seed = 1.0f;
+    for (sam3d_testing_hold held : {SAM3D_TESTING_HOLD_NONE, SAM3D_TESTING_HOLD_CALLER, SAM3D_TESTING_HOLD_NONE}) {
+        sam3d_testing_hold_copy_threads(s, held);
+        std::vector<float> in(floats), out(floats, -1.0f);
+        for (int64_t i = 0; i < floats; ++i) {
+            in[i] = seed + static_cast<float>(i % 8000000);
+        }
+        seed += 1.0f;
+        // An upload alone, then a download alone: each call one piece of 20,000,000 bytes, within
+        // the bound.
+        sam3d_upload u = rig::up(t, in.data(), bytes);
+        sam3d_download d = rig::down(t, out.data(), bytes);
+        const sam3d_call up{&u, 1, nullptr, nullptr, 0, false};
+        const sam3d_call down{nullptr, 0, nullptr, &d, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &up), SAM3D_OK) << sam3d_last_error();
+        ASSERT_EQ(sam3d_session_run(s, &down), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out, in) << "hold " << held;
+    }
+    std::vector<uint64_t> k(SAM3D_STAGING_COPY_THREADS_MAX, 0);
+    ASSERT_EQ(sam3d_testing_copied_bytes(s, k.data(), SAM3D_STAGING_COPY_THREADS_MAX), SAM3D_STAGING_COPY_THREADS_MAX);
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < k.size(); ++i) {
+        sum += k[i];
+        EXPECT_EQ(k[i] % 64, 0u) << "participant " << i << " copied a part whose edge is off 64 bytes";
+    }
+    EXPECT_EQ(sum, 6 * uint64_t{bytes}) << "each byte copied once, three calls in and three out";
+}
+
+// Rule 2, "Copy threads": workers that found no part for a while sleep, and the next piece wakes
+// them. With the caller held only the workers copy, so a piece that came while they slept
+// completes only if it woke them. (The wait only lets them reach their sleep; nothing is timed.)
+TEST_F(PiecesOrder, APieceWakesWorkersThatSlept) {
+    Rig r(Kind::CpuStaged);
+    RIG_REQUIRE(r);
+    constexpr int64_t floats = 100000;  // 400,000 bytes: 6 parts
+    ggml_tensor * t = r.f32(floats, "t");
+    r.alloc();
+    sam3d_session * s = r.session(pieces_of(SIZE_MAX, 3));
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(sam3d_session_copy_threads(s), 3u);
+    sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_CALLER);
+    for (int i = 0; i < 3; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // well past the workers' 2 ms
+        std::vector<float> in = rig::ramp(floats, 3.0f + static_cast<float>(i)), out(floats, -1.0f);
+        sam3d_upload u = rig::up(t, in.data(), sizeof(float) * floats);
+        sam3d_download d = rig::down(t, out.data(), sizeof(float) * floats);
+        const sam3d_call c{&u, 1, nullptr, &d, 1, false};
+        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+        EXPECT_EQ(out, in);
+    }
+    std::vector<uint64_t> k(3, 7);
+    ASSERT_EQ(sam3d_testing_copied_bytes(s, k.data(), 3), 3u);
+    EXPECT_EQ(k[0], 0u) << "the caller copied while held";
+    EXPECT_EQ(k[1] + k[2], 6u * sizeof(float) * floats);
 }
 
 // The copy threads a session reports: as asked (up to 64), the default at most the processors

@@ -76,6 +76,10 @@ uint64_t sam3d_testing_allocations(sam3d_session * session);
 // 0 for a NULL session).
 unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, unsigned n);
 
+// How many parts the session's copy threads cut a piece of `bytes` bytes into (docs/contract.md,
+// rule 2, "Copy threads"); 0 for a NULL session.
+unsigned sam3d_testing_copy_parts(sam3d_session * session, size_t bytes);
+
 // Which of a session's copy threads claim no part of a copy (docs/contract.md, rule 2, "Copy
 // threads"), as where the machine does not run them: SAM3D_TESTING_HOLD_NONE (the default),
 // _WORKERS (the caller's thread copies every part) or _CALLER (the workers copy every part; only
