@@ -80,11 +80,11 @@ unsigned sam3d_testing_copied_bytes(sam3d_session * session, uint64_t * bytes, u
 // rule 2, "Copy threads"); 0 for a NULL session.
 unsigned sam3d_testing_copy_parts(sam3d_session * session, size_t bytes);
 
-// Which of a session's copy threads claim no part of a copy (docs/contract.md, rule 2, "Copy
-// threads"), as where the machine does not run them: SAM3D_TESTING_HOLD_NONE (the default),
-// _WORKERS (the caller's thread copies every part) or _CALLER (the workers copy every part; only
-// for a session with at least one copy worker, sam3d_session_copy_threads() > 1, or a copy
-// never ends). No-op for a NULL session.
+// Which of a session's copy threads claim no part of a copy of several parts (docs/contract.md,
+// rule 2, "Copy threads"; a copy of one part is always the caller's), as where the machine does
+// not run them: SAM3D_TESTING_HOLD_NONE (the default), _WORKERS (the caller's thread copies every
+// part) or _CALLER (the workers copy every part; only for a session with at least one copy
+// worker, sam3d_session_copy_threads() > 1, or a copy never ends). No-op for a NULL session.
 typedef enum {
     SAM3D_TESTING_HOLD_NONE = 0,
     SAM3D_TESTING_HOLD_WORKERS = 1,
