@@ -21,6 +21,8 @@ LISTED = {
     "modes": ["off", "staged", "fancy"],
     "layouts": ["scattered", "areas", "tiles"],
     "orders": ["profile", "levels"],
+    # A default named unlike the real driver's: run.pyz takes the choices and the default from the driver.
+    "duplex": ["single", "auto", "on"],
 }
 
 FAKE_BINARY = f"""#!{sys.executable}
@@ -237,8 +239,9 @@ def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_pat
 def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeypatch):
     """--duplex is the batched sessions' duplex mode: passed to each driver run, the checked
     replays' too, and recorded in each summary entry (the result record's duplex where the driver
-    wrote nothing); without it the driver gets no flag (its default, off), and a run's file names
-    name only a mode other than that default."""
+    wrote nothing); without it the driver gets no flag and the entry names the driver's default (the
+    first its --list-modes lists), a run's file names name only a mode other than that default, and
+    a mode the driver does not list is refused in one line naming those it does."""
     _, log = _bundle(tmp_path, monkeypatch)
     out = tmp_path / "out"
     assert device_run.main(["--out", str(out), "--skip-tests", "--duplex", "auto", "--layout", "all"]) == 0
@@ -259,9 +262,11 @@ def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeyp
     (call,) = [c for c in _calls(log, "sam3d_bench") if "--list-modes" not in c]
     assert "--duplex" not in call
     (entry,) = json.loads((tmp_path / "plain" / "summary.json").read_text())["variants"]["cu"]["bench"]
-    assert entry["duplex"] == "off" and "-duplex-" not in entry["driver_output"]
-    with pytest.raises(SystemExit):
-        device_run.main(["--out", str(out), "--skip-tests", "--duplex", "both"])
+    assert entry["duplex"] == "single" and "-duplex-" not in entry["driver_output"]
+    for wrong in ("both", "all", "off"):
+        with pytest.raises(SystemExit) as e:
+            device_run.main(["--out", str(out), "--skip-tests", "--duplex", wrong])
+        assert str(e.value).count("\n") == 0 and "single, auto, on" in str(e.value)
 
 
 def test_the_program_outside_a_bundle_says_in_one_line_where_it_runs():

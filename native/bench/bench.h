@@ -55,7 +55,8 @@ json mode_table_json(const std::vector<Mode> & modes);
 // ---------------------------------------------------------------- options (options.cpp)
 // A value of a flag with a fixed set of choices: its name on the command line and in the
 // output, and what it does. Each table lists them in enum order, the default first; `--list-modes`
-// prints the layouts and orders beside the modes (the GPU bundle's run.pyz runs and checks them all).
+// prints the layouts, orders and duplex modes beside the modes (the GPU bundle's run.pyz runs and
+// checks every layout and order, and takes its --duplex choices and default from there).
 template <class T>
 struct Choice {
     T value;
@@ -72,7 +73,8 @@ const char * layout_name(Layout l);
 enum class Order { Profile, Levels };
 extern const Choice<Order> kOrderTable[2];
 const char * order_name(Order o);
-// The batched sessions' duplex mode (--duplex; docs/contract.md, rule 11): sam3d_duplex's values.
+// The batched sessions' duplex mode (--duplex; docs/contract.md, rule 11): sam3d_duplex's values,
+// the default (Options::duplex, the core's) first.
 extern const Choice<sam3d_duplex> kDuplexTable[3];
 const char * duplex_name(sam3d_duplex d);
 

@@ -11,7 +11,7 @@ namespace sam3d_bench {
 
 void die(int code, const std::string & message) { throw Error(code, message); }
 
-const char * const kModesSchema = "sam3d-bench-modes/2";
+const char * const kModesSchema = "sam3d-bench-modes/3";
 
 // In the order the output lists the rows (the default protocol first).
 const ModeInfo kModeTable[kModeCount] = {
@@ -65,7 +65,7 @@ json mode_table_json(const std::vector<Mode> & modes) {
         out.push_back(json{{"name", i.name}, {"row", i.row}, {"required", i.required}, {"description", i.description}});
     }
     return json{{"schema", kModesSchema}, {"modes", out}, {"layouts", choices_json(kLayoutTable)},
-                {"orders", choices_json(kOrderTable)}};
+                {"orders", choices_json(kOrderTable)}, {"duplex", choices_json(kDuplexTable)}};
 }
 
 namespace {
@@ -96,14 +96,15 @@ std::string usage() {
     for (const Choice<Layout> & c : kLayoutTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
     u += "  --order O   the order the graphs are issued in (default profile):\n";
     for (const Choice<Order> & c : kOrderTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
-    u += "  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default off):\n";
+    u += std::string("  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default ") +
+         kDuplexTable[0].name + "):\n";
     for (const Choice<sam3d_duplex> & c : kDuplexTable) {
         u += std::string("              ") + c.name + ": " + c.description + "\n";
     }
     u += "  --uninitialized-areas  leave the areas layout's areas unwritten where no tensor lies (the replay\n"
          "              clears them once; this is the canary compute-sanitizer initcheck must report)\n"
-         "  --list-modes  print the mode table (or the --modes given), the layouts and the orders as JSON\n"
-         "              and exit\n"
+         "  --list-modes  print the mode table (or the --modes given), the layouts, the orders and the duplex\n"
+         "              modes as JSON and exit\n"
          "The 'on' session reads SAM3D_BATCHED_TRANSFERS, which must be 1.\n";
     return u;
 }

@@ -46,7 +46,7 @@ HERE = Path(sys.argv[0]).resolve().parent
 # sam3d/running/bundle.py writes beside run.pyz: host.sanitizer_env reads them.
 RUNTIME_FILE = "sanitizers.json"
 # What `sam3d_bench --list-modes` prints (native/bench/options.cpp): its modes, layouts and orders.
-LIST_SCHEMA = "sam3d-bench-modes/2"
+LIST_SCHEMA = "sam3d-bench-modes/3"
 # Where NVIDIA's Vulkan ICD manifest may be when the system loader's search path lacks it.
 NVIDIA_ICDS = (
     "/usr/share/vulkan/icd.d/nvidia_icd.json",
@@ -431,8 +431,8 @@ def run_probe(name, env, out, tag, backend):
 
 
 def driver_lists(name, env):
-    """({"modes", "layouts", "orders"}: the names each lists, the default layout and order first,
-    None) from the variant's driver (`sam3d_bench --list-modes`), or (None, why)."""
+    """({"modes", "layouts", "orders", "duplex"}: the names each lists, the default layout, order and
+    duplex mode first, None) from the variant's driver (`sam3d_bench --list-modes`), or (None, why)."""
     r = subprocess.run(
         [str(HERE / name / "bin" / "sam3d_bench"), "--list-modes"], env=env, capture_output=True, text=True
     )
@@ -443,7 +443,7 @@ def driver_lists(name, env):
     if not isinstance(doc, dict) or doc.get("schema") != LIST_SCHEMA:
         said = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return None, f"`sam3d_bench --list-modes` did not print its {LIST_SCHEMA} list: {said}"
-    return {k: [x["name"] for x in doc[k]] for k in ("modes", "layouts", "orders")}, None
+    return {k: [x["name"] for x in doc[k]] for k in ("modes", "layouts", "orders", "duplex")}, None
 
 
 def chosen(flag, value, listed, default):
@@ -477,12 +477,15 @@ def run_bench(
     staging=(),
     checker=None,
     extra=(),
-    duplex=None,
+    *,
+    duplex,
 ):
     """One sam3d_bench run in ``layout`` and ``order`` (its --layout and --order); `staging`: its
-    --staging-* flags, as given to run.pyz; ``duplex``: its --duplex value (None: the driver's
-    default, auto); ``extra``: more flags. Under a ``checker``
-    (run_tests()) it is a checked replay: its findings, no floor probe."""
+    --staging-* flags, as given to run.pyz; ``duplex``: (its --duplex value, the driver's default
+    one), passed and named in the file names only where they differ; ``extra``: more flags. Under a
+    ``checker`` (run_tests()) it is a checked replay: its findings, no floor probe."""
+    duplex, default_duplex = duplex
+    asked = duplex != default_duplex
     env = dict(env, SAM3D_BATCHED_TRANSFERS="1")  # the benchmark's "on" session reads it
     ctag, prefix, cenv = checker or ("", [], {})
     env.update(cenv)
@@ -491,7 +494,7 @@ def run_bench(
         + ("-transfer-only" if transfer_only else "")
         + (f"-{ctag}" if ctag else "")
         + f"-{layout}-{order}"
-        + (f"-duplex-{duplex}" if duplex not in (None, "off") else "")
+        + (f"-duplex-{duplex}" if asked else "")
     )
     dst = out / f"{tag}.driver.json"
     log = out / f"{tag}.driver.log"
@@ -512,7 +515,7 @@ def run_bench(
             + (["--modes", modes] if modes else [])
             + (["--transfer-only"] if transfer_only else [])
             + list(staging)
-            + (["--duplex", duplex] if duplex else [])
+            + (["--duplex", duplex] if asked else [])
             + list(extra),
             env=env,
             stdout=f,
@@ -529,7 +532,7 @@ def run_bench(
         "graph_order": order,
         "transfer_only": transfer_only,
         "vulkan_transfer_queue": backend == "vulkan" and "GGML_VK_ASYNC_USE_TRANSFER_QUEUE" in env,
-        "duplex": duplex or "off",
+        "duplex": duplex,
     }
     if rc != 0:
         r["error"] = f"sam3d_bench exit {rc}: " + " | ".join(log_tail(log, 3))
@@ -604,7 +607,7 @@ def checked_matrix(a, lists):
     return [(t, x, o) for t in (False, True) for x in layouts for o in orders]
 
 
-def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
+def run_checked(i, n, name, vm, env, a, lists, modes, duplex, validation, tools):
     """The checked runs of one variant: per checker its canaries, then the device tests (and the
     normal suite's CUDA cases) and a one-image replay under it in each configuration of
     checked_matrix(). Returns (its summary entries, whether all passed, whether it had anything
@@ -670,7 +673,7 @@ def run_checked(i, n, name, vm, env, a, lists, modes, validation, tools):
             v["device_tests"][f"{kind} ({checker[0]})"] = t
         for transfer_only, layout, order in matrix:
             b = run_bench(
-                name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker, duplex=a.duplex
+                name, env, a.out, backend, 1, 0, modes, transfer_only, layout, order, checker=checker, duplex=duplex
             )
             found = b.get("validation_messages", b.get("sanitizer_errors"))
             print(
@@ -715,9 +718,9 @@ def parser(variant_names):
     )
     p.add_argument(
         "--duplex",
-        choices=("auto", "off", "on"),
         help="the batched sessions' duplex mode, downloads on a second backend of the device (sam3d_bench "
-        "--duplex; default: the driver's, off; recorded in each run's summary entry: the result record's duplex)",
+        "--duplex, one of those its --list-modes lists; default: the driver's; recorded in each run's summary "
+        "entry: the result record's duplex)",
     )
     p.add_argument(
         "--layout",
@@ -824,8 +827,14 @@ def main(argv=None):
         if a.vulkan_transfer_queue:
             env["GGML_VK_ASYNC_USE_TRANSFER_QUEUE"] = "1"  # after variant_env, which removes an inherited one
         modes = ",".join(chosen("--modes", a.modes, lists["modes"], [])) or None
+        if a.duplex not in (None, *lists["duplex"]):
+            sys.exit(
+                f"run.pyz: --duplex {a.duplex!r}: give one of {', '.join(lists['duplex'])} (the driver's "
+                "`sam3d_bench --list-modes`)"
+            )
+        duplex = (a.duplex or lists["duplex"][0], lists["duplex"][0])
         if validation or tools:
-            checked, passed, ran = run_checked(i, len(names), name, vm, env, a, lists, modes, validation, tools)
+            checked, passed, ran = run_checked(i, len(names), name, vm, env, a, lists, modes, duplex, validation, tools)
             summary["variants"][name] = {**v, **checked}
             ok &= passed
             any_checked |= ran
@@ -882,7 +891,7 @@ def main(argv=None):
                     layout,
                     order,
                     staging,
-                    duplex=a.duplex,
+                    duplex=duplex,
                 )
                 print(
                     f"    exit {b['exit_code']} ({b['seconds']} s)"

@@ -3,7 +3,7 @@ independent floor probe beside it, sam3d_floor_probe.
 
 Where they are, the environment they run in, the driver's mode table, one run of each, and
 reading what they wrote. The driver owns its modes: `sam3d_bench --list-modes [--modes M]`
-prints its mode table (schema "sam3d-bench-modes/2") or refuses M with the message it would
+prints its mode table (schema "sam3d-bench-modes/3") or refuses M with the message it would
 give, so the names and rules of --modes are written once, in the driver. Its output document
 carries the schema id "sam3d-bench-driver/4", the probe's "sam3d-floor-probe/1", checked here.
 Times are milliseconds, sizes bytes.
@@ -29,7 +29,7 @@ FLAG = "SAM3D_BATCHED_TRANSFERS"
 OUTPUT_SCHEMA = "sam3d-bench-driver/4"
 PROBE_SCHEMA = "sam3d-floor-probe/1"
 PROBE_TIMEOUT_S = 600
-MODES_SCHEMA = "sam3d-bench-modes/2"
+MODES_SCHEMA = "sam3d-bench-modes/3"
 # A driver run may take long in sanitizer variants on lavapipe; beyond this it is a failure.
 TIMEOUT_S = 3600
 
