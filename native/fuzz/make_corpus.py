@@ -442,6 +442,14 @@ FINDINGS = {
     "mirrored-slot-past-shadow": encode(
         reserve(SBOUND), submit(ZC, call(ups=[desc(A, slot(0, inside=True)), desc(LATE_VIEW, MIRROR)]))
     ),
+    # The deferred world's duplex session: a queued zero-copy kept call of a graph only (no slot),
+    # waited. Its wait synchronizes
+    # the second backend alone (rule 11), whose only entry is the wait for the call's handoff; the
+    # deferred seam's synchronize ran that queue's ops but not the first queue's ops before the
+    # event it waited for, so the graph never ran. The harness was at fault, not the core: a
+    # synchronize now covers what its queue's event waits cover, as a CUDA stream's does. Seed 1:
+    # the second queue runs first where nothing orders the two.
+    "duplex-graph-only-wait": encode(submit(ZC | Q | K, call(graph=True)), wait(0), seed=1),
     "remove-area-null": encode(
         add_area(NULL_TENSOR),
         remove_area(NULL_TENSOR),

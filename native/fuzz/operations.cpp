@@ -208,23 +208,31 @@ NO_COVERAGE void resync_gaps(const Call & c, const std::array<WorldCall, kWorlds
     }
 }
 
-// A6, in the deferred world (events, not one in-order queue): a queued call on the staged path
-// with uploads after an outstanding queued call first has the backend wait for an event, once;
-// any other call, or one with nothing outstanding, waits for none.
+// A6 and rule 11, in the deferred world (events, not one in-order queue; a duplex session): on the
+// session's backend a queued call on the staged path with uploads after an outstanding queued call
+// first waits for an event, once, and so may the graph of one without uploads (rule 11: after an
+// earlier duplex call's downloads); any other call, or one with nothing outstanding, waits for
+// none there. The second backend waits once per duplex call (its handoff), and only for a
+// queued call (one whose graph failed never gets there).
 void check_upload_order(const Call & c, bool queued, bool flying_before, bool none_outstanding,
                         const sam3d_counters & a, const char * op) {
     sam3d_counters b{};
     b.struct_size = sizeof b;
     sam3d_session_counters(g_env[kDeferred].session, &b);
-    const uint64_t waits = b.event_waits - a.event_waits;
+    const uint64_t second = b.duplex_event_waits - a.duplex_event_waits;
+    const uint64_t waits = b.event_waits - a.event_waits - second;
     const bool batched = b.pinned_batches - a.pinned_batches == 1;
-    const bool may = queued && batched && !c.ups.empty() && !none_outstanding;
+    const bool uploads = queued && batched && !c.ups.empty() && !none_outstanding;
+    const bool may = uploads || (queued && c.graph && !none_outstanding);  // a graph-only call batches nothing
     CHECK(may ? waits <= 1 : waits == 0,
-          "only a queued call's uploads wait for an event, once, and only after an outstanding queued call",
+          "only a queued call's uploads or graph wait for an event, once, and only after an outstanding queued call",
           where(op, kDeferred) + ": " + str(waits) + " event waits");
-    CHECK(!(may && flying_before) || waits == 1,
+    CHECK(!(uploads && flying_before) || waits == 1,
           "a queued call's uploads after a queued call still in flight first wait for its event",
           where(op, kDeferred) + ": " + str(waits) + " event waits");
+    CHECK(second == b.duplex_calls - a.duplex_calls && second <= (queued ? 1u : 0u),
+          "only a queued call's downloads wait on the second backend, for its handoff, once",
+          where(op, kDeferred) + ": " + str(second) + " waits on the second backend");
 }
 
 }  // namespace

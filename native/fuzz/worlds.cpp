@@ -188,6 +188,8 @@ sam3d_ggml_seam seam_for(World w) {
         s.event_record = seam_event_record;
         s.event_synchronize = seam_event_synchronize;
         s.event_wait = seam_event_wait;
+        s.dev_init = deferred::dev_init;  // duplex's second backend: the deferred seam's queue 1
+        s.backend_free = deferred::backend_free;
     }
     return s;
 }
@@ -200,6 +202,9 @@ sam3d_session * open_session(Env & e) {
     // the decoder's small calls are split as the profile's megabytes are by the default piece;
     // the unpinned world keeps the default (one piece each).
     o.staging_piece_bytes = pinned_world(e.world) ? 64 : 0;
+    // The deferred world is a duplex session (docs/contract.md, rule 11): its queued calls'
+    // downloads run on the deferred seam's second queue, ordered by the core's events alone.
+    o.duplex = e.world == kDeferred ? SAM3D_DUPLEX_ON : SAM3D_DUPLEX_OFF;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_testing_session_create(g_backend, &o, &e.seam, &s);
     CHECK(st == SAM3D_OK, "a session is created", sam3d_last_error());
@@ -207,6 +212,8 @@ sam3d_session * open_session(Env & e) {
               sam3d_session_static_fallback(s) ==
                   (staging_world(e.world) ? SAM3D_FALLBACK_COUNT : SAM3D_FALLBACK_NO_ASYNC_CAPS),
           "a session batches as asked, with the static fallback its caps give", kWorldName[e.world]);
+    CHECK(sam3d_session_duplex(s) == (e.world == kDeferred), "only the deferred world's session has a second backend",
+          kWorldName[e.world]);
     return s;
 }
 
@@ -285,6 +292,9 @@ void begin_input(bool ordinary, uint32_t seed) {
     g_ordinary = ordinary;
     deferred::reset();
     deferred::g_transfer_queue = true;
+    // The seed's low bit also picks the order the deferred world's two queues take where no event
+    // orders them (sam3d_deferred.h, g_second_first): a dropped wait before a read or before a write.
+    deferred::g_second_first = (seed & 1) != 0;
     for (int w = 0; w < kWorlds; ++w) {
         Env & e = g_env[w];
         ggml_backend_buffer_clear(e.buffer, 0);

@@ -184,12 +184,18 @@ inline void run_until(int q, size_t upto) {
         step(q);
     }
 }
+// A queue's event waits are in its order like its ops (cudaStreamWaitEvent): its synchronize also
+// waits for the other queue's ops before the events it waited for, with or without ops after them.
 inline void queue_synchronize(ggml_backend_t b) {
+    const int q = queue_of(b);
+    size_t waited = 0;
     {
         std::lock_guard<std::mutex> l(g_mutex);
         g_syncs += 1;
+        waited = g_after[q];
     }
-    run_until(queue_of(b), SIZE_MAX);
+    run_until(1 - q, waited);
+    run_until(q, SIZE_MAX);
     ggml_backend_synchronize(b);
 }
 inline size_t pending() {
