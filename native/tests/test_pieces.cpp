@@ -624,31 +624,39 @@ TEST_F(PiecesOrder, SixtyFourThreadsCopyTheMostPartsOnceEachOn64ByteEdges) {
 }
 
 // Rule 2, "Copy threads": workers that found no part for a while sleep, and the next piece wakes
-// them. With the caller held only the workers copy, so a piece that came while they slept
-// completes only if it woke them. (The wait only lets them reach their sleep; nothing is timed.)
+// them, one sleeper as well as several (sessions of 2 and 3 copy threads). With the caller held
+// only the workers copy, so a piece that came while they slept completes only if it woke them.
+// (The wait only lets them reach their sleep; nothing is timed.)
 TEST_F(PiecesOrder, APieceWakesWorkersThatSlept) {
     Rig r(Kind::CpuStaged);
     RIG_REQUIRE(r);
     constexpr int64_t floats = 100000;  // 400,000 bytes: 6 parts
     ggml_tensor * t = r.f32(floats, "t");
     r.alloc();
-    sam3d_session * s = r.session(pieces_of(SIZE_MAX, 3));
-    ASSERT_NE(s, nullptr);
-    ASSERT_EQ(sam3d_session_copy_threads(s), 3u);
-    sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_CALLER);
-    for (int i = 0; i < 3; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // well past the workers' 2 ms
-        std::vector<float> in = rig::ramp(floats, 3.0f + static_cast<float>(i)), out(floats, -1.0f);
-        sam3d_upload u = rig::up(t, in.data(), sizeof(float) * floats);
-        sam3d_download d = rig::down(t, out.data(), sizeof(float) * floats);
-        const sam3d_call c{&u, 1, nullptr, &d, 1, false};
-        ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
-        EXPECT_EQ(out, in);
+    for (const unsigned threads : {2u, 3u}) {
+        SCOPED_TRACE(std::to_string(threads) + " copy threads");
+        sam3d_session * s = r.session(pieces_of(SIZE_MAX, threads));
+        ASSERT_NE(s, nullptr);
+        ASSERT_EQ(sam3d_session_copy_threads(s), threads);
+        sam3d_testing_hold_copy_threads(s, SAM3D_TESTING_HOLD_CALLER);
+        for (int i = 0; i < 3; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));  // well past the workers' 2 ms
+            std::vector<float> in = rig::ramp(floats, 3.0f + static_cast<float>(i)), out(floats, -1.0f);
+            sam3d_upload u = rig::up(t, in.data(), sizeof(float) * floats);
+            sam3d_download d = rig::down(t, out.data(), sizeof(float) * floats);
+            const sam3d_call c{&u, 1, nullptr, &d, 1, false};
+            ASSERT_EQ(sam3d_session_run(s, &c), SAM3D_OK) << sam3d_last_error();
+            EXPECT_EQ(out, in);
+        }
+        std::vector<uint64_t> k(threads, 7);
+        ASSERT_EQ(sam3d_testing_copied_bytes(s, k.data(), threads), threads);
+        EXPECT_EQ(k[0], 0u) << "the caller copied while held";
+        uint64_t workers = 0;
+        for (unsigned w = 1; w < threads; ++w) {
+            workers += k[w];
+        }
+        EXPECT_EQ(workers, 6u * sizeof(float) * floats);
     }
-    std::vector<uint64_t> k(3, 7);
-    ASSERT_EQ(sam3d_testing_copied_bytes(s, k.data(), 3), 3u);
-    EXPECT_EQ(k[0], 0u) << "the caller copied while held";
-    EXPECT_EQ(k[1] + k[2], 6u * sizeof(float) * floats);
 }
 
 // The copy threads a session reports: as asked (up to 64), the default at most the processors
