@@ -234,6 +234,19 @@ def test_a_driver_that_does_not_list_fails_its_variant_with_what_it_said(tmp_pat
     assert summary["error"] == (
         f"`sam3d_bench --list-modes` did not print its {device_run.LIST_SCHEMA} list: sam3d_bench: error: bad"
     )
+    # Its schema's list without the duplex modes (or with none of them): the variant fails in one line.
+    for duplex in ("", ', "duplex": []'):
+        doc = (
+            f'{{"schema": "{device_run.LIST_SCHEMA}", "modes": [{{"name": "off"}}], '
+            f'"layouts": [{{"name": "a"}}], "orders": [{{"name": "p"}}]{duplex}}}'
+        )
+        (stage / "cu" / "bin" / "sam3d_bench").write_text(f"#!/bin/sh\necho '{doc}'\n")
+        assert device_run.main(["--out", str(tmp_path / "out"), "--skip-tests"]) == 1
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())["variants"]["cu"]
+        assert summary["error"] == (
+            f"`sam3d_bench --list-modes` printed a {device_run.LIST_SCHEMA} list without modes, layouts, orders or "
+            "duplex modes"
+        )
 
 
 def test_duplex_reaches_every_driver_run_and_its_summary_entry(tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ The fuzz target's input decoder (decode.cpp) reads an input with FuzzedDataProvi
 per choice, taken from the END of the input: a choice in [0, n) is byte % n. So an input is its
 list of choices, reversed. The choices, in the order decode.cpp reads them:
 
-    input    ordinary(2) seed(256) op...
+    input    ordinary(2) seed(256: also bit 1 a duplex deferred world, bit 0 its second queue first) op...
     op       0 run CALL | 1, 2 submit FLAGS CALL | 3 reserve N NULL_SLOTS(16: 0 = NULL) SIZE(28)...
              | 4 wait TICKET | 5 release TICKET | 6 (0 arm a compute failure | 1 reset counters
              | 2 add area AREA | 3 remove area AREA)(4) | 7 scribble AT(256: byte 3*AT) LEN(128)
@@ -447,9 +447,9 @@ FINDINGS = {
     # the second backend alone (rule 11), whose only entry is the wait for the call's handoff; the
     # deferred seam's synchronize ran that queue's ops but not the first queue's ops before the
     # event it waited for, so the graph never ran. The harness was at fault, not the core: a
-    # synchronize now covers what its queue's event waits cover, as a CUDA stream's does. Seed 1:
-    # the second queue runs first where nothing orders the two.
-    "duplex-graph-only-wait": encode(submit(ZC | Q | K, call(graph=True)), wait(0), seed=1),
+    # synchronize now covers what its queue's event waits cover, as a CUDA stream's does. Seed 3:
+    # a duplex deferred world, whose second queue runs first where nothing orders the two.
+    "duplex-graph-only-wait": encode(submit(ZC | Q | K, call(graph=True)), wait(0), seed=3),
     "remove-area-null": encode(
         add_area(NULL_TENSOR),
         remove_area(NULL_TENSOR),

@@ -20,6 +20,7 @@ namespace {
 ggml_backend_t g_backend = nullptr;
 Env * g_in = nullptr;          // the world whose session is being called
 bool g_ordinary = false;       // unpinned: the allocation returns ordinary memory (else NULL)
+bool g_duplex = false;         // deferred: the session is a duplex one (rule 11)
 alignas(64) uint8_t g_ordinary_memory[1 << 20];
 // Staged: staging memory is one block for the process, handed out as a CPU buffer at its end
 // (ASan still sees an overrun past it), rather than 32 MiB allocated and poisoned per input.
@@ -202,9 +203,10 @@ sam3d_session * open_session(Env & e) {
     // the decoder's small calls are split as the profile's megabytes are by the default piece;
     // the unpinned world keeps the default (one piece each).
     o.staging_piece_bytes = pinned_world(e.world) ? 64 : 0;
-    // The deferred world is a duplex session (docs/contract.md, rule 11): its queued calls'
-    // downloads run on the deferred seam's second queue, ordered by the core's events alone.
-    o.duplex = e.world == kDeferred ? SAM3D_DUPLEX_ON : SAM3D_DUPLEX_OFF;
+    // The deferred world is a duplex session for half the inputs (docs/contract.md, rule 11): its
+    // queued calls' downloads run on the deferred seam's second queue, ordered by the core's events
+    // alone; for the other half its queued calls use events on one backend.
+    o.duplex = e.world == kDeferred && g_duplex ? SAM3D_DUPLEX_ON : SAM3D_DUPLEX_OFF;
     sam3d_session * s = nullptr;
     const sam3d_status st = sam3d_testing_session_create(g_backend, &o, &e.seam, &s);
     CHECK(st == SAM3D_OK, "a session is created", sam3d_last_error());
@@ -212,8 +214,8 @@ sam3d_session * open_session(Env & e) {
               sam3d_session_static_fallback(s) ==
                   (staging_world(e.world) ? SAM3D_FALLBACK_COUNT : SAM3D_FALLBACK_NO_ASYNC_CAPS),
           "a session batches as asked, with the static fallback its caps give", kWorldName[e.world]);
-    CHECK(sam3d_session_duplex(s) == (e.world == kDeferred), "only the deferred world's session has a second backend",
-          kWorldName[e.world]);
+    CHECK(sam3d_session_duplex(s) == (o.duplex == SAM3D_DUPLEX_ON),
+          "only a duplex deferred world's session has a second backend", kWorldName[e.world]);
     return s;
 }
 
@@ -292,8 +294,10 @@ void begin_input(bool ordinary, uint32_t seed) {
     g_ordinary = ordinary;
     deferred::reset();
     deferred::g_transfer_queue = true;
-    // The seed's low bit also picks the order the deferred world's two queues take where no event
-    // orders them (sam3d_deferred.h, g_second_first): a dropped wait before a read or before a write.
+    // The seed's low bits also pick whether the deferred world is a duplex session (bit 1) and the
+    // order its two queues take where no event orders them (bit 0; sam3d_deferred.h,
+    // g_second_first): a dropped wait before a read or before a write.
+    g_duplex = (seed & 2) != 0;
     deferred::g_second_first = (seed & 1) != 0;
     for (int w = 0; w < kWorlds; ++w) {
         Env & e = g_env[w];

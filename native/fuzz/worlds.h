@@ -9,8 +9,9 @@
 //   deferred  like staged, on a device that works later and has events: the deferred queue of
 //             native/testing/sam3d_deferred.h with its transfer queue (uploads ordered after an
 //             earlier graph only by an event wait), so pending work runs at the core's
-//             synchronizes and event synchronizes, and an ordering rule (A4, A6) can fail; its
-//             session is a duplex one, its queued downloads on the seam's second queue (rule 11)
+//             synchronizes and event synchronizes, and an ordering rule (A4, A6) can fail; for
+//             half the inputs (the seed's) its session is a duplex one, its queued downloads on
+//             the seam's second queue (rule 11)
 // Each world's seam records every entry the core makes (Env::records, what the checks read) and
 // forwards transfers and computes to GGML, failing a compute when armed. worlds.cpp owns the
 // backend, the worlds (g_env), the world being called and the staging memory.

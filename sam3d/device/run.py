@@ -443,7 +443,16 @@ def driver_lists(name, env):
     if not isinstance(doc, dict) or doc.get("schema") != LIST_SCHEMA:
         said = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return None, f"`sam3d_bench --list-modes` did not print its {LIST_SCHEMA} list: {said}"
-    return {k: [x["name"] for x in doc[k]] for k in ("modes", "layouts", "orders", "duplex")}, None
+    try:
+        lists = {k: [x["name"] for x in doc[k]] for k in ("modes", "layouts", "orders", "duplex")}
+    except (KeyError, TypeError):
+        lists = {}
+    if not lists or not all(lists.values()):
+        return (
+            None,
+            f"`sam3d_bench --list-modes` printed a {LIST_SCHEMA} list without modes, layouts, orders or duplex modes",
+        )
+    return lists, None
 
 
 def chosen(flag, value, listed, default):

@@ -211,35 +211,38 @@ TEST(DeviceTwoGpus, DeviceOneUsesTheHostBufferTypeAsItsBackendDecides) {
 }
 
 // Duplex on the GPU (docs/contract.md, rule 11). Each queued call uploads a 64 KiB input x; its
-// graph first writes the 4 MiB output y = 2 * x repeated, then stalls the session's backend for
-// about a millisecond (1024 scales of x by 2 and by 0.5, tensors of their own), and the call
-// downloads y on the second backend. Six calls are queued at once, so the session's backend runs
-// behind the host. With the handoff dropped a download starts as soon as it is enqueued, before its
-// graph wrote y (the previous call's values, or the fill); with the graph's wait dropped the next
-// call's graph rewrites y a few microseconds into the earlier call's download of 4 MiB. Either
+// graph first writes a wrong value into its 4 MiB output y (-2 x, repeated), then stalls the
+// session's backend for a few hundred microseconds (8 scales of a 64 MiB tensor: few launches, much
+// GPU time, so the device runs behind the host with or without CUDA graphs), and last rewrites y
+// in place to 2 x; the call downloads y on the second backend. With the handoff dropped the
+// download runs before the last node (the wrong value, or an earlier call's); with the graph's wait
+// dropped the next call's first nodes rewrite y during the earlier call's 4 MiB download. Either
 // should give wrong bytes (designed so; docs/gpu-checks.md says what has run on a GPU). Elementwise
-// kernels use no shared memory, so compute-sanitizer racecheck tracks
-// little of them (a chain of 128 matrix products per call took the process past the GPU machine's
-// 128 GiB under racecheck, docs/gpu-checks.md). Skips where the session gets no second backend.
+// kernels use no shared memory, so compute-sanitizer racecheck tracks little of them (a chain of
+// 128 matrix products per call took the process past the GPU machine's 128 GiB under racecheck,
+// docs/gpu-checks.md). Skips where the session gets no second backend.
 class DeviceDuplex : public testing::TestWithParam<Kind> {};
 
 TEST_P(DeviceDuplex, AStalledGraphStillPrecedesItsDownloads) {
     const Kind kind = GetParam();
     REQUIRE_GPU(kind);
     constexpr int64_t d = 1024, rows = 16;  // the six calls' 6 x (64 KiB + 4 MiB) fit the staging bound
-    constexpr int kScales = 1024;
+    constexpr int64_t stall_side = 4096;    // 64 MiB
+    constexpr int kStalls = 8;
     constexpr int kCalls = 6;
-    rig::Rig r(kind, kScales + 8);
+    rig::Rig r(kind, kStalls + 16);
     ggml_tensor * x = ggml_new_tensor_2d(r.ctx(), GGML_TYPE_F32, d, rows);
     ggml_tensor * shape = ggml_new_tensor_2d(r.ctx(), GGML_TYPE_F32, d, d);
-    ggml_tensor * y = ggml_scale(r.ctx(), ggml_repeat(r.ctx(), x, shape), 2.0f);
-    ggml_tensor * stall = x;
-    for (int i = 0; i < kScales; ++i) {
-        stall = ggml_scale(r.ctx(), stall, i % 2 == 0 ? 2.0f : 0.5f);
+    ggml_tensor * y = ggml_scale(r.ctx(), ggml_repeat(r.ctx(), x, shape), -2.0f);
+    ggml_tensor * stall = ggml_new_tensor_2d(r.ctx(), GGML_TYPE_F32, stall_side, stall_side);
+    for (int i = 0; i < kStalls; ++i) {
+        stall = ggml_scale(r.ctx(), stall, 1.0f);
     }
-    ggml_cgraph * graph = ggml_new_graph(r.ctx());  // GGML_DEFAULT_GRAPH_SIZE (2048) nodes
-    ggml_build_forward_expand(graph, y);             // y first, then the stall
+    ggml_tensor * last = ggml_scale_inplace(r.ctx(), y, -1.0f);  // y's bytes: 2 x
+    ggml_cgraph * graph = ggml_new_graph(r.ctx());
+    ggml_build_forward_expand(graph, y);  // in this order: y's wrong value, the stall, y's last write
     ggml_build_forward_expand(graph, stall);
+    ggml_build_forward_expand(graph, last);
     r.alloc();
     sam3d_session_options o = sam3d_session_default_options();
     o.batching = SAM3D_BATCHING_ON;
