@@ -51,10 +51,11 @@ _GPU = next(v.name for v in variants.VARIANTS if v.gpu)
         (("bench", "--modes", "off,zerocopy", "release"), "off and staged are required"),
         (("bench", "--modes", "off,staged,", "release"), "unknown mode ''"),
         (("bench", "--modes", "off,staged,OFF", "release"), "unknown mode 'OFF' (use staged, off, zerocopy, queued)"),
+        (("bench", "--duplex", "both", "release"), "--duplex 'both': give one of off, auto, on"),
     ],
 )
 def test_bad_input_fails_before_any_work(args, expect):
-    if "--modes" in args:  # checked by the driver's own mode table (sam3d_bench --list-modes)
+    if "--modes" in args or "--duplex" in args:  # checked by the driver's own lists (sam3d_bench --list-modes)
         try:
             bench_runner.require_built([variants.get("release")])
         except NotBuilt as e:

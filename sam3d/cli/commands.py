@@ -254,6 +254,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     vs = _here("bench", args.variants)
     if args.modes is not None:
         bench_cmd.check_modes(vs, args.modes)
+    if args.duplex is not None:
+        bench_cmd.check_duplex(vs, args.duplex)
     driver_args = (
         (("--modes", args.modes) if args.modes else ())
         + (("--transfer-only",) if args.transfer_only else ())

@@ -239,9 +239,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--transfer-only", action="store_true", help="replay the transfers without compute")
     s.add_argument(
         "--duplex",
-        choices=("auto", "off", "on"),
         help="the batched sessions' duplex mode, downloads on a second backend of the device "
-        "(sam3d_bench --duplex; default: the driver's, off)",
+        "(sam3d_bench --duplex, one of those its --list-modes lists; default: the driver's)",
     )
     s.add_argument("--force", **force)
     s.set_defaults(func="bench")

@@ -68,6 +68,16 @@ def mode_table(vs: list[Variant], modes: str | None = None) -> list[dict]:
     first variant in ``vs`` whose driver is built: [{"name", "row", "required", "default",
     "description"}, ...]. DriverError carries the driver's own message when it refuses
     ``modes``; NotBuilt when no driver is built."""
+    return _listing(vs, modes)["modes"]
+
+
+def duplex_modes(vs: list[Variant]) -> list[str]:
+    """The driver's --duplex choices, its default first (`--list-modes`, as mode_table())."""
+    return [x["name"] for x in _listing(vs)["duplex"]]
+
+
+def _listing(vs: list[Variant], modes: str | None = None) -> dict:
+    """The document `--list-modes` prints (mode_table() says which driver and what it raises)."""
     exe = next((path(v) for v in vs if path(v).is_file()), None)
     if exe is None:
         raise NotBuilt(
@@ -89,8 +99,7 @@ def mode_table(vs: list[Variant], modes: str | None = None) -> list[dict]:
             if said
             else f"`{exe} --list-modes` exit {r.returncode}: {r.stderr.strip()[-300:]}"
         )
-    doc = _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)
-    return doc["modes"]
+    return _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)
 
 
 def _document(text: str, where: str, schema: str) -> dict:
