@@ -54,9 +54,10 @@ json mode_table_json(const std::vector<Mode> & modes);
 
 // ---------------------------------------------------------------- options (options.cpp)
 // A value of a flag with a fixed set of choices: its name on the command line and in the
-// output, and what it does. Each table lists them in enum order, the default first; `--list-modes`
-// prints the layouts, orders and duplex modes beside the modes (the GPU bundle's run.pyz runs and
-// checks every layout and order, and takes its --duplex choices and default from there).
+// output, and what it does. Each table lists them in enum order (the *_name functions index it).
+// `--list-modes` prints the layouts, orders and duplex modes beside the modes, Options' default
+// first (the GPU bundle's run.pyz runs and checks every layout and order, and takes its --duplex
+// choices and default from there).
 template <class T>
 struct Choice {
     T value;
@@ -73,8 +74,7 @@ const char * layout_name(Layout l);
 enum class Order { Profile, Levels };
 extern const Choice<Order> kOrderTable[2];
 const char * order_name(Order o);
-// The batched sessions' duplex mode (--duplex; docs/contract.md, rule 11): sam3d_duplex's values,
-// the default (Options::duplex, the core's) first.
+// The batched sessions' duplex mode (--duplex; docs/contract.md, rule 11): sam3d_duplex's values.
 extern const Choice<sam3d_duplex> kDuplexTable[3];
 const char * duplex_name(sam3d_duplex d);
 

@@ -49,10 +49,14 @@ const char * row_name(Mode m) { return kModeTable[m].row; }
 
 namespace {
 
+// The choices of one option, the default (Options' value) first.
 template <class T, size_t N>
-json choices_json(const Choice<T> (&table)[N]) {
+json choices_json(const Choice<T> (&table)[N], T deflt) {
     json out = json::array();
-    for (const Choice<T> & c : table) out.push_back(json{{"name", c.name}, {"description", c.description}});
+    for (const Choice<T> & c : table) {
+        const json entry{{"name", c.name}, {"description", c.description}};
+        out.insert(c.value == deflt ? out.begin() : out.end(), entry);
+    }
     return out;
 }
 
@@ -64,8 +68,12 @@ json mode_table_json(const std::vector<Mode> & modes) {
         const ModeInfo & i = kModeTable[m];
         out.push_back(json{{"name", i.name}, {"row", i.row}, {"required", i.required}, {"description", i.description}});
     }
-    return json{{"schema", kModesSchema}, {"modes", out}, {"layouts", choices_json(kLayoutTable)},
-                {"orders", choices_json(kOrderTable)}, {"duplex", choices_json(kDuplexTable)}};
+    const Options d;
+    return json{{"schema", kModesSchema},
+                {"modes", out},
+                {"layouts", choices_json(kLayoutTable, d.layout)},
+                {"orders", choices_json(kOrderTable, d.order)},
+                {"duplex", choices_json(kDuplexTable, d.duplex)}};
 }
 
 namespace {
@@ -92,12 +100,13 @@ std::string usage() {
          "              SAM3D_STAGING_PIECE_BYTES; max: the whole call in one piece)\n"
          "  --staging-copy-threads N  the batched sessions' threads copying each piece, the caller's\n"
          "              included (default: SAM3D_STAGING_COPY_THREADS, at most the processors)\n"
-         "  --layout L  the device layout (default scattered):\n";
+         "  --layout L  the device layout (default ";
+    u += std::string(layout_name(Options{}.layout)) + "):\n";
     for (const Choice<Layout> & c : kLayoutTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
-    u += "  --order O   the order the graphs are issued in (default profile):\n";
+    u += std::string("  --order O   the order the graphs are issued in (default ") + order_name(Options{}.order) + "):\n";
     for (const Choice<Order> & c : kOrderTable) u += std::string("              ") + c.name + ": " + c.description + "\n";
     u += std::string("  --duplex D  the batched sessions' duplex mode, downloads on a second backend (default ") +
-         kDuplexTable[0].name + "):\n";
+         duplex_name(Options{}.duplex) + "):\n";
     for (const Choice<sam3d_duplex> & c : kDuplexTable) {
         u += std::string("              ") + c.name + ": " + c.description + "\n";
     }
