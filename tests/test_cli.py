@@ -51,7 +51,7 @@ _GPU = next(v.name for v in variants.VARIANTS if v.gpu)
         (("bench", "--modes", "off,zerocopy", "release"), "off and staged are required"),
         (("bench", "--modes", "off,staged,", "release"), "unknown mode ''"),
         (("bench", "--modes", "off,staged,OFF", "release"), "unknown mode 'OFF' (use staged, off, zerocopy, queued)"),
-        (("bench", "--duplex", "both", "release"), "--duplex 'both': give one of off, auto, on"),
+        (("bench", "--duplex", "both", "release"), "--duplex both: expected one of off, auto, on"),
     ],
 )
 def test_bad_input_fails_before_any_work(args, expect):

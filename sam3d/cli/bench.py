@@ -343,15 +343,6 @@ def _import_summary(raw_dir: Path, summary: dict, out: Path, written: list, reas
                 )
 
 
-def check_modes(vs: list[Variant], modes: str) -> None:
-    """Refuses a --modes value before any work, by the driver's own table and message."""
-    driver.mode_table(vs, modes)
-
-
-def check_duplex(vs: list[Variant], duplex: str) -> None:
-    """Refuses a --duplex value before any work, by the choices the driver lists."""
-    listed = driver.duplex_modes(vs)
-    if duplex not in listed:
-        raise driver.DriverError(
-            f"--duplex {duplex!r}: give one of {', '.join(listed)} (`sam3d_bench --list-modes`; default {listed[0]})"
-        )
+def check_choices(vs: list[Variant], modes: str | None, duplex: str | None) -> None:
+    """Refuses a --modes or --duplex value before any work, by the driver's own lists and message."""
+    driver.mode_table(vs, modes, duplex)

@@ -252,10 +252,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     and the evidence folder generated/diagnostics/<run-name>/ (see sam3d/cli/bench.py). With no
     variant named: the default set's variants that run here (tools/build.py runs_here)."""
     vs = _here("bench", args.variants)
-    if args.modes is not None:
-        bench_cmd.check_modes(vs, args.modes)
-    if args.duplex is not None:
-        bench_cmd.check_duplex(vs, args.duplex)
+    if args.modes is not None or args.duplex is not None:
+        bench_cmd.check_choices(vs, args.modes, args.duplex)
     driver_args = (
         (("--modes", args.modes) if args.modes else ())
         + (("--transfer-only",) if args.transfer_only else ())

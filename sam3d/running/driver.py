@@ -63,30 +63,25 @@ def driver_env(v: Variant, base: dict[str, str] | None = None) -> dict[str, str]
     return env
 
 
-def mode_table(vs: list[Variant], modes: str | None = None) -> list[dict]:
+def mode_table(vs: list[Variant], modes: str | None = None, duplex: str | None = None) -> list[dict]:
     """The driver's mode table (every mode, or those of the --modes value ``modes``), from the
     first variant in ``vs`` whose driver is built: [{"name", "row", "required", "default",
     "description"}, ...]. DriverError carries the driver's own message when it refuses
-    ``modes``; NotBuilt when no driver is built."""
-    return _listing(vs, modes)["modes"]
-
-
-def duplex_modes(vs: list[Variant]) -> list[str]:
-    """The driver's --duplex choices, its default first (`--list-modes`, as mode_table())."""
-    return [x["name"] for x in _listing(vs)["duplex"]]
-
-
-def _listing(vs: list[Variant], modes: str | None = None) -> dict:
-    """The document `--list-modes` prints (mode_table() says which driver and what it raises)."""
+    ``modes`` or the --duplex value ``duplex``; NotBuilt when no driver is built."""
     exe = next((path(v) for v in vs if path(v).is_file()), None)
     if exe is None:
         raise NotBuilt(
             f"the benchmark modes come from the driver (`{NAME} --list-modes`), which is not built "
             f"for {', '.join(v.name for v in vs)}: build it first (python -m sam3d build "
-            f"{vs[0].name if vs else 'release'}), or leave --modes out for the default modes"
+            f"{vs[0].name if vs else 'release'}), or leave --modes and --duplex out for the driver's defaults"
         )
     r = subprocess.run(
-        [str(exe), "--list-modes", *(["--modes", modes] if modes is not None else [])],
+        [
+            str(exe),
+            "--list-modes",
+            *(["--modes", modes] if modes is not None else []),
+            *(["--duplex", duplex] if duplex is not None else []),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -99,7 +94,7 @@ def _listing(vs: list[Variant], modes: str | None = None) -> dict:
             if said
             else f"`{exe} --list-modes` exit {r.returncode}: {r.stderr.strip()[-300:]}"
         )
-    return _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)
+    return _document(r.stdout, f"`{exe} --list-modes`", MODES_SCHEMA)["modes"]
 
 
 def _document(text: str, where: str, schema: str) -> dict:
